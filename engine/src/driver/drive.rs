@@ -1,0 +1,219 @@
+//! The drive loop: claim runnable runs with a lease and execute one turn each.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::shared::Shared;
+use crate::model::{
+    CheckpointKind, CheckpointStatus, RemoteTask, Run, RunStatus, StepFailure, TenantEventKind,
+};
+use crate::runtime::turn::run_turn;
+use crate::runtime::{Command, Decision, DecisionStatus};
+use crate::store::{NewCheckpoint, TurnCommit, TurnOutcome};
+use crate::transport::naming::routing_token;
+
+pub(crate) async fn drive_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let permits = Arc::new(Semaphore::new(shared.config.max_concurrent_turns.max(1)));
+    let mut turns = JoinSet::new();
+    let lease_ms = shared.config.lease.as_millis() as i64;
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        while turns.try_join_next().is_some() {}
+        let free = permits.available_permits() as u32;
+        let claimed = if free == 0 {
+            Vec::new()
+        } else {
+            let now = shared.clock.now();
+            match shared
+                .store
+                .claim_runs(&shared.scope, &shared.config.owner, now, lease_ms, free)
+                .await
+            {
+                Ok(runs) => runs,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming runs failed; retrying shortly");
+                    Vec::new()
+                }
+            }
+        };
+        if claimed.is_empty() {
+            let wait = idle_wait(&shared).await;
+            tokio::select! {
+                _ = shared.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => {}
+                Some(_) = turns.join_next(), if !turns.is_empty() => {}
+            }
+            continue;
+        }
+        for run in claimed {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            turns.spawn(process(shared.clone(), run, permit));
+        }
+    }
+    // Turns already running finish and persist; their runs are not left half-applied.
+    while turns.join_next().await.is_some() {}
+}
+
+/// How long to sleep with nothing to do: until the next timer or lease expiry, at most
+/// `idle_poll` (runs started by another process do not poke our `wake`).
+async fn idle_wait(shared: &Shared) -> Duration {
+    let cap = shared.config.idle_poll;
+    match shared.store.next_wake_at(&shared.scope).await {
+        Ok(Some(at)) => {
+            let ms = (at - shared.clock.now()).max(0) as u64;
+            cap.min(Duration::from_millis(ms))
+        }
+        Ok(None) => cap,
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the next wake-up failed");
+            cap
+        }
+    }
+}
+
+async fn process(shared: Arc<Shared>, run: Run, _permit: OwnedSemaphorePermit) {
+    shared.in_flight().insert(run.id.clone());
+    shared.emit(&run, TenantEventKind::RunRunning, None).await;
+    if let Err(e) = turn(&shared, &run).await {
+        tracing::warn!(run_id = %run.id, error = %e, "turn failed; the run is retried when its lease expires");
+    }
+    shared.in_flight().remove(&run.id);
+}
+
+async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError> {
+    let (commit, tasks) = match shared.registry.get(&run.workflow, run.workflow_version) {
+        None => {
+            let reason = StepFailure::new(format!(
+                "no worker here serves workflow `{}` version {}; deploy a worker that registers it",
+                run.workflow, run.workflow_version
+            ))
+            .with_code("no_worker");
+            (
+                TurnCommit {
+                    checkpoints: Vec::new(),
+                    outcome: TurnOutcome::Block(reason),
+                },
+                Vec::new(),
+            )
+        }
+        Some(workflow) => {
+            let history = shared.store.checkpoints(&shared.scope, &run.id).await?;
+            let decision = run_turn(
+                workflow,
+                &run.id,
+                &run.namespace,
+                run.input.clone(),
+                history,
+                shared.clock.clone(),
+            )
+            .await;
+            plan(run, decision, shared.clock.now())
+        }
+    };
+    let now = shared.clock.now();
+    let Some(updated) = shared
+        .store
+        .commit_turn(&shared.config.owner, &run.id, commit, now)
+        .await?
+    else {
+        tracing::warn!(run_id = %run.id, "lost the lease during a turn; its outcome was discarded");
+        return Ok(());
+    };
+    // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched.
+    for task in tasks {
+        if let Err(e) = shared.transport.dispatch(task).await {
+            tracing::warn!(run_id = %run.id, error = %e, "dispatch failed; the redispatch loop will retry");
+        }
+    }
+    if updated.status == RunStatus::Suspended && updated.wake_at.is_some_and(|w| w <= now) {
+        shared.wake.notify_one();
+    }
+    shared
+        .emit(&updated, TenantEventKind::for_status(updated.status), None)
+        .await;
+    Ok(())
+}
+
+/// Turns a decision into the durable commit and the tasks to dispatch after it.
+fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>) {
+    let mut checkpoints = Vec::with_capacity(decision.commands.len());
+    let mut tasks = Vec::new();
+    for command in decision.commands {
+        match command {
+            Command::Call { seq, name, input } => {
+                let group = routing_token(&name, Some(&run.namespace));
+                tasks.push(RemoteTask {
+                    run_id: run.id.clone(),
+                    seq,
+                    name: name.clone(),
+                    step_id: format!("{}:{seq}", run.id),
+                    group: group.clone(),
+                    input: Some(input.clone()),
+                    context: Some(serde_json::json!({ "tenant": run.namespace })),
+                    attempt: 1,
+                });
+                checkpoints.push(NewCheckpoint {
+                    seq,
+                    kind: CheckpointKind::RemoteStep,
+                    name,
+                    status: CheckpointStatus::Pending,
+                    worker_group: Some(group),
+                    input: Some(input),
+                    output: None,
+                    error: None,
+                    wake_at: None,
+                    enqueued_at: Some(now),
+                    started_at: None,
+                    finished_at: None,
+                });
+            }
+            Command::RecordStep {
+                seq,
+                name,
+                output,
+                error,
+                started_at,
+                finished_at,
+            } => {
+                checkpoints.push(NewCheckpoint {
+                    seq,
+                    kind: CheckpointKind::LocalStep,
+                    name,
+                    status: if error.is_some() {
+                        CheckpointStatus::Failed
+                    } else {
+                        CheckpointStatus::Completed
+                    },
+                    worker_group: None,
+                    input: None,
+                    output,
+                    error,
+                    wake_at: None,
+                    enqueued_at: None,
+                    started_at: Some(started_at),
+                    finished_at: Some(finished_at),
+                });
+            }
+        }
+    }
+    let outcome = match decision.status {
+        DecisionStatus::Continue => TurnOutcome::Suspend { wake_at: None },
+        DecisionStatus::Completed { output } => TurnOutcome::Complete(output),
+        DecisionStatus::Failed { error } => TurnOutcome::Fail(error),
+    };
+    (
+        TurnCommit {
+            checkpoints,
+            outcome,
+        },
+        tasks,
+    )
+}

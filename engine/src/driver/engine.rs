@@ -1,0 +1,223 @@
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::shared::Shared;
+use super::{drive, lease, redispatch, results};
+use crate::model::{Namespace, Run, RunId, TenantEventKind};
+use crate::runtime::{Clock, Registry, SystemClock};
+use crate::store::{NewRun, Store, StoreError};
+use crate::transport::{Transport, TransportError};
+
+/// How an engine runs.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// The namespace this engine polls and stamps; `None` makes it an operator that drives every
+    /// namespace and stamps `default` on starts that name none.
+    pub namespace: Option<Namespace>,
+    /// The lease holder name (unique per process).
+    pub owner: String,
+    /// How long a claimed run stays locked without renewal. A crashed driver's runs are taken
+    /// over after this long.
+    pub lease: Duration,
+    /// A remote step with no result after this long is dispatched again.
+    pub redispatch_after: Duration,
+    /// How many turns may execute at once.
+    pub max_concurrent_turns: usize,
+    /// The longest the drive loop sleeps before looking for work started elsewhere.
+    pub idle_poll: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            namespace: None,
+            owner: format!(
+                "engine-{}-{}",
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
+            lease: Duration::from_secs(30),
+            redispatch_after: Duration::from_secs(30),
+            max_concurrent_turns: 64,
+            idle_poll: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why the engine refused or failed a request.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No workflow of that name is registered.
+    #[error("no workflow named `{0}` is registered; registered workflows: {1}")]
+    UnknownWorkflow(String, String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The engine was already started.
+    #[error("the engine is already running")]
+    AlreadyStarted,
+}
+
+/// A request to start a top-level run.
+#[derive(Clone, Debug, Default)]
+pub struct StartRun {
+    /// The workflow to run (its newest registered version).
+    pub workflow: String,
+    /// Its input.
+    pub input: Value,
+    /// The namespace to stamp; `None` uses the engine's own (or `default` on an operator). A
+    /// tenant request passes its verified tenant here, never a value from the request body.
+    pub namespace: Option<Namespace>,
+    /// A caller-chosen id (idempotency key); a fresh one when `None`.
+    pub id: Option<RunId>,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// Search attributes.
+    pub search_attributes: Map<String, Value>,
+}
+
+/// A workflow engine: owns the control loops for its namespace and starts runs.
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    loops: Arc<Mutex<Option<Vec<JoinHandle<()>>>>>,
+}
+
+impl Engine {
+    /// An engine over `store` and `transport` running the code in `registry`. Nothing runs
+    /// until [`Engine::start`].
+    pub fn new(
+        store: Arc<dyn Store>,
+        transport: Arc<dyn Transport>,
+        registry: Arc<Registry>,
+        config: EngineConfig,
+    ) -> Self {
+        Self::with_clock(store, transport, registry, config, Arc::new(SystemClock))
+    }
+
+    /// Like [`Engine::new`] with an explicit clock.
+    pub fn with_clock(
+        store: Arc<dyn Store>,
+        transport: Arc<dyn Transport>,
+        registry: Arc<Registry>,
+        config: EngineConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let (stop, _) = watch::channel(false);
+        Engine {
+            shared: Arc::new(Shared::new(store, transport, registry, clock, config)),
+            stop,
+            loops: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Starts the control loops. Steps whose dispatch was lost with a previous process are sent
+    /// again first.
+    pub async fn start(&self) -> Result<(), EngineError> {
+        if self
+            .loops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Err(EngineError::AlreadyStarted);
+        }
+        let results = self.shared.transport.consume_results().await?;
+        if !self.shared.transport.retains_tasks() {
+            let now = self.shared.clock.now();
+            redispatch::redispatch_due(&self.shared, now).await?;
+        }
+        let s = &self.shared;
+        let handles = vec![
+            tokio::spawn(drive::drive_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(results::results_loop(
+                s.clone(),
+                results,
+                self.stop.subscribe(),
+            )),
+            tokio::spawn(redispatch::redispatch_loop(
+                s.clone(),
+                self.stop.subscribe(),
+            )),
+            tokio::spawn(lease::renew_loop(s.clone(), self.stop.subscribe())),
+        ];
+        *self.loops.lock().unwrap_or_else(|p| p.into_inner()) = Some(handles);
+        Ok(())
+    }
+
+    /// Stops claiming new work, lets running turns finish and persist, applies results that
+    /// already arrived, and releases this engine's leases so a restart resumes at once.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let handles = self.loops.lock().unwrap_or_else(|p| p.into_inner()).take();
+        for h in handles.into_iter().flatten() {
+            if let Err(e) = h.await {
+                tracing::error!(error = %e, "an engine loop ended abnormally");
+            }
+        }
+        let now = self.shared.clock.now();
+        match self
+            .shared
+            .store
+            .release_leases(&self.shared.config.owner, now)
+            .await
+        {
+            Ok(n) if n > 0 => tracing::info!(released = n, "released run leases"),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not release leases; they expire on their own")
+            }
+        }
+    }
+
+    /// The namespace a start that names none is stamped with.
+    pub fn stamp_namespace(&self) -> Namespace {
+        self.shared.config.namespace.clone().unwrap_or_default()
+    }
+
+    /// The code this engine runs.
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    /// The store this engine drives.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.shared.store
+    }
+
+    /// The transport this engine uses.
+    pub fn transport(&self) -> &Arc<dyn Transport> {
+        &self.shared.transport
+    }
+
+    /// Starts a top-level run of the newest registered version of `req.workflow`.
+    pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
+        let registry = &self.shared.registry;
+        let workflow = registry.latest(&req.workflow).ok_or_else(|| {
+            EngineError::UnknownWorkflow(req.workflow.clone(), registry.workflow_names().join(", "))
+        })?;
+        let namespace = req.namespace.unwrap_or_else(|| self.stamp_namespace());
+        let id = req.id.unwrap_or_else(RunId::generate);
+        let mut new = NewRun::top_level(id, namespace, &workflow.name, workflow.version, req.input);
+        new.tags = req.tags;
+        new.search_attributes = req.search_attributes;
+        let run = self
+            .shared
+            .store
+            .create_run(new, self.shared.clock.now())
+            .await?;
+        self.shared
+            .emit(&run, TenantEventKind::RunStarted, None)
+            .await;
+        self.shared.wake.notify_one();
+        Ok(run)
+    }
+}

@@ -1,0 +1,31 @@
+//! Lease renewal: while a turn executes here, its run's lease is extended, so a long local step
+//! is not mistaken for a crash.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::shared::Shared;
+
+pub(crate) async fn renew_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let every = shared.config.lease / 3;
+    let lease_ms = shared.config.lease.as_millis() as i64;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let ids: Vec<_> = shared.in_flight().iter().cloned().collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let until = shared.clock.now() + lease_ms;
+        if let Err(e) = shared
+            .store
+            .renew_leases(&shared.config.owner, &ids, until)
+            .await
+        {
+            tracing::warn!(error = %e, runs = ids.len(), "renewing leases failed");
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! `durable`: a multi-tenant durable workflow engine.
+//!
+//! Workflows are deterministic async Rust functions. Every side effect they perform (a step, a
+//! timer, a signal, a child run) is recorded as a [`model::Checkpoint`]; when a run resumes, its
+//! body is replayed from the top and completed checkpoints hand back their recorded values, so a
+//! crash never repeats a completed step.
+//!
+//! With `default-features = false` this crate is only the serde [`model`] types, which the
+//! dashboard also compiles to wasm.
+//!
+//! ```no_run
+//! # #[cfg(feature = "sqlite")]
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use durable::prelude::*;
+//!
+//! let mut registry = Registry::new();
+//! registry.step("greet", |_ctx: StepContext, name: String| async move {
+//!     Ok::<_, StepError>(format!("hello, {name}"))
+//! });
+//! registry.workflow("hello", 1, |ctx: WorkflowContext, name: String| async move {
+//!     let greeting: String = ctx.step("greet", &name).await?;
+//!     Ok::<_, WorkflowError>(greeting)
+//! });
+//! # Ok(()) }
+//! ```
+
+pub mod model;
+
+#[cfg(feature = "engine")]
+pub mod driver;
+#[cfg(feature = "engine")]
+pub mod gateway;
+#[cfg(feature = "engine")]
+pub mod runtime;
+#[cfg(feature = "engine")]
+pub mod store;
+#[cfg(feature = "engine")]
+pub mod transport;
+
+/// The names most programs need, in one import.
+#[cfg(feature = "engine")]
+pub mod prelude {
+    pub use crate::driver::{Engine, EngineConfig};
+    pub use crate::model::{Namespace, Run, RunId, RunStatus};
+    pub use crate::runtime::{Registry, StepContext, StepError, WorkflowContext, WorkflowError};
+}

@@ -1,0 +1,126 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Millis, RunId, StepFailure};
+
+/// What a checkpoint records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointKind {
+    /// A step executed in the driving process.
+    LocalStep,
+    /// A step dispatched through the transport to `name@partition`.
+    RemoteStep,
+    /// A durable timer.
+    Sleep,
+    /// A signal wait.
+    Signal,
+    /// A child run.
+    Child,
+    /// A captured `now()` or side effect.
+    SideEffect,
+}
+
+impl CheckpointKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointKind::LocalStep => "local_step",
+            CheckpointKind::RemoteStep => "remote_step",
+            CheckpointKind::Sleep => "sleep",
+            CheckpointKind::Signal => "signal",
+            CheckpointKind::Child => "child",
+            CheckpointKind::SideEffect => "side_effect",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(raw: &str) -> Option<Self> {
+        [
+            CheckpointKind::LocalStep,
+            CheckpointKind::RemoteStep,
+            CheckpointKind::Sleep,
+            CheckpointKind::Signal,
+            CheckpointKind::Child,
+            CheckpointKind::SideEffect,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == raw)
+    }
+}
+
+/// Where a checkpoint is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckpointStatus {
+    /// Recorded, waiting to run or for its result.
+    Pending,
+    /// A worker picked it up.
+    Running,
+    /// Done with an output.
+    Completed,
+    /// Done with an error.
+    Failed,
+}
+
+impl CheckpointStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointStatus::Pending => "pending",
+            CheckpointStatus::Running => "running",
+            CheckpointStatus::Completed => "completed",
+            CheckpointStatus::Failed => "failed",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "pending" => Some(CheckpointStatus::Pending),
+            "running" => Some(CheckpointStatus::Running),
+            "completed" => Some(CheckpointStatus::Completed),
+            "failed" => Some(CheckpointStatus::Failed),
+            _ => None,
+        }
+    }
+
+    /// Whether replay can hand back a recorded value.
+    pub fn is_resolved(self) -> bool {
+        matches!(self, CheckpointStatus::Completed | CheckpointStatus::Failed)
+    }
+}
+
+/// One durable record per side effect, keyed `(run_id, seq)`. `seq` is the deterministic
+/// position of the operation in the workflow body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The run it belongs to.
+    pub run_id: RunId,
+    /// Position in the workflow body.
+    pub seq: u32,
+    /// What it records.
+    pub kind: CheckpointKind,
+    /// The step name (or a synthetic name such as `sleep:<seq>`).
+    pub name: String,
+    /// Where it is.
+    pub status: CheckpointStatus,
+    /// How many times it was tried.
+    pub attempts: u32,
+    /// The routing token a remote step went to (`name@partition`).
+    pub worker_group: Option<String>,
+    /// The input handed to the step.
+    pub input: Option<Value>,
+    /// The recorded output.
+    pub output: Option<Value>,
+    /// The recorded error.
+    pub error: Option<StepFailure>,
+    /// When a timer or a retry is due.
+    pub wake_at: Option<Millis>,
+    /// When it was dispatched.
+    pub enqueued_at: Option<Millis>,
+    /// When a worker started it.
+    pub started_at: Option<Millis>,
+    /// When it resolved.
+    pub finished_at: Option<Millis>,
+}

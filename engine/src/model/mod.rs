@@ -1,0 +1,20 @@
+//! Plain serde types shared by the engine, the HTTP API and the dashboard (which compiles them to
+//! wasm). No IO lives here.
+
+mod checkpoint;
+mod event;
+mod namespace;
+mod query;
+mod run;
+mod wire;
+
+pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
+pub use event::{TenantEvent, TenantEventKind};
+pub use namespace::{Namespace, NamespaceError, Scope};
+pub use query::{Cursor, MAX_PAGE_SIZE, RunPage, RunQuery, RunQueryError, StatusCount};
+pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
+pub use wire::{RemoteTask, StepFailure, StepOutcome, StepResult};
+
+/// Milliseconds since the Unix epoch: the one time representation on the wire, in the store and
+/// in the UI.
+pub type Millis = i64;

@@ -1,0 +1,242 @@
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Checkpoint, Millis, Namespace, StepFailure};
+
+/// The id of a run. Top-level runs get a time-ordered `run_<uuid v7>`; child runs are
+/// `<parent>.child.<seq>` so that a replayed parent finds the child it already started.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(String);
+
+/// Why a string is not a run id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a run id: use 1 to 200 characters of letters, digits, `_`, `-`, `.` or `:`")]
+pub struct RunIdError(pub String);
+
+impl RunId {
+    /// Checks the shape of a run id taken from a URL, a form or a message.
+    pub fn parse(raw: &str) -> Result<Self, RunIdError> {
+        let ok = !raw.is_empty()
+            && raw.len() <= 200
+            && raw
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+        if ok {
+            Ok(RunId(raw.to_owned()))
+        } else {
+            Err(RunIdError(raw.chars().take(64).collect()))
+        }
+    }
+
+    /// A fresh, time-ordered id for a top-level run.
+    #[cfg(feature = "engine")]
+    pub fn generate() -> Self {
+        RunId(format!("run_{}", uuid::Uuid::now_v7().simple()))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = RunIdError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        RunId::parse(&value)
+    }
+}
+
+impl From<RunId> for String {
+    fn from(value: RunId) -> Self {
+        value.0
+    }
+}
+
+/// Where a run is in its life. Terminal statuses never change again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Accepted, not yet picked up by a driver.
+    Pending,
+    /// A driver holds its lease and is executing a turn.
+    Running,
+    /// Waiting on a timer, a signal, a child or a remote step.
+    Suspended,
+    /// Nobody can serve it (unknown version, no worker) or a quota parks it.
+    Blocked,
+    /// Cancel requested; in-flight work is being told.
+    Cancelling,
+    /// Finished with an output.
+    Completed,
+    /// Finished with an error.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+    /// Given up after repeated failed recoveries.
+    Dead,
+    /// Ended by ContinueAsNew; a successor carries on.
+    Continued,
+}
+
+/// A status string that is not one of [`RunStatus::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown run status `{0}`: expected one of pending, running, suspended, blocked, cancelling, completed, failed, cancelled, dead, continued"
+)]
+pub struct UnknownStatus(pub String);
+
+impl RunStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RunStatus; 10] = [
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Suspended,
+        RunStatus::Blocked,
+        RunStatus::Cancelling,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Dead,
+        RunStatus::Continued,
+    ];
+
+    /// The lowercase name used in the store, the API and URLs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Suspended => "suspended",
+            RunStatus::Blocked => "blocked",
+            RunStatus::Cancelling => "cancelling",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Dead => "dead",
+            RunStatus::Continued => "continued",
+        }
+    }
+
+    /// Whether the run has ended for good.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed
+                | RunStatus::Failed
+                | RunStatus::Cancelled
+                | RunStatus::Dead
+                | RunStatus::Continued
+        )
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = UnknownStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.chars().take(32).collect()))
+    }
+}
+
+/// One execution of a workflow, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Its id.
+    pub id: RunId,
+    /// The tenant it belongs to; never empty.
+    pub namespace: Namespace,
+    /// The registered workflow name.
+    pub workflow: String,
+    /// The workflow version the run is pinned to.
+    pub workflow_version: u32,
+    /// Current status.
+    pub status: RunStatus,
+    /// The input it was started with.
+    pub input: Value,
+    /// The output, once completed.
+    pub output: Option<Value>,
+    /// The error, once failed (or why it is blocked).
+    pub error: Option<StepFailure>,
+    /// Free-form labels for filtering.
+    pub tags: Vec<String>,
+    /// Flat scalar attributes for filtering.
+    pub search_attributes: Map<String, Value>,
+    /// The run that started this one as a child.
+    pub parent_run_id: Option<RunId>,
+    /// The top of this run's child tree (itself for a top-level run).
+    pub root_run_id: RunId,
+    /// 0 for a top-level run, parent's + 1 for a child.
+    pub nesting_depth: u32,
+    /// The run this one retries with edited input.
+    pub retry_of: Option<RunId>,
+    /// The run this one continues (ContinueAsNew).
+    pub continued_from: Option<RunId>,
+    /// How many times the run has been (re)started by a driver.
+    pub attempt: u32,
+    /// When a suspended run should be looked at again.
+    pub wake_at: Option<Millis>,
+    /// The driver holding the lease.
+    pub locked_by: Option<String>,
+    /// When that lease expires.
+    pub locked_until: Option<Millis>,
+    /// Creation time.
+    pub created_at: Millis,
+    /// Last change.
+    pub updated_at: Millis,
+    /// When it reached a terminal status.
+    pub finished_at: Option<Millis>,
+}
+
+/// A run with its checkpoints, for the detail views.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunDetail {
+    /// The run.
+    pub run: Run,
+    /// Its checkpoints in `seq` order.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip_through_strings() {
+        for st in RunStatus::ALL {
+            assert_eq!(st.as_str().parse::<RunStatus>().unwrap(), st);
+            assert_eq!(
+                serde_json::to_value(st).unwrap(),
+                Value::String(st.as_str().into())
+            );
+        }
+        assert!("done".parse::<RunStatus>().is_err());
+    }
+
+    #[test]
+    fn run_ids_are_checked() {
+        assert!(RunId::parse("run_0190abc").is_ok());
+        assert!(RunId::parse("run_1.child.3").is_ok());
+        assert!(RunId::parse("").is_err());
+        assert!(RunId::parse("../etc/passwd").is_err());
+        assert!(RunId::parse("a b").is_err());
+        assert!(RunId::parse("' OR 1=1 --").is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! Step messages exactly as the aviary wire spells them (camelCase JSON, optional fields
+//! omitted), so the in-process and Redis transports carry the same values.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Millis, RunId};
+
+/// A step handed to a worker (`P-tasks-<token>`, job `task`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteTask {
+    /// The run the step belongs to.
+    pub run_id: RunId,
+    /// The step's position in the run.
+    pub seq: u32,
+    /// The unsanitized handler name.
+    pub name: String,
+    /// `<run_id>:<seq>`: the idempotency key handlers should honour.
+    pub step_id: String,
+    /// The routing token the task was queued on.
+    pub group: String,
+    /// The step input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// Opaque context for the handler (carries the tenant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
+    /// 1 on the first try.
+    pub attempt: u32,
+}
+
+/// A step's error, as the wire and the store carry it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepFailure {
+    /// What went wrong, for a person.
+    pub message: String,
+    /// A stable machine code (`non_determinism`, `no_handler`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// `Some(false)` means do not retry; absent means retryable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    /// Structured details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl StepFailure {
+    /// A failure with only a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        StepFailure {
+            message: message.into(),
+            code: None,
+            retryable: None,
+            details: None,
+        }
+    }
+
+    /// Adds a machine code.
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = Some(code.into());
+        self
+    }
+
+    /// Marks the failure as not worth retrying.
+    pub fn fatal(mut self) -> Self {
+        self.retryable = Some(false);
+        self
+    }
+
+    /// The wire's retry rule: retryable unless `retryable == false`.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable != Some(false)
+    }
+}
+
+impl std::fmt::Display for StepFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.code {
+            Some(code) => write!(f, "{} ({code})", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// How a step ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum StepOutcome {
+    /// It returned an output.
+    Completed {
+        /// The output (JSON `null` when the handler returned nothing).
+        #[serde(default)]
+        output: Value,
+    },
+    /// It failed.
+    Failed {
+        /// Why.
+        error: StepFailure,
+    },
+}
+
+/// A worker's answer to a [`RemoteTask`] (`P-results`, job `result`), correlated by
+/// `(runId, seq)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResult {
+    /// The run.
+    pub run_id: RunId,
+    /// The step's position.
+    pub seq: u32,
+    /// Echo of the task's `stepId`.
+    pub step_id: String,
+    /// When the worker picked the task up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Millis>,
+    /// The outcome.
+    #[serde(flatten)]
+    pub outcome: StepOutcome,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_python_failure_result_parses() {
+        let raw = r#"{"runId":"run-abc","seq":1,"stepId":"run-abc:1","startedAt":1795939520882,"status":"failed",
+            "error":{"message":"card declined","code":"declined","retryable":false,"details":{"reason":"nsf"}},
+            "events":[]}"#;
+        let res: StepResult = serde_json::from_str(raw).unwrap();
+        match res.outcome {
+            StepOutcome::Failed { error } => {
+                assert_eq!(error.code.as_deref(), Some("declined"));
+                assert!(!error.is_retryable());
+            }
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_completed_result_round_trips_in_wire_shape() {
+        let res = StepResult {
+            run_id: RunId::parse("run-abc").unwrap(),
+            seq: 0,
+            step_id: "run-abc:0".into(),
+            started_at: None,
+            outcome: StepOutcome::Completed {
+                output: serde_json::json!({"ok": true}),
+            },
+        };
+        let json = serde_json::to_value(&res).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"runId":"run-abc","seq":0,"stepId":"run-abc:0","status":"completed","output":{"ok":true}})
+        );
+    }
+}

@@ -1,0 +1,233 @@
+//! The authoring API: what workflow and step code receives.
+
+use std::collections::HashMap;
+use std::future::{Future, pending};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::error::decode;
+use super::{Clock, Command, StepError, WorkflowError};
+use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Namespace, RunId, StepFailure};
+
+/// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
+/// run; on replay a resolved position returns its recorded value instead of running again.
+///
+/// Workflow code must be deterministic: the same history must lead it to the same operations in
+/// the same order. Anything else (time, randomness, IO) goes through a step.
+#[derive(Clone)]
+pub struct WorkflowContext {
+    run_id: RunId,
+    namespace: Namespace,
+    state: Arc<Mutex<TurnState>>,
+    clock: Arc<dyn Clock>,
+}
+
+pub(crate) struct TurnState {
+    next_seq: u32,
+    history: HashMap<u32, Checkpoint>,
+    pub(crate) commands: Vec<Command>,
+    pub(crate) nondeterminism: Option<WorkflowError>,
+    /// Local steps executing right now; the turn is not over while any runs.
+    pub(crate) local_in_flight: u32,
+    /// Durable operations the workflow is blocked on.
+    pub(crate) awaiting: u32,
+}
+
+enum Replay {
+    Resolved(Checkpoint),
+    Waiting,
+    New,
+}
+
+impl WorkflowContext {
+    pub(crate) fn new(
+        run_id: RunId,
+        namespace: Namespace,
+        history: Vec<Checkpoint>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let history = history.into_iter().map(|c| (c.seq, c)).collect();
+        WorkflowContext {
+            run_id,
+            namespace,
+            clock,
+            state: Arc::new(Mutex::new(TurnState {
+                next_seq: 0,
+                history,
+                commands: Vec::new(),
+                nondeterminism: None,
+                local_in_flight: 0,
+                awaiting: 0,
+            })),
+        }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, TurnState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The run being executed.
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// The run's namespace (its tenant).
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// Takes the next position and compares the history there with what the code asks for.
+    fn replay(&self, kind: CheckpointKind, name: &str) -> (u32, Replay) {
+        let mut st = self.state();
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        let Some(cp) = st.history.get(&seq).cloned() else {
+            return (seq, Replay::New);
+        };
+        if cp.kind != kind || cp.name != name {
+            if st.nondeterminism.is_none() {
+                st.nondeterminism = Some(WorkflowError::NonDeterminism {
+                    run_id: self.run_id.clone(),
+                    seq,
+                    expected: format!("{}/{}", cp.kind.as_str(), cp.name),
+                    found: format!("{}/{name}", kind.as_str()),
+                });
+            }
+            return (seq, Replay::Waiting);
+        }
+        if cp.status.is_resolved() {
+            (seq, Replay::Resolved(cp))
+        } else {
+            (seq, Replay::Waiting)
+        }
+    }
+
+    /// Suspends this branch of the workflow until the turn ends; the run resumes in a later
+    /// turn, when the operation at this position has resolved.
+    async fn suspend<T>(&self) -> T {
+        self.state().awaiting += 1;
+        pending().await
+    }
+
+    /// Runs step `name` on a worker serving `name@<partition>` (the partition is the run's
+    /// namespace), with `step_id = "<run_id>:<seq>"` as its idempotency key. Completed steps are
+    /// never executed again on replay.
+    pub async fn step<I, O>(&self, name: &str, input: &I) -> Result<O, StepError>
+    where
+        I: Serialize + ?Sized,
+        O: DeserializeOwned,
+    {
+        let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
+        match replay {
+            Replay::Resolved(cp) => resolved(cp, name),
+            Replay::Waiting => self.suspend().await,
+            Replay::New => {
+                let input = serde_json::to_value(input).map_err(|e| {
+                    StepError::fatal(format!(
+                        "the input of step `{name}` cannot be serialised: {e}"
+                    ))
+                })?;
+                self.state().commands.push(Command::Call {
+                    seq,
+                    name: name.to_owned(),
+                    input,
+                });
+                self.suspend().await
+            }
+        }
+    }
+
+    /// Runs `f` in this process as step `name`, records its result, and replays the record
+    /// afterwards. If the process dies while `f` runs, `f` runs again: make it idempotent.
+    pub async fn local_step<O, F, Fut>(&self, name: &str, f: F) -> Result<O, StepError>
+    where
+        O: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<O, StepError>>,
+    {
+        let (seq, replay) = self.replay(CheckpointKind::LocalStep, name);
+        if let Replay::Resolved(cp) = replay {
+            return resolved(cp, name);
+        }
+        if self.state().nondeterminism.is_some() {
+            return self.suspend().await;
+        }
+        let started_at = self.clock.now();
+        let guard = InFlight::enter(self);
+        let result = f().await;
+        drop(guard);
+        let finished_at = self.clock.now();
+        let (output, error) = match &result {
+            Ok(out) => match serde_json::to_value(out) {
+                Ok(v) => (Some(v), None),
+                Err(e) => (
+                    None,
+                    Some(
+                        StepFailure::new(format!(
+                            "the output of step `{name}` cannot be serialised: {e}"
+                        ))
+                        .fatal(),
+                    ),
+                ),
+            },
+            Err(e) => (None, Some(e.0.clone())),
+        };
+        self.state().commands.push(Command::RecordStep {
+            seq,
+            name: name.to_owned(),
+            output,
+            error,
+            started_at,
+            finished_at,
+        });
+        result
+    }
+}
+
+fn resolved<O: DeserializeOwned>(cp: Checkpoint, name: &str) -> Result<O, StepError> {
+    match cp.status {
+        CheckpointStatus::Completed => decode(
+            cp.output.unwrap_or(Value::Null),
+            &format!("the recorded output of step `{name}`"),
+        )
+        .map_err(|m| StepError::fatal(m).with_code("output_mismatch")),
+        _ => Err(StepError(cp.error.unwrap_or_else(|| {
+            StepFailure::new(format!("step `{name}` failed"))
+        }))),
+    }
+}
+
+/// Counts a local step as running for as long as it lives, even if its future is dropped.
+struct InFlight<'a>(&'a WorkflowContext);
+
+impl<'a> InFlight<'a> {
+    fn enter(ctx: &'a WorkflowContext) -> Self {
+        ctx.state().local_in_flight += 1;
+        InFlight(ctx)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.state().local_in_flight -= 1;
+    }
+}
+
+/// Handed to every step handler.
+#[derive(Clone, Debug)]
+pub struct StepContext {
+    /// The run the step belongs to.
+    pub run_id: RunId,
+    /// The step's position in the run.
+    pub seq: u32,
+    /// `<run_id>:<seq>`: identical on every delivery of this step; use it to make side effects
+    /// idempotent.
+    pub step_id: String,
+    /// 1 on the first try.
+    pub attempt: u32,
+    /// The routing token the task came on.
+    pub group: String,
+}

@@ -1,0 +1,69 @@
+//! What one turn of a workflow decides, in the aviary `WorkflowDecision` shape (wire §3.4), so
+//! a turn computed here and one computed by a remote worker are applied the same way.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::{Millis, StepFailure};
+
+/// One thing the control plane must make durable after a turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Command {
+    /// Dispatch a remote step.
+    #[serde(rename_all = "camelCase")]
+    Call {
+        /// Position.
+        seq: u32,
+        /// Step name.
+        name: String,
+        /// Step input.
+        input: Value,
+    },
+    /// Record a step that already ran during the turn.
+    #[serde(rename_all = "camelCase")]
+    RecordStep {
+        /// Position.
+        seq: u32,
+        /// Step name.
+        name: String,
+        /// Its output, when it succeeded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
+        /// Its error, when it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<StepFailure>,
+        /// When it started.
+        started_at: Millis,
+        /// When it finished.
+        finished_at: Millis,
+    },
+}
+
+/// How the turn left the workflow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum DecisionStatus {
+    /// Blocked on durable operations; resume when one resolves.
+    Continue,
+    /// The workflow returned.
+    Completed {
+        /// Its output.
+        output: Value,
+    },
+    /// The workflow failed.
+    Failed {
+        /// Why.
+        error: StepFailure,
+    },
+}
+
+/// The result of one turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Where the workflow is.
+    #[serde(flatten)]
+    pub status: DecisionStatus,
+    /// What to persist, in order.
+    pub commands: Vec<Command>,
+}

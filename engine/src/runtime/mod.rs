@@ -1,0 +1,18 @@
+//! Running workflow code: the authoring API ([`WorkflowContext`], [`StepContext`]), the
+//! [`Registry`] of workflows and steps, one deterministic turn of replay ([`turn`]), and the
+//! embedded step [`Worker`]. Nothing here knows which store or transport is in use.
+
+mod clock;
+mod context;
+mod decision;
+mod error;
+mod registry;
+pub mod turn;
+mod worker;
+
+pub use clock::{Clock, SystemClock};
+pub use context::{StepContext, WorkflowContext};
+pub use decision::{Command, Decision, DecisionStatus};
+pub use error::{StepError, WorkflowError};
+pub use registry::{RegisteredWorkflow, Registry};
+pub use worker::{Worker, WorkerConfig};

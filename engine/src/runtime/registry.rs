@@ -1,0 +1,138 @@
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::error::decode;
+use super::{StepContext, StepError, WorkflowContext, WorkflowError};
+
+type WorkflowFn = Arc<
+    dyn Fn(WorkflowContext, Value) -> BoxFuture<'static, Result<Value, WorkflowError>>
+        + Send
+        + Sync,
+>;
+type StepFn =
+    Arc<dyn Fn(StepContext, Value) -> BoxFuture<'static, Result<Value, StepError>> + Send + Sync>;
+
+/// A workflow body registered under a name and version.
+#[derive(Clone)]
+pub struct RegisteredWorkflow {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: u32,
+    body: WorkflowFn,
+}
+
+impl RegisteredWorkflow {
+    /// Runs the body (one replay) with an untyped input.
+    pub(crate) fn call(
+        &self,
+        ctx: WorkflowContext,
+        input: Value,
+    ) -> BoxFuture<'static, Result<Value, WorkflowError>> {
+        (self.body)(ctx, input)
+    }
+}
+
+/// The workflows and steps this process can run. Several versions of a workflow may be
+/// registered side by side; new runs start on the newest, existing runs stay on theirs.
+#[derive(Clone, Default)]
+pub struct Registry {
+    workflows: HashMap<String, BTreeMap<u32, RegisteredWorkflow>>,
+    steps: HashMap<String, StepFn>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `body` as version `version` of workflow `name`. Inputs and outputs are any
+    /// serde types; a run whose input does not fit fails with [`WorkflowError::Input`].
+    pub fn workflow<I, O, F, Fut>(&mut self, name: &str, version: u32, body: F) -> &mut Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(WorkflowContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, WorkflowError>> + Send + 'static,
+    {
+        let body = Arc::new(body);
+        let erased: WorkflowFn = Arc::new(move |ctx, input| {
+            let body = body.clone();
+            Box::pin(async move {
+                let input: I = decode(input, "the run input").map_err(WorkflowError::Input)?;
+                let output = body(ctx, input).await?;
+                serde_json::to_value(output).map_err(|e| {
+                    WorkflowError::msg(format!("the workflow output cannot be serialised: {e}"))
+                })
+            })
+        });
+        self.workflows.entry(name.to_owned()).or_default().insert(
+            version,
+            RegisteredWorkflow {
+                name: name.to_owned(),
+                version,
+                body: erased,
+            },
+        );
+        self
+    }
+
+    /// Registers a step handler under `name`, served to `name@<partition>` tasks.
+    pub fn step<I, O, F, Fut>(&mut self, name: &str, handler: F) -> &mut Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(StepContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, StepError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let erased: StepFn = Arc::new(move |ctx, input| {
+            let handler = handler.clone();
+            Box::pin(async move {
+                let input: I = decode(input, "the step input")
+                    .map_err(|m| StepError::fatal(m).with_code("invalid_input"))?;
+                let output = handler(ctx, input).await?;
+                serde_json::to_value(output).map_err(|e| {
+                    StepError::fatal(format!("the step output cannot be serialised: {e}"))
+                })
+            })
+        });
+        self.steps.insert(name.to_owned(), erased);
+        self
+    }
+
+    /// A specific version of a workflow.
+    pub fn get(&self, name: &str, version: u32) -> Option<&RegisteredWorkflow> {
+        self.workflows.get(name)?.get(&version)
+    }
+
+    /// The newest version of a workflow, which new runs start on.
+    pub fn latest(&self, name: &str) -> Option<&RegisteredWorkflow> {
+        self.workflows.get(name)?.values().next_back()
+    }
+
+    /// Registered workflow names, sorted.
+    pub fn workflow_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.workflows.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Registered step names, sorted.
+    pub fn step_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.steps.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    pub(crate) fn step_handler(&self, name: &str) -> Option<StepFn> {
+        self.steps.get(name).cloned()
+    }
+}

@@ -1,0 +1,83 @@
+//! One turn: replay a workflow against its history until it returns or blocks on durable
+//! operations. A turn is a pure function of (registered code, run history) → [`Decision`], so
+//! it can run in the control plane or on a remote worker.
+
+use std::future::{Future, poll_fn};
+use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use futures::FutureExt;
+use serde_json::Value;
+
+use super::{Clock, Decision, DecisionStatus, RegisteredWorkflow, WorkflowContext};
+use crate::model::{Checkpoint, Namespace, RunId, StepFailure};
+
+/// Replays `workflow` for one run and returns what it decided.
+pub async fn run_turn(
+    workflow: &RegisteredWorkflow,
+    run_id: &RunId,
+    namespace: &Namespace,
+    input: Value,
+    history: Vec<Checkpoint>,
+    clock: Arc<dyn Clock>,
+) -> Decision {
+    let ctx = WorkflowContext::new(run_id.clone(), namespace.clone(), history, clock);
+    let body = AssertUnwindSafe(workflow.call(ctx.clone(), input)).catch_unwind();
+    let finished = drive_until_blocked(body, &ctx).await;
+
+    let mut st = ctx.state();
+    let commands = std::mem::take(&mut st.commands);
+    if let Some(err) = st.nondeterminism.take() {
+        return Decision {
+            status: DecisionStatus::Failed {
+                error: err.to_failure(),
+            },
+            commands: Vec::new(),
+        };
+    }
+    let status = match finished {
+        Some(Ok(Ok(output))) => DecisionStatus::Completed { output },
+        Some(Ok(Err(err))) => DecisionStatus::Failed {
+            error: err.to_failure(),
+        },
+        Some(Err(panic)) => DecisionStatus::Failed {
+            error: StepFailure::new(format!("the workflow panicked: {}", panic_message(&panic)))
+                .with_code("panic")
+                .fatal(),
+        },
+        None if st.awaiting == 0 => DecisionStatus::Failed {
+            error: StepFailure::new(
+                "the workflow awaited something that is not a durable operation; \
+                 use ctx.step, ctx.local_step or another ctx operation instead",
+            )
+            .with_code("not_durable")
+            .fatal(),
+        },
+        None => DecisionStatus::Continue,
+    };
+    Decision { status, commands }
+}
+
+/// Polls `body` until it finishes (`Some`) or every branch waits on a durable operation while no
+/// local step is running (`None`).
+async fn drive_until_blocked<F: Future>(body: F, ctx: &WorkflowContext) -> Option<F::Output> {
+    let mut body = pin!(body);
+    poll_fn(|cx| match body.as_mut().poll(cx) {
+        Poll::Ready(out) => Poll::Ready(Some(out)),
+        Poll::Pending if ctx.state().local_in_flight == 0 => Poll::Ready(None),
+        Poll::Pending => Poll::Pending,
+    })
+    .await
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}

@@ -1,0 +1,119 @@
+//! The step worker: consumes tasks for registered steps from the transport, runs the handlers
+//! and publishes their results.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::{Clock, Registry, StepContext};
+use crate::model::{RemoteTask, StepFailure, StepOutcome, StepResult};
+use crate::transport::{Partitions, TaskSubscription, Transport, TransportError};
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Which partitions it serves.
+    pub partitions: Partitions,
+    /// How many handlers may run at once.
+    pub concurrency: usize,
+}
+
+/// A running step worker. Dropping it does not stop it; call [`Worker::shutdown`].
+pub struct Worker {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Worker {
+    /// Subscribes to every registered step on the configured partitions and starts serving.
+    pub async fn start(
+        registry: Arc<Registry>,
+        transport: Arc<dyn Transport>,
+        clock: Arc<dyn Clock>,
+        config: WorkerConfig,
+    ) -> Result<Self, TransportError> {
+        let subscription = TaskSubscription {
+            names: registry.step_names(),
+            partitions: config.partitions,
+        };
+        let mut tasks = transport.consume_tasks(subscription).await?;
+        let (stop, mut stopped) = watch::channel(false);
+        let permits = Arc::new(Semaphore::new(config.concurrency.max(1)));
+        let task = tokio::spawn(async move {
+            let mut running = JoinSet::new();
+            loop {
+                let permit = tokio::select! {
+                    _ = stopped.changed() => break,
+                    p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                };
+                let task = tokio::select! {
+                    _ = stopped.changed() => break,
+                    t = tasks.next() => match t { Some(t) => t, None => break },
+                };
+                let (registry, transport, clock) =
+                    (registry.clone(), transport.clone(), clock.clone());
+                running.spawn(async move {
+                    let result = execute(&registry, &*clock, task).await;
+                    if let Err(e) = transport.publish_result(result).await {
+                        tracing::warn!(error = %e, "could not publish a step result; the engine will redispatch the step");
+                    }
+                    drop(permit);
+                });
+                while running.try_join_next().is_some() {}
+            }
+            // Let in-flight handlers finish and report, so their work is not repeated.
+            while running.join_next().await.is_some() {}
+        });
+        Ok(Worker { stop, task })
+    }
+
+    /// Stops taking tasks and waits for the handlers already running to finish and report.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "the step worker ended abnormally");
+        }
+    }
+}
+
+async fn execute(registry: &Registry, clock: &dyn Clock, task: RemoteTask) -> StepResult {
+    let started_at = clock.now();
+    let outcome = match registry.step_handler(&task.name) {
+        None => StepOutcome::Failed {
+            error: StepFailure::new(format!("no handler for {}", task.name))
+                .with_code("no_handler")
+                .fatal(),
+        },
+        Some(handler) => {
+            let ctx = StepContext {
+                run_id: task.run_id.clone(),
+                seq: task.seq,
+                step_id: task.step_id.clone(),
+                attempt: task.attempt,
+                group: task.group.clone(),
+            };
+            let call = std::panic::AssertUnwindSafe(handler(
+                ctx,
+                task.input.clone().unwrap_or(Value::Null),
+            ));
+            match futures::FutureExt::catch_unwind(call).await {
+                Ok(Ok(output)) => StepOutcome::Completed { output },
+                Ok(Err(e)) => StepOutcome::Failed { error: e.0 },
+                Err(_) => StepOutcome::Failed {
+                    error: StepFailure::new(format!("step `{}` panicked", task.name))
+                        .with_code("panic"),
+                },
+            }
+        }
+    };
+    StepResult {
+        run_id: task.run_id,
+        seq: task.seq,
+        step_id: task.step_id,
+        started_at: Some(started_at),
+        outcome,
+    }
+}

@@ -1,0 +1,401 @@
+//! The store conformance suite: one `pub async fn` per behaviour, each taking a fresh store.
+//! Every backend stamps the whole suite with [`crate::store_conformance!`], so each case shows up
+//! as its own test.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{NewCheckpoint, NewRun, Store, StoreError, TurnCommit, TurnOutcome};
+use crate::model::{
+    CheckpointKind, CheckpointStatus, Namespace, RunId, RunQuery, RunStatus, Scope, StepOutcome,
+    StepResult,
+};
+
+fn ns(s: &str) -> Namespace {
+    Namespace::parse(s).expect("test namespace")
+}
+
+fn new_run(id: &str, namespace: &str) -> NewRun {
+    NewRun::top_level(
+        RunId::parse(id).expect("test id"),
+        ns(namespace),
+        "wf",
+        1,
+        json!({"n": 1}),
+    )
+}
+
+fn pending_step(seq: u32) -> NewCheckpoint {
+    NewCheckpoint {
+        seq,
+        kind: CheckpointKind::RemoteStep,
+        name: "charge".into(),
+        status: CheckpointStatus::Pending,
+        worker_group: Some("charge@acme".into()),
+        input: Some(json!({"amount": 5})),
+        output: None,
+        error: None,
+        wake_at: None,
+        enqueued_at: Some(10),
+        started_at: None,
+        finished_at: None,
+    }
+}
+
+/// A created run reads back field for field, and its id cannot be reused.
+pub async fn created_runs_read_back_and_ids_are_unique(store: Arc<dyn Store>) {
+    let run = store
+        .create_run(new_run("r1", "acme"), 100)
+        .await
+        .expect("create");
+    assert_eq!(run.status, RunStatus::Pending);
+    assert_eq!(run.namespace, ns("acme"));
+    assert_eq!(run.root_run_id, run.id);
+    assert_eq!(run.created_at, 100);
+    let again = store
+        .get_run(&Scope::All, &run.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(again, run, "a run must read back exactly as created");
+    let dup = store.create_run(new_run("r1", "globex"), 101).await;
+    assert!(
+        matches!(dup, Err(StoreError::Conflict(_))),
+        "reusing a run id must be a conflict, got {dup:?}"
+    );
+}
+
+/// Reads through a namespace scope never see another namespace's runs or checkpoints.
+pub async fn scoped_reads_never_cross_namespaces(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("a1", "acme"), 1)
+        .await
+        .expect("create");
+    store
+        .create_run(new_run("g1", "globex"), 2)
+        .await
+        .expect("create");
+    let acme = Scope::Only(ns("acme"));
+    let g1 = RunId::parse("g1").expect("id");
+    assert!(
+        store.get_run(&acme, &g1).await.expect("get").is_none(),
+        "acme must not read a globex run"
+    );
+    assert!(
+        store.checkpoints(&acme, &g1).await.expect("cps").is_empty(),
+        "acme must not read globex checkpoints"
+    );
+    let page = store
+        .list_runs(&acme, &RunQuery::default())
+        .await
+        .expect("list");
+    assert_eq!(
+        page.runs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec!["a1"]
+    );
+    let counts = store.count_by_status(&acme).await.expect("counts");
+    assert_eq!(
+        counts.iter().map(|c| c.count).sum::<u64>(),
+        1,
+        "facets must be scoped too"
+    );
+    let all = store
+        .list_runs(&Scope::All, &RunQuery::default())
+        .await
+        .expect("list all");
+    assert_eq!(all.runs.len(), 2, "the operator sees every namespace");
+    let claimed = store
+        .claim_runs(&acme, "me", 10, 1000, 10)
+        .await
+        .expect("claim");
+    assert_eq!(
+        claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec!["a1"],
+        "driver scans are scoped"
+    );
+}
+
+/// Listing is newest first and pages with a keyset cursor without gaps or repeats.
+pub async fn pages_follow_the_keyset_order(store: Arc<dyn Store>) {
+    for i in 0..7 {
+        store
+            .create_run(new_run(&format!("p{i}"), "acme"), 1000 + (i / 2))
+            .await
+            .expect("create");
+    }
+    let mut seen = Vec::new();
+    let mut query = RunQuery {
+        limit: 3,
+        ..RunQuery::default()
+    };
+    loop {
+        let page = store
+            .list_runs(&Scope::Only(ns("acme")), &query)
+            .await
+            .expect("list");
+        seen.extend(page.runs.iter().map(|r| (r.created_at, r.id.to_string())));
+        match page.next_cursor {
+            Some(c) => query.cursor = Some(c),
+            None => break,
+        }
+    }
+    let mut expected = seen.clone();
+    expected.sort_by(|a, b| b.cmp(a));
+    expected.dedup();
+    assert_eq!(seen.len(), 7, "every run appears once");
+    assert_eq!(seen, expected, "pages are newest first by (created_at, id)");
+}
+
+/// Filters on status and workflow apply.
+pub async fn list_filters_apply(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("f1", "acme"), 1)
+        .await
+        .expect("create");
+    let mut other = new_run("f2", "acme");
+    other.workflow = "other".into();
+    store.create_run(other, 2).await.expect("create");
+    let q = RunQuery {
+        workflow: Some("other".into()),
+        ..RunQuery::default()
+    };
+    let page = store.list_runs(&Scope::All, &q).await.expect("list");
+    assert_eq!(page.runs.len(), 1);
+    assert_eq!(page.runs[0].workflow, "other");
+    let q = RunQuery {
+        status: Some(RunStatus::Completed),
+        ..RunQuery::default()
+    };
+    assert!(
+        store
+            .list_runs(&Scope::All, &q)
+            .await
+            .expect("list")
+            .runs
+            .is_empty()
+    );
+}
+
+/// A claimed run is leased to one owner; nobody else claims it until the lease expires, and
+/// only the owner can commit its turn.
+pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("l1", "acme"), 1)
+        .await
+        .expect("create");
+    let a = store
+        .claim_runs(&Scope::All, "a", 10, 100, 10)
+        .await
+        .expect("claim");
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].status, RunStatus::Running);
+    assert_eq!(a[0].locked_by.as_deref(), Some("a"));
+    assert!(
+        store
+            .claim_runs(&Scope::All, "b", 50, 100, 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a live lease is exclusive"
+    );
+    let b = store
+        .claim_runs(&Scope::All, "b", 111, 100, 10)
+        .await
+        .expect("claim");
+    assert_eq!(b.len(), 1, "an expired lease is taken over");
+    let commit = TurnCommit {
+        checkpoints: vec![],
+        outcome: TurnOutcome::Complete(json!(1)),
+    };
+    let stale = store
+        .commit_turn("a", &b[0].id, commit.clone(), 120)
+        .await
+        .expect("commit");
+    assert!(stale.is_none(), "the old owner's commit must be refused");
+    let done = store
+        .commit_turn("b", &b[0].id, commit, 121)
+        .await
+        .expect("commit")
+        .expect("owner commits");
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.finished_at, Some(121));
+    assert!(
+        store
+            .claim_runs(&Scope::All, "c", 10_000, 100, 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a finished run is never claimed"
+    );
+}
+
+/// A step result is applied exactly once, wakes the run, and is dropped once the run ended.
+pub async fn step_results_apply_once(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("s1", "acme"), 1)
+        .await
+        .expect("create");
+    let id = RunId::parse("s1").expect("id");
+    store
+        .claim_runs(&Scope::All, "a", 10, 1000, 10)
+        .await
+        .expect("claim");
+    let commit = TurnCommit {
+        checkpoints: vec![pending_step(0)],
+        outcome: TurnOutcome::Suspend { wake_at: None },
+    };
+    let run = store
+        .commit_turn("a", &id, commit, 20)
+        .await
+        .expect("commit")
+        .expect("held");
+    assert_eq!(run.status, RunStatus::Suspended);
+    assert_eq!(run.wake_at, None);
+    let pending = store
+        .pending_remote_steps(&Scope::Only(ns("acme")), 10, 10)
+        .await
+        .expect("pending");
+    assert_eq!(pending.len(), 1);
+    assert!(
+        store
+            .pending_remote_steps(&Scope::Only(ns("globex")), 10, 10)
+            .await
+            .expect("pending")
+            .is_empty()
+    );
+    let result = StepResult {
+        run_id: id.clone(),
+        seq: 0,
+        step_id: "s1:0".into(),
+        started_at: Some(25),
+        outcome: StepOutcome::Completed {
+            output: json!({"ok": true}),
+        },
+    };
+    let applied = store
+        .apply_step_result(&result, 30)
+        .await
+        .expect("apply")
+        .expect("first result applies");
+    assert_eq!(applied.checkpoint.status, CheckpointStatus::Completed);
+    assert_eq!(applied.checkpoint.output, Some(json!({"ok": true})));
+    assert_eq!(applied.run.wake_at, Some(30), "the run is woken");
+    assert!(
+        store
+            .apply_step_result(&result, 31)
+            .await
+            .expect("apply")
+            .is_none(),
+        "a duplicate is ignored"
+    );
+    let claimed = store
+        .claim_runs(&Scope::All, "a", 31, 1000, 10)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1, "the woken run is claimable");
+}
+
+/// A result that lands while a turn runs is not lost: the turn's suspend wakes at once.
+pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("w1", "acme"), 1)
+        .await
+        .expect("create");
+    let id = RunId::parse("w1").expect("id");
+    store
+        .claim_runs(&Scope::All, "a", 10, 1000, 10)
+        .await
+        .expect("claim");
+    store
+        .commit_turn(
+            "a",
+            &id,
+            TurnCommit {
+                checkpoints: vec![pending_step(0)],
+                outcome: TurnOutcome::Suspend { wake_at: Some(15) },
+            },
+            11,
+        )
+        .await
+        .expect("commit");
+    // A timer wakes the run for a second turn; the step's result arrives mid-turn.
+    let claimed = store
+        .claim_runs(&Scope::All, "a", 20, 1000, 10)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1, "a due timer makes the run claimable");
+    let result = StepResult {
+        run_id: id.clone(),
+        seq: 0,
+        step_id: "w1:0".into(),
+        started_at: None,
+        outcome: StepOutcome::Completed { output: json!(1) },
+    };
+    store
+        .apply_step_result(&result, 22)
+        .await
+        .expect("apply")
+        .expect("applies while running");
+    let run = store
+        .commit_turn(
+            "a",
+            &id,
+            TurnCommit {
+                checkpoints: vec![],
+                outcome: TurnOutcome::Suspend { wake_at: None },
+            },
+            23,
+        )
+        .await
+        .expect("commit")
+        .expect("held");
+    assert_eq!(run.wake_at, Some(23), "the suspend must wake immediately");
+}
+
+/// Releasing leases makes the runs claimable at once, by anyone.
+pub async fn released_leases_are_claimable_at_once(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("x1", "acme"), 1)
+        .await
+        .expect("create");
+    store
+        .claim_runs(&Scope::All, "a", 10, 100_000, 10)
+        .await
+        .expect("claim");
+    assert_eq!(store.release_leases("a", 11).await.expect("release"), 1);
+    assert_eq!(
+        store
+            .claim_runs(&Scope::All, "b", 12, 100, 10)
+            .await
+            .expect("claim")
+            .len(),
+        1
+    );
+}
+
+/// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
+/// expression giving a fresh `Arc<dyn Store>`.
+#[macro_export]
+macro_rules! store_conformance {
+    ($make:expr) => {
+        $crate::store_conformance!(@cases $make;
+            created_runs_read_back_and_ids_are_unique,
+            scoped_reads_never_cross_namespaces,
+            pages_follow_the_keyset_order,
+            list_filters_apply,
+            leases_are_exclusive_until_they_expire,
+            step_results_apply_once,
+            results_during_a_turn_wake_the_run,
+            released_leases_are_claimable_at_once
+        );
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                $crate::store::conformance::$case($make.await).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,36 @@
+/// Why a store call failed, normalised across backends.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A row with that key already exists (e.g. a run id reused).
+    #[error("{0} already exists")]
+    Conflict(String),
+    /// The database could not be reached or refused the operation; retrying may help.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Applying migrations failed.
+    #[error("applying database migrations failed: {0}")]
+    Migrate(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A stored value could not be read back.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// Read scoping was asked of a store that cannot confine reads.
+    #[error(
+        "this store cannot confine reads to one namespace; run without `scope_reads` or use a store that supports it"
+    )]
+    ScopingUnsupported,
+    /// The database URL names a backend this build does not have.
+    #[error(
+        "unsupported database URL `{0}`: use sqlite://PATH (postgres:// arrives with the PostgreSQL store)"
+    )]
+    UnsupportedUrl(String),
+}
+
+impl StoreError {
+    /// Whether retrying the same call may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+/// The result of a store call.
+pub type StoreResult<T, E = StoreError> = Result<T, E>;

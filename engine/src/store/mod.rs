@@ -1,0 +1,105 @@
+//! Durable state: runs, checkpoints, and the dashboard's accounts.
+//!
+//! [`Store`] is the one seam every backend implements; every read path takes a [`Scope`] so a
+//! tenant filter cannot be forgotten, and [`ScopedStore`] fixes that scope for a whole request.
+//! Backends normalise their failures onto [`StoreError`].
+
+mod accounts;
+mod error;
+mod records;
+mod scoped;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod conformance;
+
+use async_trait::async_trait;
+
+use crate::model::{
+    Checkpoint, Millis, Run, RunId, RunPage, RunQuery, Scope, StatusCount, StepResult,
+};
+
+pub use accounts::{Accounts, NewUser, Role, User};
+pub use error::{StoreError, StoreResult};
+pub use records::{NewCheckpoint, NewRun, PendingStep, StepApplied, TurnCommit, TurnOutcome};
+pub use scoped::ScopedStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+
+/// Runs and checkpoints, as every backend stores them.
+///
+/// Status changes are compare-and-set: a method that moves a run names the statuses (and the
+/// lease) it expects, and returns `None` when the run was not in them, so a stale driver can
+/// never resurrect a finished run.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Whether reads can be confined to one namespace (see [`ScopedStore`]).
+    fn supports_scoping(&self) -> bool;
+
+    /// Inserts a new `pending` run. Fails with [`StoreError::Conflict`] when the id exists.
+    async fn create_run(&self, run: NewRun, now: Millis) -> StoreResult<Run>;
+
+    /// One run, if it exists and `scope` admits its namespace.
+    async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>>;
+
+    /// A page of runs, newest first.
+    async fn list_runs(&self, scope: &Scope, query: &RunQuery) -> StoreResult<RunPage>;
+
+    /// How many runs are in each status (statuses with no runs are omitted).
+    async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>>;
+
+    /// A run's checkpoints in `seq` order; empty when the run is outside `scope`.
+    async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>>;
+
+    /// Leases up to `limit` runs that need a turn: pending ones, suspended ones whose `wake_at`
+    /// has passed, and running ones whose lease expired (a crashed driver's). They come back
+    /// `running`, locked by `owner` until `now + lease_ms`.
+    async fn claim_runs(
+        &self,
+        scope: &Scope,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>>;
+
+    /// Extends the leases `owner` holds on `ids`; returns how many were still held.
+    async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64>;
+
+    /// Persists the outcome of a turn atomically: new checkpoints (existing `seq`s are kept) and
+    /// the run's next status. `None` when `owner` no longer holds the run's lease.
+    async fn commit_turn(
+        &self,
+        owner: &str,
+        id: &RunId,
+        commit: TurnCommit,
+        now: Millis,
+    ) -> StoreResult<Option<Run>>;
+
+    /// Records a remote step's result, once: only a checkpoint still waiting accepts it, and the
+    /// run is woken. `None` when the result was late or a duplicate.
+    async fn apply_step_result(
+        &self,
+        result: &StepResult,
+        now: Millis,
+    ) -> StoreResult<Option<StepApplied>>;
+
+    /// Remote steps still waiting for a result that were last dispatched at or before
+    /// `dispatched_before` (their dispatch may be lost).
+    async fn pending_remote_steps(
+        &self,
+        scope: &Scope,
+        dispatched_before: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<PendingStep>>;
+
+    /// Notes that a remote step was (re)dispatched at `now`.
+    async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()>;
+
+    /// The earliest `wake_at` among suspended runs in `scope`, to sleep until then.
+    async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>>;
+
+    /// Gives up `owner`'s leases so another driver (or a restart) takes the runs over at once.
+    async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64>;
+}

@@ -1,0 +1,133 @@
+use serde_json::{Map, Value};
+
+use crate::model::{
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, StepFailure,
+};
+
+/// Everything needed to insert a run. Lineage is explicit so that children, retries and
+/// successors are stamped from their origin's record.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    /// The id (fresh for top-level runs, deterministic for children).
+    pub id: RunId,
+    /// The namespace to stamp; already resolved by the caller's stamping rule.
+    pub namespace: Namespace,
+    /// Workflow name.
+    pub workflow: String,
+    /// Pinned version.
+    pub workflow_version: u32,
+    /// Input.
+    pub input: Value,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// Flat scalar attributes.
+    pub search_attributes: Map<String, Value>,
+    /// Parent, for a child.
+    pub parent_run_id: Option<RunId>,
+    /// Root of the tree (its own id at the top).
+    pub root_run_id: RunId,
+    /// Depth in the child tree.
+    pub nesting_depth: u32,
+    /// The run this retries with edited input.
+    pub retry_of: Option<RunId>,
+    /// The run this continues.
+    pub continued_from: Option<RunId>,
+}
+
+impl NewRun {
+    /// A top-level run with no lineage.
+    pub fn top_level(
+        id: RunId,
+        namespace: Namespace,
+        workflow: impl Into<String>,
+        workflow_version: u32,
+        input: Value,
+    ) -> Self {
+        NewRun {
+            root_run_id: id.clone(),
+            id,
+            namespace,
+            workflow: workflow.into(),
+            workflow_version,
+            input,
+            tags: Vec::new(),
+            search_attributes: Map::new(),
+            parent_run_id: None,
+            nesting_depth: 0,
+            retry_of: None,
+            continued_from: None,
+        }
+    }
+}
+
+/// A checkpoint written by a turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewCheckpoint {
+    /// Position.
+    pub seq: u32,
+    /// Kind.
+    pub kind: CheckpointKind,
+    /// Name.
+    pub name: String,
+    /// Initial status (`pending` for dispatched work, resolved for recorded local steps).
+    pub status: CheckpointStatus,
+    /// Routing token for a remote step.
+    pub worker_group: Option<String>,
+    /// Input.
+    pub input: Option<Value>,
+    /// Output of a resolved local step.
+    pub output: Option<Value>,
+    /// Error of a failed local step.
+    pub error: Option<StepFailure>,
+    /// Timer due time.
+    pub wake_at: Option<Millis>,
+    /// Dispatch time of a remote step.
+    pub enqueued_at: Option<Millis>,
+    /// Start of a local step.
+    pub started_at: Option<Millis>,
+    /// End of a local step.
+    pub finished_at: Option<Millis>,
+}
+
+/// Where a run goes after a turn.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnOutcome {
+    /// Waiting; look again at `wake_at` (or when a result wakes it).
+    Suspend {
+        /// Earliest timer, if any.
+        wake_at: Option<Millis>,
+    },
+    /// Finished with this output.
+    Complete(Value),
+    /// Finished with this error.
+    Fail(StepFailure),
+    /// Parked: nobody here can run it (for example its version is not registered).
+    Block(StepFailure),
+}
+
+/// The durable effect of one turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnCommit {
+    /// Checkpoints to insert.
+    pub checkpoints: Vec<NewCheckpoint>,
+    /// The run's next state.
+    pub outcome: TurnOutcome,
+}
+
+/// A result that was accepted, with the run it woke.
+#[derive(Clone, Debug)]
+pub struct StepApplied {
+    /// The run after the wake-up.
+    pub run: Run,
+    /// The checkpoint after the result.
+    pub checkpoint: Checkpoint,
+}
+
+/// A remote step whose result has not arrived, with what is needed to dispatch it again.
+#[derive(Clone, Debug)]
+pub struct PendingStep {
+    /// The run's namespace, which picks the routing partition.
+    pub namespace: Namespace,
+    /// The checkpoint.
+    pub checkpoint: Checkpoint,
+}

@@ -1,0 +1,62 @@
+use std::sync::Arc;
+
+use super::{Store, StoreError, StoreResult};
+use crate::model::{Checkpoint, Namespace, Run, RunId, RunPage, RunQuery, Scope, StatusCount};
+
+/// A read view of a store confined to one namespace.
+///
+/// Every tenant request in the dashboard and the API reads through one of these, built from the
+/// session or the verified token, so no handler can widen its own query. Writes are not fenced
+/// here; they go through the engine, which stamps namespaces from the record.
+#[derive(Clone)]
+pub struct ScopedStore {
+    inner: Arc<dyn Store>,
+    scope: Scope,
+}
+
+impl ScopedStore {
+    /// Confines `store` to `namespace`; refuses a store that cannot scope, loudly, rather than
+    /// silently reading everything.
+    pub fn new(store: Arc<dyn Store>, namespace: Namespace) -> StoreResult<Self> {
+        if !store.supports_scoping() {
+            return Err(StoreError::ScopingUnsupported);
+        }
+        Ok(ScopedStore {
+            inner: store,
+            scope: Scope::Only(namespace),
+        })
+    }
+
+    /// The unscoped operator view: every namespace, by explicit choice.
+    pub fn operator(store: Arc<dyn Store>) -> Self {
+        ScopedStore {
+            inner: store,
+            scope: Scope::All,
+        }
+    }
+
+    /// What this view can see.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// One run, if visible.
+    pub async fn get_run(&self, id: &RunId) -> StoreResult<Option<Run>> {
+        self.inner.get_run(&self.scope, id).await
+    }
+
+    /// A page of visible runs.
+    pub async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+        self.inner.list_runs(&self.scope, query).await
+    }
+
+    /// Visible runs per status.
+    pub async fn count_by_status(&self) -> StoreResult<Vec<StatusCount>> {
+        self.inner.count_by_status(&self.scope).await
+    }
+
+    /// A visible run's checkpoints (empty for a run outside the view).
+    pub async fn checkpoints(&self, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
+        self.inner.checkpoints(&self.scope, id).await
+    }
+}

@@ -1,0 +1,199 @@
+//! The in-process transport: the reference implementation of [`Transport`] for the embedded
+//! default. Nothing survives a restart, which [`Transport::retains_tasks`] admits.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use tokio::sync::{broadcast, mpsc};
+
+use super::naming::{sanitize, split_token};
+use super::{
+    EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
+    TransportResult,
+};
+use crate::model::{RemoteTask, Scope, StepResult, TenantEvent};
+
+const EVENT_BUFFER: usize = 4096;
+
+/// Queues and channels in this process's memory.
+#[derive(Clone)]
+pub struct MemoryTransport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    router: Mutex<Router>,
+    results_tx: mpsc::UnboundedSender<StepResult>,
+    results_rx: Mutex<Option<mpsc::UnboundedReceiver<StepResult>>>,
+    events: broadcast::Sender<TenantEvent>,
+}
+
+#[derive(Default)]
+struct Router {
+    consumers: Vec<Consumer>,
+    /// Tasks nobody consumes yet, by token, delivered to the first matching consumer.
+    backlog: HashMap<String, VecDeque<RemoteTask>>,
+    next: usize,
+}
+
+struct Consumer {
+    names: HashSet<String>,
+    partitions: Partitions,
+    tx: mpsc::UnboundedSender<RemoteTask>,
+}
+
+impl Consumer {
+    fn serves(&self, token: &str) -> bool {
+        let (name, partition) = split_token(token);
+        self.names.contains(name)
+            && match &self.partitions {
+                Partitions::All => true,
+                Partitions::Only(ps) => ps.contains(&partition),
+            }
+    }
+}
+
+impl Default for MemoryTransport {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryTransport {
+    /// A fresh, empty transport.
+    pub fn new() -> Self {
+        let (results_tx, results_rx) = mpsc::unbounded_channel();
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        MemoryTransport {
+            inner: Arc::new(Inner {
+                router: Mutex::new(Router::default()),
+                results_tx,
+                results_rx: Mutex::new(Some(results_rx)),
+                events,
+            }),
+        }
+    }
+
+    fn router(&self) -> MutexGuard<'_, Router> {
+        // A poisoned lock only means another thread panicked mid-update of plain queues; the
+        // data is still consistent enough to keep routing.
+        self.inner.router.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[async_trait]
+impl Transport for MemoryTransport {
+    async fn dispatch(&self, task: RemoteTask) -> TransportResult<()> {
+        let mut router = self.router();
+        router.consumers.retain(|c| !c.tx.is_closed());
+        let matching: Vec<usize> = (0..router.consumers.len())
+            .filter(|&i| router.consumers[i].serves(&task.group))
+            .collect();
+        if matching.is_empty() {
+            router
+                .backlog
+                .entry(task.group.clone())
+                .or_default()
+                .push_back(task);
+            return Ok(());
+        }
+        let pick = matching[router.next % matching.len()];
+        router.next = router.next.wrapping_add(1);
+        if let Err(mpsc::error::SendError(task)) = router.consumers[pick].tx.send(task) {
+            router
+                .backlog
+                .entry(task.group.clone())
+                .or_default()
+                .push_back(task);
+        }
+        Ok(())
+    }
+
+    async fn consume_tasks(
+        &self,
+        subscription: TaskSubscription,
+    ) -> TransportResult<Subscription<RemoteTask>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let consumer = Consumer {
+            names: subscription.names.iter().map(|n| sanitize(n)).collect(),
+            partitions: subscription.partitions,
+            tx,
+        };
+        let mut router = self.router();
+        let tokens: Vec<String> = router
+            .backlog
+            .keys()
+            .filter(|t| consumer.serves(t))
+            .cloned()
+            .collect();
+        for token in tokens {
+            for task in router.backlog.remove(&token).unwrap_or_default() {
+                // The receiver is alive: we hold it right here.
+                let _ = consumer.tx.send(task);
+            }
+        }
+        router.consumers.push(consumer);
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|task| (task, rx))
+        })))
+    }
+
+    async fn publish_result(&self, result: StepResult) -> TransportResult<()> {
+        self.inner
+            .results_tx
+            .send(result)
+            .map_err(|_| TransportError::Closed)
+    }
+
+    async fn consume_results(&self) -> TransportResult<Subscription<StepResult>> {
+        let rx = self
+            .inner
+            .results_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .ok_or_else(|| {
+                TransportError::Unsupported(
+                    "the in-process transport has one result consumer, already taken".into(),
+                )
+            })?;
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        })))
+    }
+
+    async fn publish_event(&self, event: TenantEvent) -> TransportResult<()> {
+        // No subscribers is fine: nobody is watching.
+        let _ = self.inner.events.send(event);
+        Ok(())
+    }
+
+    async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>> {
+        let rx = self.inner.events.subscribe();
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => return Some((EventDelivery::Event(ev), rx)),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        return Some((EventDelivery::Lagged(n), rx));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .filter(move |d| {
+            let keep = match d {
+                EventDelivery::Event(ev) => scope.admits(&ev.namespace),
+                EventDelivery::Lagged(_) => true,
+            };
+            futures::future::ready(keep)
+        });
+        Ok(Box::pin(stream))
+    }
+
+    fn retains_tasks(&self) -> bool {
+        false
+    }
+}

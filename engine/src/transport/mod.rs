@@ -1,0 +1,95 @@
+//! Moving work between the control plane and workers: step tasks out, results back, and
+//! per-tenant lifecycle events to whoever watches.
+//!
+//! [`Transport`] is the one seam; [`MemoryTransport`] is the in-process reference used by the
+//! embedded default. Queue and key names are built only in [`naming`].
+
+mod memory;
+pub mod naming;
+
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures::Stream;
+
+use crate::model::{Namespace, RemoteTask, Scope, StepResult, TenantEvent};
+
+pub use memory::MemoryTransport;
+
+/// Why a transport call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The broker could not be reached; retrying may help.
+    #[error("the transport is unavailable: {0}")]
+    Unavailable(String),
+    /// The transport was shut down.
+    #[error("the transport is closed")]
+    Closed,
+    /// The subscription is not possible on this transport.
+    #[error("unsupported subscription: {0}")]
+    Unsupported(String),
+}
+
+/// The result of a transport call.
+pub type TransportResult<T, E = TransportError> = Result<T, E>;
+
+/// Which partitions a worker serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Partitions {
+    /// Only these (`default` means the bare, unsuffixed tokens).
+    Only(Vec<Namespace>),
+    /// Every partition. Only an embedded worker in a standalone process, which is the whole
+    /// cluster, asks for this; a shared broker refuses it.
+    All,
+}
+
+/// What a worker consumes: step names on some partitions.
+#[derive(Clone, Debug)]
+pub struct TaskSubscription {
+    /// The registered step names.
+    pub names: Vec<String>,
+    /// The partitions served.
+    pub partitions: Partitions,
+}
+
+/// A stream of items from the transport.
+pub type Subscription<T> = Pin<Box<dyn Stream<Item = T> + Send>>;
+
+/// A tenant event, or notice that some were dropped because the reader fell behind (the reader
+/// should re-read state rather than trust its copy).
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventDelivery {
+    /// An event.
+    Event(TenantEvent),
+    /// This many events were skipped.
+    Lagged(u64),
+}
+
+/// Carries tasks, results and tenant events. The engine cannot tell implementations apart.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Queues `task` on its routing token (`task.group`).
+    async fn dispatch(&self, task: RemoteTask) -> TransportResult<()>;
+
+    /// Consumes tasks for `subscription`; competing consumers each get a share.
+    async fn consume_tasks(
+        &self,
+        subscription: TaskSubscription,
+    ) -> TransportResult<Subscription<RemoteTask>>;
+
+    /// Sends a step's result back to the control plane.
+    async fn publish_result(&self, result: StepResult) -> TransportResult<()>;
+
+    /// Consumes step results (the control plane's side).
+    async fn consume_results(&self) -> TransportResult<Subscription<StepResult>>;
+
+    /// Publishes a lifecycle event to its run's tenant.
+    async fn publish_event(&self, event: TenantEvent) -> TransportResult<()>;
+
+    /// Watches events of the namespaces `scope` admits.
+    async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>>;
+
+    /// Whether queued tasks survive a restart of this process. When they do not (in-process),
+    /// the engine re-dispatches every waiting step at start-up.
+    fn retains_tasks(&self) -> bool;
+}

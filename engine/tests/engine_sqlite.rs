@@ -1,0 +1,302 @@
+//! The engine end to end on the embedded default: SQLite store, in-process transport, embedded
+//! step worker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use durable::driver::StartRun;
+use durable::model::{
+    CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope, TenantEventKind,
+};
+use durable::prelude::*;
+use durable::runtime::{SystemClock, Worker, WorkerConfig};
+use durable::store::{SqliteStore, Store};
+use durable::transport::{EventDelivery, MemoryTransport, Partitions, Transport};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+struct Harness {
+    engine: Engine,
+    worker: Option<Worker>,
+    store: Arc<dyn Store>,
+}
+
+async fn store_at(path: &std::path::Path) -> Arc<dyn Store> {
+    Arc::new(
+        SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("connect"),
+    )
+}
+
+async fn start(store: Arc<dyn Store>, registry: Registry) -> Harness {
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let registry = Arc::new(registry);
+    let engine = Engine::new(
+        store.clone(),
+        transport.clone(),
+        registry.clone(),
+        EngineConfig::default(),
+    );
+    engine.start().await.expect("engine starts");
+    let worker = Worker::start(
+        registry,
+        transport,
+        Arc::new(SystemClock),
+        WorkerConfig {
+            partitions: Partitions::All,
+            concurrency: 8,
+        },
+    )
+    .await
+    .expect("worker starts");
+    Harness {
+        engine,
+        worker: Some(worker),
+        store,
+    }
+}
+
+impl Harness {
+    async fn stop(mut self) {
+        if let Some(w) = self.worker.take() {
+            w.shutdown().await;
+        }
+        self.engine.shutdown().await;
+    }
+}
+
+async fn wait_for(
+    store: &Arc<dyn Store>,
+    id: &durable::model::RunId,
+    want: RunStatus,
+) -> durable::model::Run {
+    for _ in 0..500 {
+        let run = store
+            .get_run(&Scope::All, id)
+            .await
+            .expect("get")
+            .expect("exists");
+        if run.status == want {
+            return run;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let run = store.get_run(&Scope::All, id).await.expect("get");
+    panic!("run {id} never reached {want}: {run:?}");
+}
+
+fn order_registry(executions: Arc<AtomicU32>) -> Registry {
+    let mut r = Registry::new();
+    let ex = executions.clone();
+    r.step("add", move |_ctx: StepContext, (a, b): (i64, i64)| {
+        let ex = ex.clone();
+        async move {
+            ex.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, StepError>(a + b)
+        }
+    });
+    r.workflow("sum3", 1, |ctx: WorkflowContext, n: i64| async move {
+        let a: i64 = ctx.step("add", &(n, 1)).await?;
+        let b: i64 = ctx.step("add", &(a, 1)).await?;
+        let c: i64 = ctx.step("add", &(b, 1)).await?;
+        Ok::<_, WorkflowError>(json!({ "total": c }))
+    });
+    r
+}
+
+#[tokio::test]
+async fn a_three_step_workflow_completes_with_checkpoints() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let executions = Arc::new(AtomicU32::new(0));
+    let h = start(
+        store_at(&dir.path().join("db")).await,
+        order_registry(executions.clone()),
+    )
+    .await;
+    let mut events = h
+        .engine
+        .transport()
+        .subscribe_events(Scope::Only(Namespace::tenant("acme").unwrap()))
+        .await
+        .unwrap();
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "sum3".into(),
+            input: json!(10),
+            namespace: Some(Namespace::tenant("acme").unwrap()),
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({"total": 13})));
+    assert_eq!(done.namespace.as_str(), "acme");
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(cps.len(), 3);
+    assert!(
+        cps.iter().all(
+            |c| c.kind == CheckpointKind::RemoteStep && c.status == CheckpointStatus::Completed
+        )
+    );
+    assert_eq!(
+        cps[0].worker_group.as_deref(),
+        Some("add@acme"),
+        "steps route to the run's partition"
+    );
+    assert_eq!(executions.load(Ordering::SeqCst), 3, "each step ran once");
+    // The run's tenant saw its lifecycle, ending with completion.
+    let mut kinds = Vec::new();
+    while let Ok(Some(EventDelivery::Event(ev))) =
+        tokio::time::timeout(Duration::from_millis(200), events.next()).await
+    {
+        assert_eq!(ev.run_id, run.id);
+        kinds.push(ev.kind);
+    }
+    assert_eq!(kinds.first(), Some(&TenantEventKind::RunStarted));
+    assert_eq!(kinds.last(), Some(&TenantEventKind::RunCompleted));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_does_not_repeat_completed_steps() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("db");
+    let executions = Arc::new(AtomicU32::new(0));
+    // First life: the worker only serves nothing, so the run stops after dispatching step 0.
+    let store = store_at(&path).await;
+    let mut r = order_registry(executions.clone());
+    let h = start(store.clone(), std::mem::take(&mut r)).await;
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "sum3".into(),
+            input: json!(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = wait_for(&store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({"total": 4})));
+    h.stop().await;
+    assert_eq!(executions.load(Ordering::SeqCst), 3);
+    // Second life over the same file: replaying the finished history executes nothing.
+    let h = start(store_at(&path).await, order_registry(executions.clone())).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        executions.load(Ordering::SeqCst),
+        3,
+        "no completed step runs again"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn steps_dispatched_before_a_crash_are_redispatched_on_restart() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("db");
+    let executions = Arc::new(AtomicU32::new(0));
+    // First life has no worker at all: step 0 is persisted and dispatched into the void.
+    let store = store_at(&path).await;
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let engine = Engine::new(
+        store.clone(),
+        transport,
+        Arc::new(order_registry(executions.clone())),
+        EngineConfig::default(),
+    );
+    engine.start().await.unwrap();
+    let run = engine
+        .start_run(StartRun {
+            workflow: "sum3".into(),
+            input: json!(5),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_for(&store, &run.id, RunStatus::Suspended).await;
+    engine.shutdown().await;
+    assert_eq!(executions.load(Ordering::SeqCst), 0);
+    // Second life: the in-process queue is gone, so the engine sends the step again.
+    let h = start(store_at(&path).await, order_registry(executions.clone())).await;
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({"total": 8})));
+    assert_eq!(executions.load(Ordering::SeqCst), 3);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn local_steps_failures_and_unknown_versions() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut r = Registry::new();
+    r.workflow("local", 1, |ctx: WorkflowContext, _: Value| async move {
+        let v: u32 = ctx.local_step("compute", || async { Ok(41) }).await?;
+        Ok::<_, WorkflowError>(v + 1)
+    });
+    r.workflow(
+        "fails",
+        1,
+        |_ctx: WorkflowContext, input: Value| async move {
+            if input["ok"] == json!(true) {
+                Ok(json!("fine"))
+            } else {
+                Err(WorkflowError::msg("input.ok is not true"))
+            }
+        },
+    );
+    r.workflow("bad-input", 1, |_ctx: WorkflowContext, n: u32| async move {
+        Ok::<_, WorkflowError>(n)
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let local = h
+        .engine
+        .start_run(StartRun {
+            workflow: "local".into(),
+            input: json!(null),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = wait_for(&h.store, &local.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(42)));
+    let cps = h.store.checkpoints(&Scope::All, &local.id).await.unwrap();
+    assert_eq!(cps.len(), 1);
+    assert_eq!(cps[0].kind, CheckpointKind::LocalStep);
+    let failed = h
+        .engine
+        .start_run(StartRun {
+            workflow: "fails".into(),
+            input: json!({}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let failed = wait_for(&h.store, &failed.id, RunStatus::Failed).await;
+    assert_eq!(failed.error.unwrap().message, "input.ok is not true");
+    let bad = h
+        .engine
+        .start_run(StartRun {
+            workflow: "bad-input".into(),
+            input: json!("x"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let bad = wait_for(&h.store, &bad.id, RunStatus::Failed).await;
+    assert_eq!(bad.error.unwrap().code.as_deref(), Some("invalid_input"));
+    let unknown = h
+        .engine
+        .start_run(StartRun {
+            workflow: "nope".into(),
+            input: json!(1),
+            ..Default::default()
+        })
+        .await;
+    assert!(
+        unknown.is_err(),
+        "starting an unregistered workflow is refused"
+    );
+    h.stop().await;
+}
