@@ -1,6 +1,7 @@
 //! Plain serde types shared by the engine, the HTTP API and the dashboard (which compiles them to
 //! wasm). No IO lives here.
 
+mod account;
 mod checkpoint;
 mod event;
 mod namespace;
@@ -8,6 +9,7 @@ mod query;
 mod run;
 mod wire;
 
+pub use account::Role;
 pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
 pub use event::{TenantEvent, TenantEventKind};
 pub use namespace::{Namespace, NamespaceError, Scope};

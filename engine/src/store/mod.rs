@@ -20,7 +20,7 @@ use crate::model::{
     Checkpoint, Millis, Run, RunId, RunPage, RunQuery, Scope, StatusCount, StepResult,
 };
 
-pub use accounts::{Accounts, NewUser, Role, User};
+pub use accounts::{Accounts, NewUser, User};
 pub use error::{StoreError, StoreResult};
 pub use records::{NewCheckpoint, NewRun, PendingStep, StepApplied, TurnCommit, TurnOutcome};
 pub use scoped::ScopedStore;

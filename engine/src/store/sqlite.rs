@@ -18,12 +18,12 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
-    Accounts, NewRun, NewUser, PendingStep, Role, StepApplied, Store, StoreError, StoreResult,
+    Accounts, NewRun, NewUser, PendingStep, StepApplied, Store, StoreError, StoreResult,
     TurnCommit, TurnOutcome, User,
 };
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Cursor, Millis, Namespace, Run, RunId, RunPage,
-    RunQuery, RunStatus, Scope, StatusCount, StepOutcome, StepResult,
+    Role, RunQuery, RunStatus, Scope, StatusCount, StepOutcome, StepResult,
 };
 
 const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input, output, error, \

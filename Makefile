@@ -1,0 +1,40 @@
+# Two commands for people: `make run` and `make test`. The rest are their parts.
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+
+# One target directory outside the clone, shared by every build (and by CI runs).
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/durable/target
+export LEPTOS_SITE_ROOT ?= $(CURDIR)/target/site
+DATABASE_URL ?= sqlite://./data/durable.db
+export DATABASE_URL
+
+.PHONY: run test setup setup-test build build-release test-rust test-e2e lint
+
+## run: install what is missing, build, and serve the dashboard on http://127.0.0.1:3000
+run: setup build-release
+	$(CARGO_TARGET_DIR)/release/durable serve
+
+## test: every suite (unit, integration, browser)
+test: setup-test test-rust test-e2e
+
+setup:
+	@./scripts/setup.sh
+
+setup-test:
+	@./scripts/setup.sh test
+
+build:
+	cargo leptos build
+
+build-release:
+	cargo leptos build --release
+
+test-rust:
+	cargo nextest run --workspace --no-fail-fast
+
+test-e2e: build
+	cd end2end && DURABLE_BIN=$(CARGO_TARGET_DIR)/debug/durable npx playwright test
+
+lint:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings

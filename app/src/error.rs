@@ -1,0 +1,35 @@
+use leptos::server_fn::codec::JsonEncoding;
+use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
+use serde::{Deserialize, Serialize};
+
+/// What a server function can answer instead of data. The messages are shown to the user as
+/// they are, so each says what to do next; internal details are logged on the server only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+pub enum AppError {
+    /// No logged-in session.
+    #[error("you are not logged in; log in to continue")]
+    Unauthorized,
+    /// The session's role may not do this.
+    #[error("your role cannot do this; ask an admin of your tenant")]
+    Forbidden,
+    /// Wrong email or password (deliberately not saying which).
+    #[error("wrong email or password")]
+    BadCredentials,
+    /// The request was malformed; the message says what to fix.
+    #[error("{0}")]
+    Invalid(String),
+    /// Something failed on the server; details are in the server log.
+    #[error("something went wrong on the server; try again, and check the server log if it persists")]
+    Internal,
+    /// The server function call itself failed (network, encoding).
+    #[error("the request failed: {0}")]
+    Transport(String),
+}
+
+impl FromServerFnError for AppError {
+    type Encoder = JsonEncoding;
+
+    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
+        AppError::Transport(value.to_string())
+    }
+}

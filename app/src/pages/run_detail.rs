@@ -1,0 +1,241 @@
+use durable::model::{Checkpoint, RunDetail};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use crate::components::json::JsonBlock;
+use crate::components::live::Live;
+use crate::components::status::StatusBadge;
+use crate::components::time::{duration, utc};
+use crate::pages::runs::ErrorBox;
+use crate::{AppError, Me};
+
+/// One run with its checkpoints, if the session may see it. A run of another tenant answers
+/// exactly like a missing one.
+#[server]
+pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunDetail>), AppError> {
+    use durable::model::RunId;
+
+    use crate::ssr::{app_state, internal, me, reads_for, session_user};
+
+    let state = app_state()?;
+    let user = session_user().await?;
+    let reads = reads_for(&state, &user)?;
+    let id = RunId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
+    let Some(run) = reads.get_run(&id).await.map_err(internal)? else {
+        return Ok((me(&user), None));
+    };
+    let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
+    Ok((me(&user), Some(RunDetail { run, checkpoints })))
+}
+
+/// The run detail screen; re-reads the run whenever one of its events arrives.
+#[component]
+pub fn RunDetailPage() -> impl IntoView {
+    let live = expect_context::<Live>();
+    let params = use_params_map();
+    let id = move || params.with(|p| p.get("id")).unwrap_or_default();
+    // Counts this run's events only, so other runs' traffic does not re-read this page.
+    let run_version = Memo::new(move |prev: Option<&u64>| {
+        let prev = prev.copied().unwrap_or(0);
+        match live.last.get() {
+            Some(ev) if ev.run_id.as_str() == id() => prev + 1,
+            _ => prev,
+        }
+    });
+    let detail = Resource::new(move || (id(), run_version.get()), |(id, _)| get_run_detail(id));
+    view! {
+        <Title text="Run · durable" />
+        <a href="/" class="text-sm text-indigo-700 hover:underline">
+            "← All runs"
+        </a>
+        <Transition fallback=|| view! { <p class="text-slate-500">"Loading run…"</p> }>
+            {move || {
+                detail
+                    .get()
+                    .map(|r| match r {
+                        Ok((_, Some(detail))) => view! { <DetailBody detail /> }.into_any(),
+                        Ok((_, None)) => view! { <RunNotFound /> }.into_any(),
+                        Err(e) => view! { <ErrorBox error=e /> }.into_any(),
+                    })
+            }}
+        </Transition>
+    }
+}
+
+#[component]
+fn RunNotFound() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    {
+        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
+            resp.set_status(axum::http::StatusCode::NOT_FOUND);
+        }
+    }
+    view! {
+        <div
+            class="mt-4 rounded-lg border border-dashed border-slate-300 bg-white p-8 text-center text-slate-600"
+            data-testid="run-not-found"
+        >
+            "No run with this id is visible to you. Check the id, or go back to your runs."
+        </div>
+    }
+}
+
+#[component]
+fn DetailBody(detail: RunDetail) -> impl IntoView {
+    let run = detail.run;
+    let checkpoints = detail.checkpoints;
+    let lineage = [
+        ("parent", run.parent_run_id.clone()),
+        ("root", (run.root_run_id != run.id).then(|| run.root_run_id.clone())),
+        ("retry of", run.retry_of.clone()),
+        ("continued from", run.continued_from.clone()),
+    ];
+    view! {
+        <div class="mt-3 flex flex-col gap-6">
+            <section class="rounded-lg border border-slate-200 bg-white p-4">
+                <div class="flex flex-wrap items-center gap-3">
+                    <h1 class="font-mono text-base font-semibold" data-testid="run-id">
+                        {run.id.to_string()}
+                    </h1>
+                    <span data-testid="run-status">
+                        <StatusBadge status=run.status />
+                    </span>
+                </div>
+                <dl class="mt-3 grid grid-cols-2 gap-x-6 gap-y-1 text-sm md:grid-cols-4">
+                    <Field label="Workflow" value=format!("{} v{}", run.workflow, run.workflow_version) />
+                    <Field label="Namespace" value=run.namespace.to_string() />
+                    <Field label="Created (UTC)" value=utc(run.created_at) />
+                    <Field label="Updated (UTC)" value=utc(run.updated_at) />
+                    <Field
+                        label="Finished (UTC)"
+                        value=run.finished_at.map(utc).unwrap_or_else(|| "—".into())
+                    />
+                    <Field label="Turns" value=run.attempt.to_string() />
+                    {lineage
+                        .into_iter()
+                        .filter_map(|(label, id)| id.map(|id| (label, id)))
+                        .map(|(label, id)| {
+                            let href = format!("/runs/{id}");
+                            view! {
+                                <div>
+                                    <dt class="text-slate-500">{label}</dt>
+                                    <dd>
+                                        <a class="font-mono text-xs text-indigo-700 underline" href=href>
+                                            {id.to_string()}
+                                        </a>
+                                    </dd>
+                                </div>
+                            }
+                        })
+                        .collect_view()}
+                </dl>
+            </section>
+            <section class="grid gap-4 md:grid-cols-2">
+                <div>
+                    <h2 class="mb-1 text-sm font-semibold">"Input"</h2>
+                    <JsonBlock value=run.input.clone() testid="run-input" />
+                </div>
+                <div>
+                    <h2 class="mb-1 text-sm font-semibold">"Output"</h2>
+                    {match (run.output.clone(), run.error.clone()) {
+                        (Some(out), _) => view! { <JsonBlock value=out testid="run-output" /> }.into_any(),
+                        (None, Some(err)) => {
+                            view! {
+                                <div
+                                    class="rounded-md border border-red-200 bg-red-50 p-3 text-sm text-red-800"
+                                    data-testid="run-error"
+                                >
+                                    {err.to_string()}
+                                </div>
+                            }
+                                .into_any()
+                        }
+                        (None, None) => {
+                            view! { <p class="text-sm text-slate-500">"Not finished yet."</p> }.into_any()
+                        }
+                    }}
+                </div>
+            </section>
+            <section>
+                <h2 class="mb-2 text-sm font-semibold">"Checkpoints"</h2>
+                <Show
+                    when={
+                        let empty = checkpoints.is_empty();
+                        move || !empty
+                    }
+                    fallback=|| view! { <p class="text-sm text-slate-500">"No checkpoints yet."</p> }
+                >
+                    <div class="overflow-x-auto rounded-lg border border-slate-200 bg-white">
+                        <table class="min-w-full text-sm" data-testid="checkpoints">
+                            <thead class="bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-600">
+                                <tr>
+                                    <th class="px-3 py-2">"#"</th>
+                                    <th class="px-3 py-2">"Kind"</th>
+                                    <th class="px-3 py-2">"Name"</th>
+                                    <th class="px-3 py-2">"Status"</th>
+                                    <th class="px-3 py-2">"Attempts"</th>
+                                    <th class="px-3 py-2">"Worker group"</th>
+                                    <th class="px-3 py-2">"Queued"</th>
+                                    <th class="px-3 py-2">"Ran"</th>
+                                    <th class="px-3 py-2">"Result"</th>
+                                </tr>
+                            </thead>
+                            <tbody>
+                                {checkpoints
+                                    .clone()
+                                    .into_iter()
+                                    .map(|cp| view! { <CheckpointRow cp /> })
+                                    .collect_view()}
+                            </tbody>
+                        </table>
+                    </div>
+                </Show>
+            </section>
+        </div>
+    }
+}
+
+#[component]
+fn Field(label: &'static str, value: String) -> impl IntoView {
+    view! {
+        <div>
+            <dt class="text-slate-500">{label}</dt>
+            <dd class="text-slate-900">{value}</dd>
+        </div>
+    }
+}
+
+#[component]
+fn CheckpointRow(cp: Checkpoint) -> impl IntoView {
+    let queued = match (cp.enqueued_at, cp.started_at) {
+        (Some(q), Some(s)) => duration(s - q),
+        _ => "—".into(),
+    };
+    let ran = match (cp.started_at, cp.finished_at) {
+        (Some(s), Some(f)) => duration(f - s),
+        _ => "—".into(),
+    };
+    let result = match (&cp.output, &cp.error) {
+        (_, Some(err)) => err.to_string(),
+        (Some(out), None) => out.to_string(),
+        (None, None) => "—".into(),
+    };
+    view! {
+        <tr class="border-t border-slate-100" data-seq=cp.seq>
+            <td class="px-3 py-2 text-slate-500">{cp.seq}</td>
+            <td class="px-3 py-2">{cp.kind.as_str()}</td>
+            <td class="px-3 py-2 font-mono text-xs">{cp.name.clone()}</td>
+            <td class="px-3 py-2" data-testid="checkpoint-status">
+                {cp.status.as_str()}
+            </td>
+            <td class="px-3 py-2">{cp.attempts}</td>
+            <td class="px-3 py-2 font-mono text-xs">{cp.worker_group.clone().unwrap_or_default()}</td>
+            <td class="px-3 py-2">{queued}</td>
+            <td class="px-3 py-2">{ran}</td>
+            <td class="max-w-xs truncate px-3 py-2 font-mono text-xs" title=result.clone()>
+                {result.clone()}
+            </td>
+        </tr>
+    }
+}

@@ -1,0 +1,104 @@
+//! Server-side plumbing shared by the server functions: the state they read, the session user,
+//! the scoped store view, and password hashing.
+
+use std::sync::Arc;
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use axum::extract::FromRef;
+use durable::driver::Engine;
+use durable::model::Role;
+use durable::store::{Accounts, ScopedStore, User};
+use leptos::prelude::*;
+use tower_sessions::Session;
+
+use crate::{AppError, Me};
+
+/// The session key holding the logged-in user's id.
+pub const USER_KEY: &str = "user_id";
+
+/// What the server functions and routes share.
+#[derive(Clone)]
+pub struct AppState {
+    /// Leptos' own options (site root, addresses).
+    pub leptos_options: LeptosOptions,
+    /// The engine: starts runs, owns the store.
+    pub engine: Engine,
+    /// Users and settings.
+    pub accounts: Arc<dyn Accounts>,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos_options.clone()
+    }
+}
+
+/// The app state provided to every server function.
+pub fn app_state() -> Result<AppState, AppError> {
+    use_context::<AppState>().ok_or_else(|| {
+        tracing::error!("AppState missing from the server function context");
+        AppError::Internal
+    })
+}
+
+/// Logs a server-side failure and turns it into the generic [`AppError::Internal`].
+pub fn internal(e: impl std::fmt::Display) -> AppError {
+    tracing::error!(error = %e, "server function failed");
+    AppError::Internal
+}
+
+/// The current request's session.
+pub async fn session() -> Result<Session, AppError> {
+    leptos_axum::extract::<Session>().await.map_err(internal)
+}
+
+/// The logged-in user of this request, or [`AppError::Unauthorized`].
+pub async fn session_user() -> Result<User, AppError> {
+    let state = app_state()?;
+    let id: Option<i64> = session().await?.get(USER_KEY).await.map_err(internal)?;
+    let id = id.ok_or(AppError::Unauthorized)?;
+    state.accounts.user_by_id(id).await.map_err(internal)?.ok_or(AppError::Unauthorized)
+}
+
+/// The user as the pages show it.
+pub fn me(user: &User) -> Me {
+    Me { email: user.email.clone(), tenant: user.tenant.clone(), role: user.role }
+}
+
+/// The store view this user may read: its tenant's namespace only, or everything for an
+/// operator. This is the only way server functions read runs.
+pub fn reads_for(state: &AppState, user: &User) -> Result<ScopedStore, AppError> {
+    let store = state.engine.store().clone();
+    match (&user.tenant, user.role) {
+        (None, Role::Operator) => Ok(ScopedStore::operator(store)),
+        (Some(tenant), _) => ScopedStore::new(store, tenant.clone()).map_err(internal),
+        (None, _) => {
+            tracing::error!(user = %user.email, "a non-operator user has no tenant");
+            Err(AppError::Forbidden)
+        }
+    }
+}
+
+/// Hashes a password with argon2id and a random salt (PHC string).
+pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
+    let salt = SaltString::generate(&mut rand::rngs::OsRng);
+    Ok(Argon2::default().hash_password(password.as_bytes(), &salt)?.to_string())
+}
+
+/// Checks a password against a PHC hash. A malformed hash never verifies.
+pub fn verify_password(password: &str, hash: &str) -> bool {
+    PasswordHash::new(hash)
+        .map(|parsed| Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
+        .unwrap_or(false)
+}
+
+/// An argon2id hash of a random password nobody knows, checked for unknown emails so that login
+/// timing does not reveal which emails exist.
+pub fn dummy_hash() -> &'static str {
+    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DUMMY.get_or_init(|| {
+        let random: [u8; 16] = rand::random();
+        hash_password(&format!("{random:?}")).unwrap_or_default()
+    })
+}

@@ -1,0 +1,83 @@
+import { expect, test } from '@playwright/test';
+import { ACME_ADMIN, GLOBEX_VIEWER, hydrated, login, runsByNamespace, visibleRunIds } from './helpers';
+
+test('the acme admin sees only acme runs, starts demo.order and watches it complete live', async ({ page, browser }) => {
+  const byNs = await runsByNamespace(browser);
+  const acmeIds = byNs.get('acme') ?? [];
+  const globexIds = byNs.get('globex') ?? [];
+  expect(acmeIds.length).toBeGreaterThan(0);
+  expect(globexIds.length).toBeGreaterThan(0);
+
+  await login(page, ACME_ADMIN);
+  await expect(page.getByTestId('me-scope')).toContainText('tenant acme');
+  const visible = await visibleRunIds(page);
+  expect(visible.length).toBeGreaterThan(0);
+  for (const id of visible) expect(acmeIds).toContain(id);
+  for (const id of globexIds) expect(visible).not.toContain(id);
+
+  await expect(page.locator('body[data-live="connected"]')).toHaveCount(1);
+  // A marker that a full page load would wipe out.
+  await page.evaluate(() => ((window as any).__sameDocument = true));
+  await page.getByLabel('Workflow').selectOption('demo.order');
+  await page.getByLabel('Input (JSON)').fill('{"item": "e2e", "delay_ms": 600}');
+  await page.getByRole('button', { name: 'Start run' }).click();
+  await expect(page).toHaveURL(/\/runs\/run_/);
+  const status = page.getByTestId('run-status');
+  await expect(status).not.toHaveText('completed');
+  await expect(status).toHaveText('completed', { timeout: 20_000 });
+  await expect(page.getByTestId('checkpoints').locator('[data-testid="checkpoint-status"]')).toHaveText([
+    'completed',
+    'completed',
+    'completed',
+  ]);
+  expect(await page.evaluate(() => (window as any).__sameDocument)).toBe(true);
+});
+
+test('the globex viewer finds none of acme runs, by page or by URL, and cannot start runs', async ({ page, browser }) => {
+  const byNs = await runsByNamespace(browser);
+  const acmeIds = byNs.get('acme') ?? [];
+  expect(acmeIds.length).toBeGreaterThan(0);
+
+  await login(page, GLOBEX_VIEWER);
+  await expect(page.getByTestId('me-scope')).toContainText('tenant globex');
+  const visible = await visibleRunIds(page);
+  for (const id of acmeIds) expect(visible).not.toContain(id);
+  await expect(page.getByRole('button', { name: 'Start run' })).toHaveCount(0);
+
+  for (const id of acmeIds) {
+    const response = await page.goto(`/runs/${id}`);
+    expect(response?.status()).toBe(404);
+    await expect(page.getByTestId('run-not-found')).toBeVisible();
+    await expect(page.getByText(id)).toHaveCount(0);
+  }
+});
+
+test('the operator sees both tenants with a namespace column', async ({ browser }) => {
+  const byNs = await runsByNamespace(browser);
+  expect([...byNs.keys()]).toEqual(expect.arrayContaining(['acme', 'globex']));
+});
+
+test('malformed JSON on the start form gets a clear error and creates nothing', async ({ page }) => {
+  await login(page, ACME_ADMIN);
+  const before = await visibleRunIds(page);
+  await page.getByLabel('Workflow').selectOption('demo.order');
+  await page.getByLabel('Input (JSON)').fill('{"item": ');
+  await page.getByRole('button', { name: 'Start run' }).click();
+  await expect(page.getByTestId('start-error')).toContainText('not valid JSON');
+  await expect(page).toHaveURL(/\/$/);
+  await page.reload();
+  await hydrated(page);
+  expect(await visibleRunIds(page)).toEqual(before);
+});
+
+test('a wrong password is refused with a message', async ({ page }) => {
+  await page.goto('/login');
+  await hydrated(page);
+  await page.getByLabel('Email').fill(ACME_ADMIN);
+  await page.getByLabel('Password').fill('not-the-password');
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await expect(page.getByTestId('login-error')).toHaveText('wrong email or password');
+  const response = await page.goto('/');
+  expect(page.url()).toMatch(/\/login$/);
+  expect(response?.status()).toBe(200);
+});

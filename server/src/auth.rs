@@ -1,0 +1,52 @@
+//! Who is asking. The dashboard knows its user from the session; the API from a signed tenant
+//! token. Neither ever takes the tenant from the URL, a query string or a body.
+
+use axum::extract::{FromRequestParts, Request};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use durable::model::Namespace;
+use tower_sessions::Session;
+
+use crate::error::ApiError;
+use crate::routes::ServerState;
+
+/// Sends a visitor without a session to the login page before rendering a dashboard screen.
+/// (Server functions check the session themselves; this only spares an empty page.)
+pub async fn require_login(session: Session, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let is_page = path == "/" || path.starts_with("/runs/");
+    let is_login = path == "/login";
+    if is_page || is_login {
+        let logged_in = matches!(session.get::<i64>(app::ssr::USER_KEY).await, Ok(Some(_)));
+        if is_page && !logged_in {
+            return Redirect::to("/login").into_response();
+        }
+        if is_login && logged_in {
+            return Redirect::to("/").into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// The tenant of an API request, from `Authorization: Bearer <token>`.
+pub struct ApiTenant(pub Namespace);
+
+impl FromRequestParts<ServerState> for ApiTenant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ServerState) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .ok_or_else(|| ApiError::Unauthorized("missing bearer token: send `Authorization: Bearer <token>` (create one with `durable token issue --tenant NAME`)".into()))?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into()))?;
+        let verified = state.signer.verify(token.trim()).map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+        Ok(ApiTenant(verified.tenant))
+    }
+}

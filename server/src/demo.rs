@@ -1,0 +1,135 @@
+//! Demo workflows and first-start demo data, so a fresh `make run` shows a living dashboard.
+//!
+//! Registered here: `demo.order` (three sequential remote steps) and `demo.flaky` (fails unless
+//! `input.ok == true`, to show retry with edited input). `demo.sleepy` (durable timer),
+//! `demo.approval` (signal) and `demo.fanout` (child runs) arrive with the engine primitives they
+//! need (timers, signals, children).
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Context;
+use durable::driver::{Engine, StartRun};
+use durable::model::{Namespace, Role};
+use durable::prelude::*;
+use durable::store::{Accounts, NewUser};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::secret;
+
+/// Where demo steps append `<step_id>\t<started_ms>` on every execution, when set. The crash
+/// test reads it to prove no completed step ran again.
+const EFFECTS_LOG_ENV: &str = "DURABLE_DEMO_EFFECTS_LOG";
+
+/// `demo.order` input; every field has a default so `{}` works.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+struct OrderInput {
+    item: String,
+    qty: u32,
+    /// How long each step pretends to work, so progress is visible.
+    delay_ms: u64,
+}
+
+impl Default for OrderInput {
+    fn default() -> Self {
+        OrderInput { item: "book".into(), qty: 1, delay_ms: 400 }
+    }
+}
+
+/// The demo workflows and their step handlers.
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    for (step, verb) in [("order.reserve", "reserved"), ("order.charge", "charged"), ("order.ship", "shipped")] {
+        r.step(step, move |ctx: StepContext, input: Value| async move {
+            record_effect(&ctx);
+            let delay = input.get("delay_ms").and_then(Value::as_u64).unwrap_or(400).min(60_000);
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            Ok::<_, StepError>(json!({ verb: true, "step_id": ctx.step_id }))
+        });
+    }
+    r.workflow("demo.order", 1, |ctx: WorkflowContext, input: OrderInput| async move {
+        let args = json!({ "item": input.item, "qty": input.qty, "delay_ms": input.delay_ms });
+        let reservation: Value = ctx.step("order.reserve", &args).await?;
+        let charge: Value = ctx.step("order.charge", &args).await?;
+        let shipment: Value = ctx.step("order.ship", &args).await?;
+        Ok::<_, WorkflowError>(json!({ "reservation": reservation, "charge": charge, "shipment": shipment }))
+    });
+    r.step("flaky.check", |ctx: StepContext, input: Value| async move {
+        record_effect(&ctx);
+        if input.get("ok") == Some(&Value::Bool(true)) {
+            Ok(json!({ "checked": true }))
+        } else {
+            // Retrying the same input cannot help: it needs new input.
+            Err(StepError::fatal("input.ok is not true; retry this run with {\"ok\": true}").with_code("flaky"))
+        }
+    });
+    r.workflow("demo.flaky", 1, |ctx: WorkflowContext, input: Value| async move {
+        let checked: Value = ctx.step("flaky.check", &input).await?;
+        Ok::<_, WorkflowError>(checked)
+    });
+    r
+}
+
+fn record_effect(ctx: &StepContext) {
+    let Ok(path) = std::env::var(EFFECTS_LOG_ENV) else { return };
+    let line = format!("{}\t{}\n", ctx.step_id, secret::now_ms());
+    // One short O_APPEND write per execution: lines never interleave.
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        tracing::warn!(path, error = %e, "could not record a demo step effect");
+    }
+}
+
+/// On the very first start (no users yet): demo tenants `acme` and `globex`, an operator, an
+/// acme admin and a globex viewer (passwords printed once; `DURABLE_DEMO_PASSWORD` fixes them
+/// for automated tests), and a few runs.
+pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<()> {
+    if accounts.count_users().await? > 0 {
+        return Ok(());
+    }
+    let fixed = std::env::var("DURABLE_DEMO_PASSWORD").ok().filter(|p| p.len() >= 8);
+    let acme = Namespace::tenant("acme")?;
+    let globex = Namespace::tenant("globex")?;
+    let users = [
+        ("operator@durable.local", None, Role::Operator),
+        ("admin@acme.test", Some(acme.clone()), Role::Admin),
+        ("viewer@globex.test", Some(globex.clone()), Role::Viewer),
+    ];
+    let mut lines = Vec::new();
+    for (email, tenant, role) in users {
+        let password = fixed.clone().unwrap_or_else(secret::generate_password);
+        let hash = app::ssr::hash_password(&password).map_err(|e| anyhow::anyhow!("hashing a demo password: {e}"))?;
+        accounts
+            .create_user(NewUser { email: email.into(), tenant: tenant.clone(), role, password_hash: hash }, secret::now_ms())
+            .await
+            .with_context(|| format!("creating demo user {email}"))?;
+        let scope = tenant.map(|t| format!("{role} of {t}")).unwrap_or_else(|| "operator, every namespace".into());
+        lines.push(format!("  {email:<24} {password:<22} {scope}"));
+    }
+    println!("\nFirst start: demo users created. These passwords are shown only once:\n");
+    println!("  {:<24} {:<22} role", "email", "password");
+    for l in lines {
+        println!("{l}");
+    }
+    println!();
+    let runs = [
+        (&acme, "demo.order", json!({ "item": "keyboard", "qty": 2 })),
+        (&acme, "demo.order", json!({ "item": "monitor", "qty": 1 })),
+        (&acme, "demo.flaky", json!({ "ok": false })),
+        (&globex, "demo.order", json!({ "item": "laptop", "qty": 1 })),
+        (&globex, "demo.flaky", json!({ "ok": true })),
+    ];
+    for (ns, workflow, input) in runs {
+        engine
+            .start_run(StartRun { workflow: workflow.into(), input, namespace: Some(ns.clone()), ..StartRun::default() })
+            .await
+            .with_context(|| format!("starting a demo {workflow} run"))?;
+    }
+    Ok(())
+}

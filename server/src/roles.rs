@@ -1,0 +1,127 @@
+//! Wiring a process for its role. Only the standalone role exists so far: store, in-process
+//! transport, engine, embedded worker, dashboard and API in one process.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use app::ssr::AppState;
+use durable::driver::{Engine, EngineConfig};
+use durable::model::Namespace;
+use durable::runtime::{SystemClock, Worker, WorkerConfig};
+use durable::store::SqliteStore;
+use durable::transport::{MemoryTransport, Partitions, Transport};
+use leptos::config::get_configuration;
+use tokio::sync::watch;
+
+use crate::routes::{self, ServerState};
+use crate::{demo, secret};
+
+/// How long shutdown may take before in-flight work is abandoned to lease expiry.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// `durable serve` settings.
+pub struct ServeConfig {
+    pub database_url: String,
+    pub bind: SocketAddr,
+    pub namespace: Option<Namespace>,
+    pub lease: Duration,
+    pub demo: bool,
+}
+
+/// Opens the configured database and applies migrations.
+pub async fn open_store(url: &str) -> anyhow::Result<SqliteStore> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        bail!("DATABASE_URL is PostgreSQL, which this build cannot use yet; use sqlite://PATH");
+    }
+    if !url.starts_with("sqlite:") {
+        bail!("DATABASE_URL `{url}` is not supported; use sqlite://PATH (for example sqlite://./data/durable.db)");
+    }
+    SqliteStore::connect(url).await.with_context(|| format!("opening {url}"))
+}
+
+/// Runs the standalone server until SIGINT/SIGTERM, then drains in-flight work.
+pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
+    let store = Arc::new(open_store(&cfg.database_url).await?);
+    let signer = secret::token_signer(&*store).await?;
+    let registry = Arc::new(demo::registry());
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let engine = Engine::new(
+        store.clone(),
+        transport.clone(),
+        registry.clone(),
+        EngineConfig { namespace: cfg.namespace.clone(), lease: cfg.lease, ..EngineConfig::default() },
+    );
+    engine.start().await.context("starting the engine")?;
+    // One process is the whole cluster: its worker serves the partitions it drives.
+    let partitions = match &cfg.namespace {
+        None => Partitions::All,
+        Some(ns) => Partitions::Only(vec![ns.clone()]),
+    };
+    let worker = Worker::start(registry, transport, Arc::new(SystemClock), WorkerConfig { partitions, concurrency: 256 })
+        .await
+        .context("starting the embedded worker")?;
+    if cfg.demo {
+        demo::seed(&engine, &*store).await.context("creating demo data")?;
+    }
+
+    let sessions = routes::session_layer(&cfg.database_url).await?;
+    let mut leptos_options = get_configuration(None).context("reading the Leptos configuration")?.leptos_options;
+    leptos_options.site_addr = cfg.bind;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let state = ServerState {
+        app: AppState { leptos_options, engine: engine.clone(), accounts: store.clone() },
+        signer,
+        shutdown: stop_rx,
+    };
+    let router = routes::router(state, sessions);
+    let listener = tokio::net::TcpListener::bind(cfg.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}; is another server running? set DURABLE_BIND to another address", cfg.bind))?;
+    tracing::info!(namespace = %cfg.namespace.as_ref().map(|n| n.to_string()).unwrap_or_else(|| "every namespace".into()), "serving on http://{}", cfg.bind);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: finishing in-flight work");
+            let _ = stop_tx.send(true);
+        })
+        .await
+        .context("the HTTP server failed")?;
+    let drain = async {
+        worker.shutdown().await;
+        engine.shutdown().await;
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
+        tracing::warn!("in-flight work did not finish in time; its leases expire and another start resumes it");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

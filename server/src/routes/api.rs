@@ -1,0 +1,122 @@
+//! The JSON API for programs: `/api/v1/runs` and `/api/v1/events`. The tenant is the one in the
+//! bearer token; any tenant or namespace named in a query or body is not honoured.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use durable::driver::{EngineError, StartRun};
+use durable::model::{Cursor, RunDetail, RunId, RunPage, RunQuery, RunStatus};
+use durable::store::ScopedStore;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::{ServerState, sse};
+use crate::auth::ApiTenant;
+use crate::error::{ApiError, internal};
+
+pub fn router() -> Router<ServerState> {
+    Router::new()
+        .route("/runs", post(start_run).get(list_runs))
+        .route("/runs/{id}", get(get_run))
+        .route("/events", get(sse::api_events))
+}
+
+fn reads(state: &ServerState, ApiTenant(tenant): &ApiTenant) -> Result<ScopedStore, ApiError> {
+    ScopedStore::new(state.app.engine.store().clone(), tenant.clone()).map_err(internal)
+}
+
+/// Parses a JSON body with a message that says what is wrong and where.
+fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+}
+
+/// `POST /runs` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBody {
+    workflow: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default, rename = "searchAttributes")]
+    search_attributes: Map<String, Value>,
+    /// An idempotency key: a second start with the same id is refused, not duplicated.
+    #[serde(default)]
+    id: Option<RunId>,
+}
+
+async fn start_run(State(state): State<ServerState>, tenant: ApiTenant, body: Bytes) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
+    let body: StartBody = json_body(&body)?;
+    if body.workflow.trim().is_empty() {
+        return Err(ApiError::BadRequest("`workflow` must name a registered workflow".into()));
+    }
+    if let Some((k, _)) = body.search_attributes.iter().find(|(_, v)| v.is_object() || v.is_array()) {
+        return Err(ApiError::BadRequest(format!("search attribute `{k}` must be a string, number, boolean or null")));
+    }
+    let run = state
+        .app
+        .engine
+        .start_run(StartRun {
+            workflow: body.workflow,
+            input: body.input,
+            namespace: Some(tenant.0),
+            id: body.id,
+            tags: body.tags,
+            search_attributes: body.search_attributes,
+        })
+        .await
+        .map_err(|e| match e {
+            EngineError::UnknownWorkflow(..) => ApiError::BadRequest(e.to_string()),
+            EngineError::Store(durable::store::StoreError::Conflict(_)) => {
+                ApiError::BadRequest("a run with this id already exists; pick another id or omit it".into())
+            }
+            other => internal(other),
+        })?;
+    Ok((StatusCode::CREATED, Json(run)))
+}
+
+/// `GET /runs` query. Unknown parameters (a `namespace`, say) are ignored: the token decides.
+#[derive(Debug, Deserialize)]
+struct ListParams {
+    status: Option<String>,
+    workflow: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn list_runs(State(state): State<ServerState>, tenant: ApiTenant, Query(params): Query<ListParams>) -> Result<Json<RunPage>, ApiError> {
+    let status = params
+        .status
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<RunStatus>())
+        .transpose()
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let limit = match params.limit.filter(|s| !s.is_empty()) {
+        None => 0,
+        Some(raw) => {
+            let n = raw.parse::<u32>().map_err(|_| ApiError::BadRequest(format!("limit `{raw}` is not a number: use 1 to 200")))?;
+            RunQuery::check_limit(n).map_err(|e| ApiError::BadRequest(e.to_string()))?
+        }
+    };
+    let cursor = params
+        .cursor
+        .filter(|s| !s.is_empty())
+        .map(|c| Cursor::parse(&c))
+        .transpose()
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let query = RunQuery { status, workflow: params.workflow.filter(|s| !s.is_empty()), limit, cursor };
+    let page = reads(&state, &tenant)?.list_runs(&query).await.map_err(internal)?;
+    Ok(Json(page))
+}
+
+async fn get_run(State(state): State<ServerState>, tenant: ApiTenant, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {
+    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let reads = reads(&state, &tenant)?;
+    let run = reads.get_run(&id).await.map_err(internal)?.ok_or(ApiError::NotFound)?;
+    let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
+    Ok(Json(RunDetail { run, checkpoints }))
+}

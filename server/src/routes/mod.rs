@@ -1,0 +1,79 @@
+//! HTTP routes: the dashboard (Leptos pages and server functions, session-authenticated), its
+//! live event stream, the JSON API under `/api/v1` (bearer tenant tokens) and `/healthz`.
+
+mod api;
+mod health;
+mod sse;
+
+use anyhow::Context;
+use app::ssr::AppState;
+use app::{App, shell};
+use axum::Router;
+use axum::extract::FromRef;
+use axum::middleware;
+use axum::routing::get;
+use durable::gateway::TokenSigner;
+use leptos::prelude::*;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use tokio::sync::watch;
+use tower_http::trace::TraceLayer;
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+use tower_sessions_sqlx_store::SqliteStore as SessionStore;
+use tower_sessions_sqlx_store::sqlx::sqlite::SqlitePoolOptions;
+
+use crate::auth;
+
+/// Everything a request handler can reach.
+#[derive(Clone)]
+pub struct ServerState {
+    /// What the dashboard's server functions share.
+    pub app: AppState,
+    /// Verifies API tokens.
+    pub signer: TokenSigner,
+    /// Flips to `true` at shutdown, ending live streams so the server can stop.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl FromRef<ServerState> for LeptosOptions {
+    fn from_ref(state: &ServerState) -> Self {
+        state.app.leptos_options.clone()
+    }
+}
+
+/// Sessions stored in the same database as the runs, expiring after 12 idle hours.
+pub async fn session_layer(database_url: &str) -> anyhow::Result<SessionManagerLayer<SessionStore>> {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(2)
+        .connect(database_url)
+        .await
+        .context("opening the session store")?;
+    let store = SessionStore::new(pool);
+    store.migrate().await.context("creating the session table")?;
+    Ok(SessionManagerLayer::new(store)
+        .with_name("durable_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(std::env::var("DURABLE_SECURE_COOKIES").is_ok_and(|v| v == "true"))
+        .with_expiry(Expiry::OnInactivity(tower_sessions::cookie::time::Duration::hours(12))))
+}
+
+/// The whole HTTP surface.
+pub fn router(state: ServerState, sessions: SessionManagerLayer<SessionStore>) -> Router {
+    let routes = generate_route_list(App);
+    let app_state = state.app.clone();
+    let context = move || provide_context(app_state.clone());
+    let options = state.app.leptos_options.clone();
+    let dashboard = Router::new()
+        .leptos_routes_with_context(&state, routes, context.clone(), move || shell(options.clone()))
+        .route("/events", get(sse::dashboard_events))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
+        .layer(middleware::from_fn(auth::require_login))
+        .layer(sessions);
+    Router::new()
+        .merge(dashboard)
+        .nest("/api/v1", api::router())
+        .route("/healthz", get(health::healthz))
+        .with_state(state)
+        .layer(TraceLayer::new_for_http())
+}

@@ -1,0 +1,127 @@
+//! Spawns the real `durable` binary on a fresh SQLite file and a free port.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_durable");
+
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub db_url: String,
+    port: u16,
+    envs: Vec<(String, String)>,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+pub fn db_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("durable.db").display())
+}
+
+impl Server {
+    /// Starts `durable serve` and waits until `/healthz` answers.
+    pub async fn start(dir: &Path, envs: &[(&str, String)]) -> Server {
+        let port = free_port();
+        let mut s = Server {
+            child: spawn(dir, port, envs),
+            base: format!("http://127.0.0.1:{port}"),
+            db_url: db_url(dir),
+            port,
+            envs: envs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        };
+        s.wait_healthy().await;
+        s
+    }
+
+    pub async fn restart(&mut self, dir: &Path) {
+        let envs: Vec<(&str, String)> = self.envs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        self.child = spawn(dir, self.port, &envs);
+        self.wait_healthy().await;
+    }
+
+    async fn wait_healthy(&mut self) {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = client.get(format!("{}/healthz", self.base)).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("durable exited early with {status}");
+            }
+            assert!(Instant::now() < deadline, "durable did not become healthy in 30 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILL: no chance to finish or release anything.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill");
+        self.child.wait().expect("reap");
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+        self.child.wait().expect("wait")
+    }
+
+    pub fn token(&self, tenant: &str) -> String {
+        cli(&self.db_url, &["token", "issue", "--tenant", tenant]).trim().to_owned()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(dir: &Path, port: u16, envs: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("serve")
+        .env("DATABASE_URL", db_url(dir))
+        .env("DURABLE_BIND", format!("127.0.0.1:{port}"))
+        .env("DURABLE_NO_DEMO", "true")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn durable")
+}
+
+/// Runs a `durable` subcommand against `db_url` and returns its stdout; panics on failure.
+pub fn cli(db_url: &str, args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).env("DATABASE_URL", db_url).output().expect("run durable");
+    assert!(out.status.success(), "durable {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf8")
+}
+
+pub fn tempdir() -> PathBuf {
+    tempfile::tempdir().expect("tempdir").keep()
+}
+
+pub async fn start_run(client: &reqwest::Client, server: &Server, token: &str, body: Value) -> Value {
+    let r = client.post(server.url("/api/v1/runs")).bearer_auth(token).json(&body).send().await.expect("POST");
+    assert_eq!(r.status(), 201, "start failed: {:?}", r.text().await);
+    r.json().await.expect("json")
+}
