@@ -7,6 +7,17 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/durable/target
 export LEPTOS_SITE_ROOT ?= $(CURDIR)/target/site
 DATABASE_URL ?= sqlite://./data/durable.db
 export DATABASE_URL
+# The flags and settings cargo-leptos compiles the server with; the Rust test build uses the same
+# ones so it reuses those artifacts instead of rebuilding every crate.
+export RUSTFLAGS := --cfg erase_components
+export LEPTOS_OUTPUT_NAME := durable
+export LEPTOS_SITE_PKG_DIR := pkg
+export LEPTOS_SITE_ADDR := 127.0.0.1:3000
+export LEPTOS_RELOAD_PORT := 3001
+export LEPTOS_LIB_DIR := app
+export LEPTOS_BIN_DIR := server
+export LEPTOS_HASH_FILES := false
+export LEPTOS_JS_MINIFY := false
 
 .PHONY: run test setup setup-test build build-release test-rust test-e2e lint
 

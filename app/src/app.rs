@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{ParentRoute, Route, Router, Routes};
-use leptos_router::path;
+use leptos_router::{SsrMode, path};
 
 use crate::components::layout::Layout;
 use crate::pages::login::LoginPage;
@@ -46,7 +46,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/login") view=LoginPage />
                 <ParentRoute path=path!("") view=Layout>
                     <Route path=path!("") view=RunsPage />
-                    <Route path=path!("runs/:id") view=RunDetailPage />
+                    // Async: wait for the run before sending headers, so a missing run is a real 404.
+                    <Route path=path!("runs/:id") view=RunDetailPage ssr=SsrMode::Async />
                 </ParentRoute>
             </Routes>
         </Router>

@@ -102,3 +102,26 @@ pub fn dummy_hash() -> &'static str {
         hash_password(&format!("{random:?}")).unwrap_or_default()
     })
 }
+
+/// Gives a failed server function the HTTP status its error deserves (4xx for the caller's
+/// mistakes), for calls from the hydrated client. A plain HTML form post keeps Leptos'
+/// redirect back to the form instead.
+pub fn reply<T>(result: Result<T, AppError>) -> Result<T, AppError> {
+    use axum::http::StatusCode;
+    use axum::http::header::ACCEPT;
+
+    if let Err(e) = &result {
+        let plain_form = use_context::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get(ACCEPT).and_then(|v| v.to_str().ok()).map(|v| v.contains("text/html")))
+            .unwrap_or(false);
+        if !plain_form && let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(match e {
+                AppError::Unauthorized | AppError::BadCredentials => StatusCode::UNAUTHORIZED,
+                AppError::Forbidden => StatusCode::FORBIDDEN,
+                AppError::Invalid(_) => StatusCode::BAD_REQUEST,
+                AppError::Internal | AppError::Transport(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            });
+        }
+    }
+    result
+}

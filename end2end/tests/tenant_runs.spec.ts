@@ -62,7 +62,11 @@ test('malformed JSON on the start form gets a clear error and creates nothing', 
   const before = await visibleRunIds(page);
   await page.getByLabel('Workflow').selectOption('demo.order');
   await page.getByLabel('Input (JSON)').fill('{"item": ');
-  await page.getByRole('button', { name: 'Start run' }).click();
+  const [response] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'POST' && r.url().includes('/api/start_run')),
+    page.getByRole('button', { name: 'Start run' }).click(),
+  ]);
+  expect(response.status()).toBe(400);
   await expect(page.getByTestId('start-error')).toContainText('not valid JSON');
   await expect(page).toHaveURL(/\/$/);
   await page.reload();

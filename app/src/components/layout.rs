@@ -7,17 +7,23 @@ use crate::{AppError, Me};
 /// The logged-in user.
 #[server]
 pub async fn current_user() -> Result<Me, AppError> {
-    let user = crate::ssr::session_user().await?;
-    Ok(crate::ssr::me(&user))
+    crate::ssr::reply(async move {
+        let user = crate::ssr::session_user().await?;
+        Ok(crate::ssr::me(&user))
+    }
+    .await)
 }
 
 /// Ends the session.
 #[server]
 pub async fn logout() -> Result<(), AppError> {
-    let session = crate::ssr::session().await?;
-    session.flush().await.map_err(crate::ssr::internal)?;
-    leptos_axum::redirect("/login");
-    Ok(())
+    crate::ssr::reply(async move {
+        let session = crate::ssr::session().await?;
+        session.flush().await.map_err(crate::ssr::internal)?;
+        leptos_axum::redirect("/login");
+        Ok(())
+    }
+    .await)
 }
 
 /// The frame of every logged-in screen: header with who is logged in, the live feed, the page.

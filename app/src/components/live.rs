@@ -21,7 +21,11 @@ pub fn provide_live() -> Live {
     let (version, set_version) = signal(0u64);
     let (connected, set_connected) = signal(false);
     #[cfg(feature = "hydrate")]
-    Effect::new(move |_| browser::connect(set_last, set_version, set_connected));
+    {
+        Effect::new(move |_| browser::connect(set_last, set_version, set_connected));
+        // Logging out leaves the layout: stop streaming this tab.
+        on_cleanup(browser::disconnect);
+    }
     #[cfg(not(feature = "hydrate"))]
     let _ = (set_last, set_version, set_connected);
     let live = Live { last, version, connected };
@@ -31,11 +35,23 @@ pub fn provide_live() -> Live {
 
 #[cfg(feature = "hydrate")]
 mod browser {
+    use std::cell::RefCell;
+
     use durable::model::TenantEvent;
     use leptos::prelude::*;
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
     use web_sys::{EventSource, MessageEvent};
+
+    thread_local! {
+        static SOURCE: RefCell<Option<EventSource>> = const { RefCell::new(None) };
+    }
+
+    pub fn disconnect() {
+        if let Some(source) = SOURCE.with(|s| s.borrow_mut().take()) {
+            source.close();
+        }
+    }
 
     pub fn connect(set_last: WriteSignal<Option<TenantEvent>>, set_version: WriteSignal<u64>, set_connected: WriteSignal<bool>) {
         let Ok(source) = EventSource::new("/events") else {
@@ -61,9 +77,11 @@ mod browser {
         source.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         source.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-        // The feed lives as long as the tab: the layout that opens it is never unmounted.
+        // The callbacks live as long as the source; it is closed when the layout unmounts.
         on_message.forget();
         on_open.forget();
         on_error.forget();
+        disconnect();
+        SOURCE.with(|s| *s.borrow_mut() = Some(source));
     }
 }

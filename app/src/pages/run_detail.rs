@@ -14,19 +14,22 @@ use crate::{AppError, Me};
 /// exactly like a missing one.
 #[server]
 pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunDetail>), AppError> {
-    use durable::model::RunId;
+    crate::ssr::reply(async move {
+        use durable::model::RunId;
 
-    use crate::ssr::{app_state, internal, me, reads_for, session_user};
+        use crate::ssr::{app_state, internal, me, reads_for, session_user};
 
-    let state = app_state()?;
-    let user = session_user().await?;
-    let reads = reads_for(&state, &user)?;
-    let id = RunId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
-    let Some(run) = reads.get_run(&id).await.map_err(internal)? else {
-        return Ok((me(&user), None));
-    };
-    let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
-    Ok((me(&user), Some(RunDetail { run, checkpoints })))
+        let state = app_state()?;
+        let user = session_user().await?;
+        let reads = reads_for(&state, &user)?;
+        let id = RunId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
+        let Some(run) = reads.get_run(&id).await.map_err(internal)? else {
+            return Ok((me(&user), None));
+        };
+        let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
+        Ok((me(&user), Some(RunDetail { run, checkpoints })))
+    }
+    .await)
 }
 
 /// The run detail screen; re-reads the run whenever one of its events arrives.

@@ -15,65 +15,71 @@ pub async fn list_runs(
     workflow: Option<String>,
     after: Option<String>,
 ) -> Result<(Me, RunsView), AppError> {
-    use durable::model::{Cursor, RunQuery, RunStatus};
+    crate::ssr::reply(async move {
+        use durable::model::{Cursor, RunQuery, RunStatus};
 
-    use crate::ssr::{app_state, internal, me, reads_for, session_user};
+        use crate::ssr::{app_state, internal, me, reads_for, session_user};
 
-    let state = app_state()?;
-    let user = session_user().await?;
-    let reads = reads_for(&state, &user)?;
-    let nonempty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
-    let status = nonempty(status)
-        .map(|s| s.parse::<RunStatus>())
-        .transpose()
-        .map_err(|e| AppError::Invalid(e.to_string()))?;
-    let cursor = nonempty(after)
-        .map(|c| Cursor::parse(&c))
-        .transpose()
-        .map_err(|e| AppError::Invalid(e.to_string()))?;
-    let query = RunQuery { status, workflow: nonempty(workflow), limit: 50, cursor };
-    let page = reads.list_runs(&query).await.map_err(internal)?;
-    let counts = reads.count_by_status().await.map_err(internal)?;
-    let workflows = state.engine.registry().workflow_names();
-    Ok((me(&user), RunsView { page, counts, workflows }))
+        let state = app_state()?;
+        let user = session_user().await?;
+        let reads = reads_for(&state, &user)?;
+        let nonempty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
+        let status = nonempty(status)
+            .map(|s| s.parse::<RunStatus>())
+            .transpose()
+            .map_err(|e| AppError::Invalid(e.to_string()))?;
+        let cursor = nonempty(after)
+            .map(|c| Cursor::parse(&c))
+            .transpose()
+            .map_err(|e| AppError::Invalid(e.to_string()))?;
+        let query = RunQuery { status, workflow: nonempty(workflow), limit: 50, cursor };
+        let page = reads.list_runs(&query).await.map_err(internal)?;
+        let counts = reads.count_by_status().await.map_err(internal)?;
+        let workflows = state.engine.registry().workflow_names();
+        Ok((me(&user), RunsView { page, counts, workflows }))
+    }
+    .await)
 }
 
 /// Starts a run of `workflow` with `input` (JSON) in the session's tenant and opens it.
 #[server]
 pub async fn start_run(workflow: String, input: String) -> Result<(), AppError> {
-    use durable::driver::{EngineError, StartRun};
-    use serde_json::Value;
+    crate::ssr::reply(async move {
+        use durable::driver::{EngineError, StartRun};
+        use serde_json::Value;
 
-    use crate::ssr::{app_state, internal, session_user};
+        use crate::ssr::{app_state, internal, session_user};
 
-    let state = app_state()?;
-    let user = session_user().await?;
-    if !user.role.can_act() {
-        return Err(AppError::Forbidden);
+        let state = app_state()?;
+        let user = session_user().await?;
+        if !user.role.can_act() {
+            return Err(AppError::Forbidden);
+        }
+        let workflow = workflow.trim().to_owned();
+        if workflow.is_empty() {
+            return Err(AppError::Invalid("choose a workflow to start".into()));
+        }
+        let input: Value = serde_json::from_str(&input)
+            .map_err(|e| AppError::Invalid(format!("the input is not valid JSON ({e}); fix it and start again")))?;
+        let run = state
+            .engine
+            .start_run(StartRun {
+                workflow,
+                input,
+                // The session's tenant, never a form field; an operator starts in `default`.
+                namespace: user.tenant.clone(),
+                ..StartRun::default()
+            })
+            .await
+            .map_err(|e| match e {
+                EngineError::UnknownWorkflow(..) => AppError::Invalid(e.to_string()),
+                other => internal(other),
+            })?;
+        tracing::info!(run_id = %run.id, namespace = %run.namespace, user = %user.email, "run started from the dashboard");
+        leptos_axum::redirect(&format!("/runs/{}", run.id));
+        Ok(())
     }
-    let workflow = workflow.trim().to_owned();
-    if workflow.is_empty() {
-        return Err(AppError::Invalid("choose a workflow to start".into()));
-    }
-    let input: Value = serde_json::from_str(&input)
-        .map_err(|e| AppError::Invalid(format!("the input is not valid JSON ({e}); fix it and start again")))?;
-    let run = state
-        .engine
-        .start_run(StartRun {
-            workflow,
-            input,
-            // The session's tenant, never a form field; an operator starts in `default`.
-            namespace: user.tenant.clone(),
-            ..StartRun::default()
-        })
-        .await
-        .map_err(|e| match e {
-            EngineError::UnknownWorkflow(..) => AppError::Invalid(e.to_string()),
-            other => internal(other),
-        })?;
-    tracing::info!(run_id = %run.id, namespace = %run.namespace, user = %user.email, "run started from the dashboard");
-    leptos_axum::redirect(&format!("/runs/{}", run.id));
-    Ok(())
+    .await)
 }
 
 /// The runs list.

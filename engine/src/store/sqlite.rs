@@ -441,11 +441,11 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> StoreResult<Option<StepApplied>> {
         let mut tx = self.writer.begin().await.map_err(db)?;
-        // Wake the run first: a result for a finished (or cancelled) run is dropped.
+        // Wake the run first: a result for a finished, cancelled or parked run is dropped.
         let sql = format!(
             "UPDATE runs SET needs_wake = 1, updated_at = ?, \
              wake_at = CASE WHEN status = 'suspended' THEN ? ELSE wake_at END \
-             WHERE id = ? AND status IN ('suspended', 'running') RETURNING {RUN_COLS}"
+             WHERE id = ? AND status IN ('pending', 'suspended', 'running') RETURNING {RUN_COLS}"
         );
         let Some(run_row) = sqlx::query(&sql)
             .bind(now)
