@@ -19,7 +19,9 @@ pub enum AppError {
     #[error("{0}")]
     Invalid(String),
     /// Something failed on the server; details are in the server log.
-    #[error("something went wrong on the server; try again, and check the server log if it persists")]
+    #[error(
+        "something went wrong on the server; try again, and check the server log if it persists"
+    )]
     Internal,
     /// The server function call itself failed (network, encoding).
     #[error("the request failed: {0}")]

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::FromRef;
 use durable::driver::Engine;
 use durable::model::Role;
@@ -58,12 +58,21 @@ pub async fn session_user() -> Result<User, AppError> {
     let state = app_state()?;
     let id: Option<i64> = session().await?.get(USER_KEY).await.map_err(internal)?;
     let id = id.ok_or(AppError::Unauthorized)?;
-    state.accounts.user_by_id(id).await.map_err(internal)?.ok_or(AppError::Unauthorized)
+    state
+        .accounts
+        .user_by_id(id)
+        .await
+        .map_err(internal)?
+        .ok_or(AppError::Unauthorized)
 }
 
 /// The user as the pages show it.
 pub fn me(user: &User) -> Me {
-    Me { email: user.email.clone(), tenant: user.tenant.clone(), role: user.role }
+    Me {
+        email: user.email.clone(),
+        tenant: user.tenant.clone(),
+        role: user.role,
+    }
 }
 
 /// The store view this user may read: its tenant's namespace only, or everything for an
@@ -83,13 +92,19 @@ pub fn reads_for(state: &AppState, user: &User) -> Result<ScopedStore, AppError>
 /// Hashes a password with argon2id and a random salt (PHC string).
 pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
     let salt = SaltString::generate(&mut rand::rngs::OsRng);
-    Ok(Argon2::default().hash_password(password.as_bytes(), &salt)?.to_string())
+    Ok(Argon2::default()
+        .hash_password(password.as_bytes(), &salt)?
+        .to_string())
 }
 
 /// Checks a password against a PHC hash. A malformed hash never verifies.
 pub fn verify_password(password: &str, hash: &str) -> bool {
     PasswordHash::new(hash)
-        .map(|parsed| Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
+        .map(|parsed| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok()
+        })
         .unwrap_or(false)
 }
 
@@ -112,7 +127,12 @@ pub fn reply<T>(result: Result<T, AppError>) -> Result<T, AppError> {
 
     if let Err(e) = &result {
         let plain_form = use_context::<axum::http::request::Parts>()
-            .and_then(|p| p.headers.get(ACCEPT).and_then(|v| v.to_str().ok()).map(|v| v.contains("text/html")))
+            .and_then(|p| {
+                p.headers
+                    .get(ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .map(|v| v.contains("text/html"))
+            })
             .unwrap_or(false);
         if !plain_form && let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
             response.set_status(match e {

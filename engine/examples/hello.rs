@@ -19,25 +19,59 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("running {} for {name}", ctx.step_id);
         Ok::<_, StepError>(format!("hello, {name}"))
     });
-    registry.workflow("hello", 1, |ctx: WorkflowContext, name: String| async move {
-        let greeting: String = ctx.step("greet", &name).await?;
-        let shout: String = ctx.local_step("shout", || async { Ok(greeting.to_uppercase()) }).await?;
-        Ok::<_, WorkflowError>(shout)
-    });
+    registry.workflow(
+        "hello",
+        1,
+        |ctx: WorkflowContext, name: String| async move {
+            let greeting: String = ctx.step("greet", &name).await?;
+            let shout: String = ctx
+                .local_step("shout", || async { Ok(greeting.to_uppercase()) })
+                .await?;
+            Ok::<_, WorkflowError>(shout)
+        },
+    );
     let registry = Arc::new(registry);
 
     let dir = std::env::temp_dir().join(format!("durable-hello-{}", std::process::id()));
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&format!("sqlite://{}/hello.db", dir.display())).await?);
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::connect(&format!("sqlite://{}/hello.db", dir.display())).await?);
     let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
-    let engine = Engine::new(store.clone(), transport.clone(), registry.clone(), EngineConfig::default());
+    let engine = Engine::new(
+        store.clone(),
+        transport.clone(),
+        registry.clone(),
+        EngineConfig::default(),
+    );
     engine.start().await?;
-    let worker = Worker::start(registry, transport, Arc::new(SystemClock), WorkerConfig { partitions: Partitions::All, concurrency: 4 }).await?;
+    let worker = Worker::start(
+        registry,
+        transport,
+        Arc::new(SystemClock),
+        WorkerConfig {
+            partitions: Partitions::All,
+            concurrency: 4,
+        },
+    )
+    .await?;
 
-    let run = engine.start_run(StartRun { workflow: "hello".into(), input: "world".into(), ..StartRun::default() }).await?;
+    let run = engine
+        .start_run(StartRun {
+            workflow: "hello".into(),
+            input: "world".into(),
+            ..StartRun::default()
+        })
+        .await?;
     loop {
-        let now = store.get_run(&Scope::All, &run.id).await?.ok_or("run vanished")?;
+        let now = store
+            .get_run(&Scope::All, &run.id)
+            .await?
+            .ok_or("run vanished")?;
         if now.status == RunStatus::Completed {
-            println!("{} completed with {}", now.id, now.output.unwrap_or_default());
+            println!(
+                "{} completed with {}",
+                now.id,
+                now.output.unwrap_or_default()
+            );
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

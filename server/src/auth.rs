@@ -36,7 +36,10 @@ pub struct ApiTenant(pub Namespace);
 impl FromRequestParts<ServerState> for ApiTenant {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &ServerState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &ServerState,
+    ) -> Result<Self, Self::Rejection> {
         let header = parts
             .headers
             .get(AUTHORIZATION)
@@ -45,8 +48,13 @@ impl FromRequestParts<ServerState> for ApiTenant {
             .to_str()
             .ok()
             .and_then(|h| h.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into()))?;
-        let verified = state.signer.verify(token.trim()).map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+            .ok_or_else(|| {
+                ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
+            })?;
+        let verified = state
+            .signer
+            .verify(token.trim())
+            .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
         Ok(ApiTenant(verified.tenant))
     }
 }

@@ -27,7 +27,12 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct DbArgs {
     /// The database: `sqlite://PATH` (created if missing).
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://./data/durable.db", global = true)]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://./data/durable.db",
+        global = true
+    )]
     pub database_url: String,
 }
 
@@ -111,7 +116,9 @@ pub enum TokenCommand {
 
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let command = cli.command.unwrap_or_else(|| Command::Serve(ServeArgs::from_env()));
+    let command = cli
+        .command
+        .unwrap_or_else(|| Command::Serve(ServeArgs::from_env()));
     match command {
         Command::Serve(args) => {
             let namespace = args
@@ -134,10 +141,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("migrations applied to {}", cli.db.database_url);
             Ok(())
         }
-        Command::User(UserCommand::Add { tenant, role, email, password_stdin }) => {
+        Command::User(UserCommand::Add {
+            tenant,
+            role,
+            email,
+            password_stdin,
+        }) => {
             let tenant = match (role, tenant) {
                 (Role::Operator, None) => None,
-                (Role::Operator, Some(_)) => bail!("an operator sees every namespace; drop --tenant"),
+                (Role::Operator, Some(_)) => {
+                    bail!("an operator sees every namespace; drop --tenant")
+                }
                 (_, None) => bail!("a {role} belongs to one tenant; pass --tenant NAME"),
                 (_, Some(t)) => Some(Namespace::tenant(&t)?),
             };
@@ -151,11 +165,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 (secret::generate_password(), true)
             };
             let store = roles::open_store(&cli.db.database_url).await?;
-            let hash = app::ssr::hash_password(&password).map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))?;
+            let hash = app::ssr::hash_password(&password)
+                .map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))?;
             let user = store
-                .create_user(NewUser { email, tenant, role, password_hash: hash }, secret::now_ms())
+                .create_user(
+                    NewUser {
+                        email,
+                        tenant,
+                        role,
+                        password_hash: hash,
+                    },
+                    secret::now_ms(),
+                )
                 .await?;
-            println!("added {} ({}{})", user.email, user.role, user.tenant.map(|t| format!(" of {t}")).unwrap_or_default());
+            println!(
+                "added {} ({}{})",
+                user.email,
+                user.role,
+                user.tenant.map(|t| format!(" of {t}")).unwrap_or_default()
+            );
             if generated {
                 println!("password: {password}");
             }
@@ -177,7 +205,10 @@ fn read_password_line() -> anyhow::Result<String> {
         eprint!("password: ");
     }
     let mut line = String::new();
-    stdin.lock().read_line(&mut line).context("reading the password from stdin")?;
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .context("reading the password from stdin")?;
     let password = line.trim_end_matches(['\r', '\n']).to_owned();
     if password.chars().count() < 8 {
         bail!("the password must have at least 8 characters");

@@ -34,46 +34,73 @@ struct OrderInput {
 
 impl Default for OrderInput {
     fn default() -> Self {
-        OrderInput { item: "book".into(), qty: 1, delay_ms: 400 }
+        OrderInput {
+            item: "book".into(),
+            qty: 1,
+            delay_ms: 400,
+        }
     }
 }
 
 /// The demo workflows and their step handlers.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    for (step, verb) in [("order.reserve", "reserved"), ("order.charge", "charged"), ("order.ship", "shipped")] {
+    for (step, verb) in [
+        ("order.reserve", "reserved"),
+        ("order.charge", "charged"),
+        ("order.ship", "shipped"),
+    ] {
         r.step(step, move |ctx: StepContext, input: Value| async move {
             record_effect(&ctx);
-            let delay = input.get("delay_ms").and_then(Value::as_u64).unwrap_or(400).min(60_000);
+            let delay = input
+                .get("delay_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(400)
+                .min(60_000);
             tokio::time::sleep(Duration::from_millis(delay)).await;
             Ok::<_, StepError>(json!({ verb: true, "step_id": ctx.step_id }))
         });
     }
-    r.workflow("demo.order", 1, |ctx: WorkflowContext, input: OrderInput| async move {
-        let args = json!({ "item": input.item, "qty": input.qty, "delay_ms": input.delay_ms });
-        let reservation: Value = ctx.step("order.reserve", &args).await?;
-        let charge: Value = ctx.step("order.charge", &args).await?;
-        let shipment: Value = ctx.step("order.ship", &args).await?;
-        Ok::<_, WorkflowError>(json!({ "reservation": reservation, "charge": charge, "shipment": shipment }))
-    });
+    r.workflow(
+        "demo.order",
+        1,
+        |ctx: WorkflowContext, input: OrderInput| async move {
+            let args = json!({ "item": input.item, "qty": input.qty, "delay_ms": input.delay_ms });
+            let reservation: Value = ctx.step("order.reserve", &args).await?;
+            let charge: Value = ctx.step("order.charge", &args).await?;
+            let shipment: Value = ctx.step("order.ship", &args).await?;
+            Ok::<_, WorkflowError>(
+                json!({ "reservation": reservation, "charge": charge, "shipment": shipment }),
+            )
+        },
+    );
     r.step("flaky.check", |ctx: StepContext, input: Value| async move {
         record_effect(&ctx);
         if input.get("ok") == Some(&Value::Bool(true)) {
             Ok(json!({ "checked": true }))
         } else {
             // Retrying the same input cannot help: it needs new input.
-            Err(StepError::fatal("input.ok is not true; retry this run with {\"ok\": true}").with_code("flaky"))
+            Err(
+                StepError::fatal("input.ok is not true; retry this run with {\"ok\": true}")
+                    .with_code("flaky"),
+            )
         }
     });
-    r.workflow("demo.flaky", 1, |ctx: WorkflowContext, input: Value| async move {
-        let checked: Value = ctx.step("flaky.check", &input).await?;
-        Ok::<_, WorkflowError>(checked)
-    });
+    r.workflow(
+        "demo.flaky",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let checked: Value = ctx.step("flaky.check", &input).await?;
+            Ok::<_, WorkflowError>(checked)
+        },
+    );
     r
 }
 
 fn record_effect(ctx: &StepContext) {
-    let Ok(path) = std::env::var(EFFECTS_LOG_ENV) else { return };
+    let Ok(path) = std::env::var(EFFECTS_LOG_ENV) else {
+        return;
+    };
     let line = format!("{}\t{}\n", ctx.step_id, secret::now_ms());
     // One short O_APPEND write per execution: lines never interleave.
     let written = std::fs::OpenOptions::new()
@@ -93,7 +120,9 @@ pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<(
     if accounts.count_users().await? > 0 {
         return Ok(());
     }
-    let fixed = std::env::var("DURABLE_DEMO_PASSWORD").ok().filter(|p| p.len() >= 8);
+    let fixed = std::env::var("DURABLE_DEMO_PASSWORD")
+        .ok()
+        .filter(|p| p.len() >= 8);
     let acme = Namespace::tenant("acme")?;
     let globex = Namespace::tenant("globex")?;
     let users = [
@@ -104,12 +133,23 @@ pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<(
     let mut lines = Vec::new();
     for (email, tenant, role) in users {
         let password = fixed.clone().unwrap_or_else(secret::generate_password);
-        let hash = app::ssr::hash_password(&password).map_err(|e| anyhow::anyhow!("hashing a demo password: {e}"))?;
+        let hash = app::ssr::hash_password(&password)
+            .map_err(|e| anyhow::anyhow!("hashing a demo password: {e}"))?;
         accounts
-            .create_user(NewUser { email: email.into(), tenant: tenant.clone(), role, password_hash: hash }, secret::now_ms())
+            .create_user(
+                NewUser {
+                    email: email.into(),
+                    tenant: tenant.clone(),
+                    role,
+                    password_hash: hash,
+                },
+                secret::now_ms(),
+            )
             .await
             .with_context(|| format!("creating demo user {email}"))?;
-        let scope = tenant.map(|t| format!("{role} of {t}")).unwrap_or_else(|| "operator, every namespace".into());
+        let scope = tenant
+            .map(|t| format!("{role} of {t}"))
+            .unwrap_or_else(|| "operator, every namespace".into());
         lines.push(format!("  {email:<24} {password:<22} {scope}"));
     }
     println!("\nFirst start: demo users created. These passwords are shown only once:\n");
@@ -127,7 +167,12 @@ pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<(
     ];
     for (ns, workflow, input) in runs {
         engine
-            .start_run(StartRun { workflow: workflow.into(), input, namespace: Some(ns.clone()), ..StartRun::default() })
+            .start_run(StartRun {
+                workflow: workflow.into(),
+                input,
+                namespace: Some(ns.clone()),
+                ..StartRun::default()
+            })
             .await
             .with_context(|| format!("starting a demo {workflow} run"))?;
     }

@@ -45,6 +45,10 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(e) = &self {
             tracing::error!(error = ?e, "API request failed");
         }
-        (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response()
+        (
+            status,
+            Json(json!({ "error": { "code": code, "message": self.to_string() } })),
+        )
+            .into_response()
     }
 }

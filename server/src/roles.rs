@@ -36,9 +36,13 @@ pub async fn open_store(url: &str) -> anyhow::Result<SqliteStore> {
         bail!("DATABASE_URL is PostgreSQL, which this build cannot use yet; use sqlite://PATH");
     }
     if !url.starts_with("sqlite:") {
-        bail!("DATABASE_URL `{url}` is not supported; use sqlite://PATH (for example sqlite://./data/durable.db)");
+        bail!(
+            "DATABASE_URL `{url}` is not supported; use sqlite://PATH (for example sqlite://./data/durable.db)"
+        );
     }
-    SqliteStore::connect(url).await.with_context(|| format!("opening {url}"))
+    SqliteStore::connect(url)
+        .await
+        .with_context(|| format!("opening {url}"))
 }
 
 /// Runs the standalone server until SIGINT/SIGTERM, then drains in-flight work.
@@ -51,7 +55,11 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         store.clone(),
         transport.clone(),
         registry.clone(),
-        EngineConfig { namespace: cfg.namespace.clone(), lease: cfg.lease, ..EngineConfig::default() },
+        EngineConfig {
+            namespace: cfg.namespace.clone(),
+            lease: cfg.lease,
+            ..EngineConfig::default()
+        },
     );
     engine.start().await.context("starting the engine")?;
     // One process is the whole cluster: its worker serves the partitions it drives.
@@ -59,19 +67,35 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         None => Partitions::All,
         Some(ns) => Partitions::Only(vec![ns.clone()]),
     };
-    let worker = Worker::start(registry, transport, Arc::new(SystemClock), WorkerConfig { partitions, concurrency: 256 })
-        .await
-        .context("starting the embedded worker")?;
+    let worker = Worker::start(
+        registry,
+        transport,
+        Arc::new(SystemClock),
+        WorkerConfig {
+            partitions,
+            concurrency: 256,
+        },
+    )
+    .await
+    .context("starting the embedded worker")?;
     if cfg.demo {
-        demo::seed(&engine, &*store).await.context("creating demo data")?;
+        demo::seed(&engine, &*store)
+            .await
+            .context("creating demo data")?;
     }
 
     let sessions = routes::session_layer(&cfg.database_url).await?;
-    let mut leptos_options = get_configuration(None).context("reading the Leptos configuration")?.leptos_options;
+    let mut leptos_options = get_configuration(None)
+        .context("reading the Leptos configuration")?
+        .leptos_options;
     leptos_options.site_addr = cfg.bind;
     let (stop_tx, stop_rx) = watch::channel(false);
     let state = ServerState {
-        app: AppState { leptos_options, engine: engine.clone(), accounts: store.clone() },
+        app: AppState {
+            leptos_options,
+            engine: engine.clone(),
+            accounts: store.clone(),
+        },
         signer,
         shutdown: stop_rx,
     };
@@ -93,7 +117,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         engine.shutdown().await;
     };
     if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
-        tracing::warn!("in-flight work did not finish in time; its leases expire and another start resumes it");
+        tracing::warn!(
+            "in-flight work did not finish in time; its leases expire and another start resumes it"
+        );
     }
     tracing::info!("stopped");
     Ok(())

@@ -17,29 +17,73 @@ async fn tokens_confine_reads_lists_and_events_to_their_tenant() {
     let globex = server.token("globex");
 
     // Listen to acme's events before anything happens.
-    let sse = client.get(server.url("/api/v1/events")).bearer_auth(&acme).send().await.expect("sse");
+    let sse = client
+        .get(server.url("/api/v1/events"))
+        .bearer_auth(&acme)
+        .send()
+        .await
+        .expect("sse");
     assert_eq!(sse.status(), 200);
     let mut sse = sse.bytes_stream();
 
-    let acme_run = start_run(&client, &server, &acme, json!({"workflow": "demo.order", "input": {"delay_ms": 10}})).await;
-    let globex_run = start_run(&client, &server, &globex, json!({"workflow": "demo.order", "input": {"delay_ms": 10}})).await;
+    let acme_run = start_run(
+        &client,
+        &server,
+        &acme,
+        json!({"workflow": "demo.order", "input": {"delay_ms": 10}}),
+    )
+    .await;
+    let globex_run = start_run(
+        &client,
+        &server,
+        &globex,
+        json!({"workflow": "demo.order", "input": {"delay_ms": 10}}),
+    )
+    .await;
     assert_eq!(acme_run["namespace"], "acme");
     assert_eq!(globex_run["namespace"], "globex");
     let globex_id = globex_run["id"].as_str().unwrap();
     let acme_id = acme_run["id"].as_str().unwrap();
 
     // Reading the other tenant's run is indistinguishable from a missing one.
-    let r = client.get(server.url(&format!("/api/v1/runs/{globex_id}"))).bearer_auth(&acme).send().await.unwrap();
+    let r = client
+        .get(server.url(&format!("/api/v1/runs/{globex_id}")))
+        .bearer_auth(&acme)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
-    let r = client.get(server.url(&format!("/api/v1/runs/{acme_id}"))).bearer_auth(&acme).send().await.unwrap();
+    let r = client
+        .get(server.url(&format!("/api/v1/runs/{acme_id}")))
+        .bearer_auth(&acme)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
 
     // Whatever the query says, an acme list holds only acme runs.
-    for q in ["", "?namespace=globex", "?tenant=globex", "?namespace=", "?workflow=demo.order&namespace=globex&limit=200"] {
-        let page: Value = client.get(server.url(&format!("/api/v1/runs{q}"))).bearer_auth(&acme).send().await.unwrap().json().await.unwrap();
+    for q in [
+        "",
+        "?namespace=globex",
+        "?tenant=globex",
+        "?namespace=",
+        "?workflow=demo.order&namespace=globex&limit=200",
+    ] {
+        let page: Value = client
+            .get(server.url(&format!("/api/v1/runs{q}")))
+            .bearer_auth(&acme)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let runs = page["runs"].as_array().unwrap();
         assert!(!runs.is_empty(), "{q}: acme sees its own run");
-        assert!(runs.iter().all(|r| r["namespace"] == "acme"), "{q}: only acme runs, got {runs:?}");
+        assert!(
+            runs.iter().all(|r| r["namespace"] == "acme"),
+            "{q}: only acme runs, got {runs:?}"
+        );
     }
 
     // A body claiming a namespace is refused, not honoured.
@@ -57,7 +101,9 @@ async fn tokens_confine_reads_lists_and_events_to_their_tenant() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut buf = String::new();
     while tokio::time::Instant::now() < deadline && !seen_acme_completed {
-        let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_secs(5), sse.next()).await else { break };
+        let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_secs(5), sse.next()).await else {
+            break;
+        };
         buf.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
         while let Some(end) = buf.find("\n\n") {
             let frame: String = buf.drain(..end + 2).collect();
@@ -71,7 +117,10 @@ async fn tokens_confine_reads_lists_and_events_to_their_tenant() {
             }
         }
     }
-    assert!(seen_acme_completed, "acme's stream shows its run completing");
+    assert!(
+        seen_acme_completed,
+        "acme's stream shows its run completing"
+    );
 }
 
 #[tokio::test]
@@ -81,13 +130,22 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
     let client = reqwest::Client::new();
     let acme = server.token("acme");
     let post = |body: &'static str, token: Option<String>| {
-        let mut req = client.post(server.url("/api/v1/runs")).header("content-type", "application/json").body(body);
+        let mut req = client
+            .post(server.url("/api/v1/runs"))
+            .header("content-type", "application/json")
+            .body(body);
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
         req.send()
     };
-    for body in ["{\"workflow\": ", "[]", "{\"input\": {}}", "{\"workflow\": \"nope\", \"input\": {}}", "{\"workflow\": \"\"}"] {
+    for body in [
+        "{\"workflow\": ",
+        "[]",
+        "{\"input\": {}}",
+        "{\"workflow\": \"nope\", \"input\": {}}",
+        "{\"workflow\": \"\"}",
+    ] {
         let r = post(body, Some(acme.clone())).await.unwrap();
         assert_eq!(r.status(), 400, "{body}");
         let err: Value = r.json().await.unwrap();
@@ -96,18 +154,49 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
     }
     // Missing, malformed and forged tokens.
     let sig = acme.rsplit_once('.').unwrap().1.to_owned();
-    for token in [None, Some("garbage".to_owned()), Some(format!("globex.{sig}")), Some("acme.AAAA".to_owned())] {
-        let r = post("{\"workflow\": \"demo.order\"}", token.clone()).await.unwrap();
+    for token in [
+        None,
+        Some("garbage".to_owned()),
+        Some(format!("globex.{sig}")),
+        Some("acme.AAAA".to_owned()),
+    ] {
+        let r = post("{\"workflow\": \"demo.order\"}", token.clone())
+            .await
+            .unwrap();
         assert_eq!(r.status(), 401, "{token:?}");
     }
-    for q in ["?limit=0", "?limit=1000", "?limit=x", "?status=done", "?cursor=nonsense"] {
-        let r = client.get(server.url(&format!("/api/v1/runs{q}"))).bearer_auth(&acme).send().await.unwrap();
+    for q in [
+        "?limit=0",
+        "?limit=1000",
+        "?limit=x",
+        "?status=done",
+        "?cursor=nonsense",
+    ] {
+        let r = client
+            .get(server.url(&format!("/api/v1/runs{q}")))
+            .bearer_auth(&acme)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 400, "{q}");
     }
-    let r = client.get(server.url("/api/v1/runs/..%2Fetc")).bearer_auth(&acme).send().await.unwrap();
+    let r = client
+        .get(server.url("/api/v1/runs/..%2Fetc"))
+        .bearer_auth(&acme)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     // Nothing was created by any of it.
-    let page: Value = client.get(server.url("/api/v1/runs")).bearer_auth(&acme).send().await.unwrap().json().await.unwrap();
+    let page: Value = client
+        .get(server.url("/api/v1/runs"))
+        .bearer_auth(&acme)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(page["runs"].as_array().unwrap().len(), 0);
 }
 
@@ -117,7 +206,13 @@ async fn sigterm_drains_and_exits_cleanly() {
     let mut server = Server::start(&dir, &[]).await;
     let client = reqwest::Client::new();
     let acme = server.token("acme");
-    let run = start_run(&client, &server, &acme, json!({"workflow": "demo.order", "input": {"delay_ms": 300}})).await;
+    let run = start_run(
+        &client,
+        &server,
+        &acme,
+        json!({"workflow": "demo.order", "input": {"delay_ms": 300}}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     let status = server.terminate();
     assert!(status.success(), "durable exits 0 on SIGTERM, got {status}");
@@ -126,7 +221,15 @@ async fn sigterm_drains_and_exits_cleanly() {
     let id = run["id"].as_str().unwrap();
     let mut last = Value::Null;
     for _ in 0..200 {
-        last = client.get(server.url(&format!("/api/v1/runs/{id}"))).bearer_auth(&acme).send().await.unwrap().json().await.unwrap();
+        last = client
+            .get(server.url(&format!("/api/v1/runs/{id}")))
+            .bearer_auth(&acme)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         if last["run"]["status"] == "completed" {
             return;
         }

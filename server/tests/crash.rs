@@ -17,7 +17,10 @@ async fn sigkill_while_runs_are_in_flight_loses_nothing_and_repeats_no_completed
     let effects = dir.join("effects.log");
     let mut server = Server::start(
         &dir,
-        &[("DURABLE_LEASE_SECS", "2".into()), ("DURABLE_DEMO_EFFECTS_LOG", effects.display().to_string())],
+        &[
+            ("DURABLE_LEASE_SECS", "2".into()),
+            ("DURABLE_DEMO_EFFECTS_LOG", effects.display().to_string()),
+        ],
     )
     .await;
     let client = reqwest::Client::new();
@@ -26,7 +29,13 @@ async fn sigkill_while_runs_are_in_flight_loses_nothing_and_repeats_no_completed
     let mut ids = Vec::new();
     for i in 0..RUNS {
         let delay = 20 + (i * 37) % 180;
-        let run = start_run(&client, &server, &token, json!({"workflow": "demo.order", "input": {"delay_ms": delay}})).await;
+        let run = start_run(
+            &client,
+            &server,
+            &token,
+            json!({"workflow": "demo.order", "input": {"delay_ms": delay}}),
+        )
+        .await;
         ids.push(run["id"].as_str().unwrap().to_owned());
     }
     for pause in [350u64, 700, 500] {
@@ -40,7 +49,15 @@ async fn sigkill_while_runs_are_in_flight_loses_nothing_and_repeats_no_completed
     for _ in 0..600 {
         details.clear();
         for id in &ids {
-            let d: Value = client.get(server.url(&format!("/api/v1/runs/{id}"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+            let d: Value = client
+                .get(server.url(&format!("/api/v1/runs/{id}")))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             details.insert(id.clone(), d);
         }
         if details.values().all(|d| d["run"]["status"] == "completed") {
@@ -48,8 +65,15 @@ async fn sigkill_while_runs_are_in_flight_loses_nothing_and_repeats_no_completed
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let unfinished: Vec<_> = details.iter().filter(|(_, d)| d["run"]["status"] != "completed").map(|(id, d)| (id, d["run"]["status"].clone())).collect();
-    assert!(unfinished.is_empty(), "runs did not complete after the crashes: {unfinished:?}");
+    let unfinished: Vec<_> = details
+        .iter()
+        .filter(|(_, d)| d["run"]["status"] != "completed")
+        .map(|(id, d)| (id, d["run"]["status"].clone()))
+        .collect();
+    assert!(
+        unfinished.is_empty(),
+        "runs did not complete after the crashes: {unfinished:?}"
+    );
 
     // Each checkpoint completed once, and no execution of a step started after its checkpoint
     // completed (a completed step never runs again).
@@ -57,7 +81,10 @@ async fn sigkill_while_runs_are_in_flight_loses_nothing_and_repeats_no_completed
     let mut executions: HashMap<String, Vec<i64>> = HashMap::new();
     for line in log.lines() {
         let (step_id, at) = line.split_once('\t').expect("log line");
-        executions.entry(step_id.to_owned()).or_default().push(at.parse().expect("ms"));
+        executions
+            .entry(step_id.to_owned())
+            .or_default()
+            .push(at.parse().expect("ms"));
     }
     let mut repeats = 0;
     for (id, d) in &details {
@@ -67,13 +94,21 @@ async fn sigkill_while_runs_are_in_flight_loses_nothing_and_repeats_no_completed
             assert_eq!(cp["status"], "completed");
             let step_id = format!("{id}:{}", cp["seq"]);
             let finished = cp["finished_at"].as_i64().expect("finished_at");
-            let runs = executions.get(&step_id).unwrap_or_else(|| panic!("{step_id} completed but never executed"));
+            let runs = executions
+                .get(&step_id)
+                .unwrap_or_else(|| panic!("{step_id} completed but never executed"));
             repeats += runs.len() - 1;
             for started in runs {
-                assert!(*started <= finished, "{step_id} executed at {started}, after its checkpoint completed at {finished}");
+                assert!(
+                    *started <= finished,
+                    "{step_id} executed at {started}, after its checkpoint completed at {finished}"
+                );
             }
         }
     }
     // At-least-once delivery: only steps caught in flight by a kill may have run twice.
-    eprintln!("{} step executions, {repeats} re-executions of steps that had not completed", log.lines().count());
+    eprintln!(
+        "{} step executions, {repeats} re-executions of steps that had not completed",
+        log.lines().count()
+    );
 }

@@ -7,23 +7,27 @@ use crate::{AppError, Me};
 /// The logged-in user.
 #[server]
 pub async fn current_user() -> Result<Me, AppError> {
-    crate::ssr::reply(async move {
-        let user = crate::ssr::session_user().await?;
-        Ok(crate::ssr::me(&user))
-    }
-    .await)
+    crate::ssr::reply(
+        async move {
+            let user = crate::ssr::session_user().await?;
+            Ok(crate::ssr::me(&user))
+        }
+        .await,
+    )
 }
 
 /// Ends the session.
 #[server]
 pub async fn logout() -> Result<(), AppError> {
-    crate::ssr::reply(async move {
-        let session = crate::ssr::session().await?;
-        session.flush().await.map_err(crate::ssr::internal)?;
-        leptos_axum::redirect("/login");
-        Ok(())
-    }
-    .await)
+    crate::ssr::reply(
+        async move {
+            let session = crate::ssr::session().await?;
+            session.flush().await.map_err(crate::ssr::internal)?;
+            leptos_axum::redirect("/login");
+            Ok(())
+        }
+        .await,
+    )
 }
 
 /// The frame of every logged-in screen: header with who is logged in, the live feed, the page.

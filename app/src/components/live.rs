@@ -28,7 +28,11 @@ pub fn provide_live() -> Live {
     }
     #[cfg(not(feature = "hydrate"))]
     let _ = (set_last, set_version, set_connected);
-    let live = Live { last, version, connected };
+    let live = Live {
+        last,
+        version,
+        connected,
+    };
     provide_context(live);
     live
 }
@@ -53,7 +57,11 @@ mod browser {
         }
     }
 
-    pub fn connect(set_last: WriteSignal<Option<TenantEvent>>, set_version: WriteSignal<u64>, set_connected: WriteSignal<bool>) {
+    pub fn connect(
+        set_last: WriteSignal<Option<TenantEvent>>,
+        set_version: WriteSignal<u64>,
+        set_connected: WriteSignal<bool>,
+    ) {
         let Ok(source) = EventSource::new("/events") else {
             leptos::logging::warn!("could not open the live event stream");
             return;

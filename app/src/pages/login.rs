@@ -6,40 +6,54 @@ use crate::AppError;
 /// Checks the credentials and starts a session (with a fresh session id).
 #[server]
 pub async fn login(email: String, password: String) -> Result<(), AppError> {
-    crate::ssr::reply(async move {
-        use crate::ssr::{USER_KEY, app_state, dummy_hash, internal, session, verify_password};
+    crate::ssr::reply(
+        async move {
+            use crate::ssr::{USER_KEY, app_state, dummy_hash, internal, session, verify_password};
 
-        let state = app_state()?;
-        let email = email.trim().to_lowercase();
-        if email.is_empty() || password.is_empty() {
-            return Err(AppError::Invalid("enter your email and password".into()));
+            let state = app_state()?;
+            let email = email.trim().to_lowercase();
+            if email.is_empty() || password.is_empty() {
+                return Err(AppError::Invalid("enter your email and password".into()));
+            }
+            let user = state
+                .accounts
+                .user_by_email(&email)
+                .await
+                .map_err(internal)?;
+            // Verify against a real hash even for unknown emails, so timing does not reveal them.
+            let (hash, user) = match user {
+                Some(u) => (u.password_hash.clone(), Some(u)),
+                None => (dummy_hash().to_owned(), None),
+            };
+            let ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+                .await
+                .map_err(internal)?;
+            let user = match (ok, user) {
+                (true, Some(user)) => user,
+                _ => return Err(AppError::BadCredentials),
+            };
+            let session = session().await?;
+            session.cycle_id().await.map_err(internal)?;
+            session.insert(USER_KEY, user.id).await.map_err(internal)?;
+            tracing::info!(user = %user.email, "logged in");
+            leptos_axum::redirect("/");
+            Ok(())
         }
-        let user = state.accounts.user_by_email(&email).await.map_err(internal)?;
-        // Verify against a real hash even for unknown emails, so timing does not reveal them.
-        let (hash, user) = match user {
-            Some(u) => (u.password_hash.clone(), Some(u)),
-            None => (dummy_hash().to_owned(), None),
-        };
-        let ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash)).await.map_err(internal)?;
-        let user = match (ok, user) {
-            (true, Some(user)) => user,
-            _ => return Err(AppError::BadCredentials),
-        };
-        let session = session().await?;
-        session.cycle_id().await.map_err(internal)?;
-        session.insert(USER_KEY, user.id).await.map_err(internal)?;
-        tracing::info!(user = %user.email, "logged in");
-        leptos_axum::redirect("/");
-        Ok(())
-    }
-    .await)
+        .await,
+    )
 }
 
 /// The login screen.
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let login = ServerAction::<Login>::new();
-    let error = move || login.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let error = move || {
+        login
+            .value()
+            .get()
+            .and_then(|r| r.err())
+            .map(|e| e.to_string())
+    };
     view! {
         <Title text="Log in · durable" />
         <main class="flex min-h-screen items-center justify-center px-4">

@@ -14,22 +14,24 @@ use crate::{AppError, Me};
 /// exactly like a missing one.
 #[server]
 pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunDetail>), AppError> {
-    crate::ssr::reply(async move {
-        use durable::model::RunId;
+    crate::ssr::reply(
+        async move {
+            use durable::model::RunId;
 
-        use crate::ssr::{app_state, internal, me, reads_for, session_user};
+            use crate::ssr::{app_state, internal, me, reads_for, session_user};
 
-        let state = app_state()?;
-        let user = session_user().await?;
-        let reads = reads_for(&state, &user)?;
-        let id = RunId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
-        let Some(run) = reads.get_run(&id).await.map_err(internal)? else {
-            return Ok((me(&user), None));
-        };
-        let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
-        Ok((me(&user), Some(RunDetail { run, checkpoints })))
-    }
-    .await)
+            let state = app_state()?;
+            let user = session_user().await?;
+            let reads = reads_for(&state, &user)?;
+            let id = RunId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
+            let Some(run) = reads.get_run(&id).await.map_err(internal)? else {
+                return Ok((me(&user), None));
+            };
+            let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
+            Ok((me(&user), Some(RunDetail { run, checkpoints })))
+        }
+        .await,
+    )
 }
 
 /// The run detail screen; re-reads the run whenever one of its events arrives.
@@ -46,7 +48,10 @@ pub fn RunDetailPage() -> impl IntoView {
             _ => prev,
         }
     });
-    let detail = Resource::new(move || (id(), run_version.get()), |(id, _)| get_run_detail(id));
+    let detail = Resource::new(
+        move || (id(), run_version.get()),
+        |(id, _)| get_run_detail(id),
+    );
     view! {
         <Title text="Run · durable" />
         <a href="/" class="text-sm text-indigo-700 hover:underline">
@@ -90,7 +95,10 @@ fn DetailBody(detail: RunDetail) -> impl IntoView {
     let checkpoints = detail.checkpoints;
     let lineage = [
         ("parent", run.parent_run_id.clone()),
-        ("root", (run.root_run_id != run.id).then(|| run.root_run_id.clone())),
+        (
+            "root",
+            (run.root_run_id != run.id).then(|| run.root_run_id.clone()),
+        ),
         ("retry of", run.retry_of.clone()),
         ("continued from", run.continued_from.clone()),
     ];

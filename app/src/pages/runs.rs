@@ -15,30 +15,44 @@ pub async fn list_runs(
     workflow: Option<String>,
     after: Option<String>,
 ) -> Result<(Me, RunsView), AppError> {
-    crate::ssr::reply(async move {
-        use durable::model::{Cursor, RunQuery, RunStatus};
+    crate::ssr::reply(
+        async move {
+            use durable::model::{Cursor, RunQuery, RunStatus};
 
-        use crate::ssr::{app_state, internal, me, reads_for, session_user};
+            use crate::ssr::{app_state, internal, me, reads_for, session_user};
 
-        let state = app_state()?;
-        let user = session_user().await?;
-        let reads = reads_for(&state, &user)?;
-        let nonempty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
-        let status = nonempty(status)
-            .map(|s| s.parse::<RunStatus>())
-            .transpose()
-            .map_err(|e| AppError::Invalid(e.to_string()))?;
-        let cursor = nonempty(after)
-            .map(|c| Cursor::parse(&c))
-            .transpose()
-            .map_err(|e| AppError::Invalid(e.to_string()))?;
-        let query = RunQuery { status, workflow: nonempty(workflow), limit: 50, cursor };
-        let page = reads.list_runs(&query).await.map_err(internal)?;
-        let counts = reads.count_by_status().await.map_err(internal)?;
-        let workflows = state.engine.registry().workflow_names();
-        Ok((me(&user), RunsView { page, counts, workflows }))
-    }
-    .await)
+            let state = app_state()?;
+            let user = session_user().await?;
+            let reads = reads_for(&state, &user)?;
+            let nonempty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
+            let status = nonempty(status)
+                .map(|s| s.parse::<RunStatus>())
+                .transpose()
+                .map_err(|e| AppError::Invalid(e.to_string()))?;
+            let cursor = nonempty(after)
+                .map(|c| Cursor::parse(&c))
+                .transpose()
+                .map_err(|e| AppError::Invalid(e.to_string()))?;
+            let query = RunQuery {
+                status,
+                workflow: nonempty(workflow),
+                limit: 50,
+                cursor,
+            };
+            let page = reads.list_runs(&query).await.map_err(internal)?;
+            let counts = reads.count_by_status().await.map_err(internal)?;
+            let workflows = state.engine.registry().workflow_names();
+            Ok((
+                me(&user),
+                RunsView {
+                    page,
+                    counts,
+                    workflows,
+                },
+            ))
+        }
+        .await,
+    )
 }
 
 /// Starts a run of `workflow` with `input` (JSON) in the session's tenant and opens it.
@@ -114,7 +128,9 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
     let can_act = me.role.can_act();
     let workflows = view.workflows.clone();
     let next = view.page.next_cursor.clone().map(|c| {
-        let status = query.with_untracked(|q| q.get("status")).unwrap_or_default();
+        let status = query
+            .with_untracked(|q| q.get("status"))
+            .unwrap_or_default();
         format!("/?status={status}&after={}", String::from(c))
     });
     let runs = view.page.runs;
@@ -203,8 +219,14 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
 }
 
 fn chip_class(active: bool, colors: &str) -> String {
-    let ring = if active { "ring-2 ring-indigo-600" } else { "ring-1 ring-slate-200" };
-    format!("rounded-full px-3 py-1 text-sm {colors} {ring} hover:opacity-80 focus:outline-none focus:ring-2 focus:ring-indigo-500")
+    let ring = if active {
+        "ring-2 ring-indigo-600"
+    } else {
+        "ring-1 ring-slate-200"
+    };
+    format!(
+        "rounded-full px-3 py-1 text-sm {colors} {ring} hover:opacity-80 focus:outline-none focus:ring-2 focus:ring-indigo-500"
+    )
 }
 
 #[component]
@@ -237,7 +259,13 @@ fn RunRow(run: Run, operator: bool) -> impl IntoView {
 #[component]
 fn StartRunForm(workflows: Vec<String>) -> impl IntoView {
     let start = ServerAction::<StartRun>::new();
-    let error = move || start.value().get().and_then(|r| r.err()).map(|e| e.to_string());
+    let error = move || {
+        start
+            .value()
+            .get()
+            .and_then(|r| r.err())
+            .map(|e| e.to_string())
+    };
     view! {
         <section class="rounded-lg border border-slate-200 bg-white p-4" aria-label="Start a run">
             <h2 class="text-base font-semibold">"Start a run"</h2>

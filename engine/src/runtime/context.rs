@@ -37,7 +37,7 @@ pub(crate) struct TurnState {
 }
 
 enum Replay {
-    Resolved(Checkpoint),
+    Resolved(Box<Checkpoint>),
     Waiting,
     New,
 }
@@ -99,7 +99,7 @@ impl WorkflowContext {
             return (seq, Replay::Waiting);
         }
         if cp.status.is_resolved() {
-            (seq, Replay::Resolved(cp))
+            (seq, Replay::Resolved(Box::new(cp)))
         } else {
             (seq, Replay::Waiting)
         }
@@ -122,7 +122,7 @@ impl WorkflowContext {
     {
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
         match replay {
-            Replay::Resolved(cp) => resolved(cp, name),
+            Replay::Resolved(cp) => resolved(*cp, name),
             Replay::Waiting => self.suspend().await,
             Replay::New => {
                 let input = serde_json::to_value(input).map_err(|e| {
@@ -150,7 +150,7 @@ impl WorkflowContext {
     {
         let (seq, replay) = self.replay(CheckpointKind::LocalStep, name);
         if let Replay::Resolved(cp) = replay {
-            return resolved(cp, name);
+            return resolved(*cp, name);
         }
         if self.state().nondeterminism.is_some() {
             return self.suspend().await;

@@ -22,8 +22,8 @@ use super::{
     TurnCommit, TurnOutcome, User,
 };
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Cursor, Millis, Namespace, Run, RunId, RunPage,
-    Role, RunQuery, RunStatus, Scope, StatusCount, StepOutcome, StepResult,
+    Checkpoint, CheckpointKind, CheckpointStatus, Cursor, Millis, Namespace, Role, Run, RunId,
+    RunPage, RunQuery, RunStatus, Scope, StatusCount, StepOutcome, StepResult,
 };
 
 const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input, output, error, \

@@ -173,14 +173,10 @@ impl Transport for MemoryTransport {
     async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>> {
         let rx = self.inner.events.subscribe();
         let stream = futures::stream::unfold(rx, |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(ev) => return Some((EventDelivery::Event(ev), rx)),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        return Some((EventDelivery::Lagged(n), rx));
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
+            match rx.recv().await {
+                Ok(ev) => Some((EventDelivery::Event(ev), rx)),
+                Err(broadcast::error::RecvError::Lagged(n)) => Some((EventDelivery::Lagged(n), rx)),
+                Err(broadcast::error::RecvError::Closed) => None,
             }
         })
         .filter(move |d| {

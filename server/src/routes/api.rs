@@ -30,7 +30,8 @@ fn reads(state: &ServerState, ApiTenant(tenant): &ApiTenant) -> Result<ScopedSto
 
 /// Parses a JSON body with a message that says what is wrong and where.
 fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
 }
 
 /// `POST /runs` body.
@@ -49,13 +50,25 @@ struct StartBody {
     id: Option<RunId>,
 }
 
-async fn start_run(State(state): State<ServerState>, tenant: ApiTenant, body: Bytes) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
+async fn start_run(
+    State(state): State<ServerState>,
+    tenant: ApiTenant,
+    body: Bytes,
+) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
     let body: StartBody = json_body(&body)?;
     if body.workflow.trim().is_empty() {
-        return Err(ApiError::BadRequest("`workflow` must name a registered workflow".into()));
+        return Err(ApiError::BadRequest(
+            "`workflow` must name a registered workflow".into(),
+        ));
     }
-    if let Some((k, _)) = body.search_attributes.iter().find(|(_, v)| v.is_object() || v.is_array()) {
-        return Err(ApiError::BadRequest(format!("search attribute `{k}` must be a string, number, boolean or null")));
+    if let Some((k, _)) = body
+        .search_attributes
+        .iter()
+        .find(|(_, v)| v.is_object() || v.is_array())
+    {
+        return Err(ApiError::BadRequest(format!(
+            "search attribute `{k}` must be a string, number, boolean or null"
+        )));
     }
     let run = state
         .app
@@ -71,9 +84,9 @@ async fn start_run(State(state): State<ServerState>, tenant: ApiTenant, body: By
         .await
         .map_err(|e| match e {
             EngineError::UnknownWorkflow(..) => ApiError::BadRequest(e.to_string()),
-            EngineError::Store(durable::store::StoreError::Conflict(_)) => {
-                ApiError::BadRequest("a run with this id already exists; pick another id or omit it".into())
-            }
+            EngineError::Store(durable::store::StoreError::Conflict(_)) => ApiError::BadRequest(
+                "a run with this id already exists; pick another id or omit it".into(),
+            ),
             other => internal(other),
         })?;
     Ok((StatusCode::CREATED, Json(run)))
@@ -88,7 +101,11 @@ struct ListParams {
     cursor: Option<String>,
 }
 
-async fn list_runs(State(state): State<ServerState>, tenant: ApiTenant, Query(params): Query<ListParams>) -> Result<Json<RunPage>, ApiError> {
+async fn list_runs(
+    State(state): State<ServerState>,
+    tenant: ApiTenant,
+    Query(params): Query<ListParams>,
+) -> Result<Json<RunPage>, ApiError> {
     let status = params
         .status
         .filter(|s| !s.is_empty())
@@ -98,7 +115,9 @@ async fn list_runs(State(state): State<ServerState>, tenant: ApiTenant, Query(pa
     let limit = match params.limit.filter(|s| !s.is_empty()) {
         None => 0,
         Some(raw) => {
-            let n = raw.parse::<u32>().map_err(|_| ApiError::BadRequest(format!("limit `{raw}` is not a number: use 1 to 200")))?;
+            let n = raw.parse::<u32>().map_err(|_| {
+                ApiError::BadRequest(format!("limit `{raw}` is not a number: use 1 to 200"))
+            })?;
             RunQuery::check_limit(n).map_err(|e| ApiError::BadRequest(e.to_string()))?
         }
     };
@@ -108,15 +127,31 @@ async fn list_runs(State(state): State<ServerState>, tenant: ApiTenant, Query(pa
         .map(|c| Cursor::parse(&c))
         .transpose()
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let query = RunQuery { status, workflow: params.workflow.filter(|s| !s.is_empty()), limit, cursor };
-    let page = reads(&state, &tenant)?.list_runs(&query).await.map_err(internal)?;
+    let query = RunQuery {
+        status,
+        workflow: params.workflow.filter(|s| !s.is_empty()),
+        limit,
+        cursor,
+    };
+    let page = reads(&state, &tenant)?
+        .list_runs(&query)
+        .await
+        .map_err(internal)?;
     Ok(Json(page))
 }
 
-async fn get_run(State(state): State<ServerState>, tenant: ApiTenant, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {
+async fn get_run(
+    State(state): State<ServerState>,
+    tenant: ApiTenant,
+    Path(id): Path<String>,
+) -> Result<Json<RunDetail>, ApiError> {
     let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let reads = reads(&state, &tenant)?;
-    let run = reads.get_run(&id).await.map_err(internal)?.ok_or(ApiError::NotFound)?;
+    let run = reads
+        .get_run(&id)
+        .await
+        .map_err(internal)?
+        .ok_or(ApiError::NotFound)?;
     let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
     Ok(Json(RunDetail { run, checkpoints }))
 }

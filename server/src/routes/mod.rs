@@ -42,20 +42,27 @@ impl FromRef<ServerState> for LeptosOptions {
 }
 
 /// Sessions stored in the same database as the runs, expiring after 12 idle hours.
-pub async fn session_layer(database_url: &str) -> anyhow::Result<SessionManagerLayer<SessionStore>> {
+pub async fn session_layer(
+    database_url: &str,
+) -> anyhow::Result<SessionManagerLayer<SessionStore>> {
     let pool = SqlitePoolOptions::new()
         .max_connections(2)
         .connect(database_url)
         .await
         .context("opening the session store")?;
     let store = SessionStore::new(pool);
-    store.migrate().await.context("creating the session table")?;
+    store
+        .migrate()
+        .await
+        .context("creating the session table")?;
     Ok(SessionManagerLayer::new(store)
         .with_name("durable_session")
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
         .with_secure(std::env::var("DURABLE_SECURE_COOKIES").is_ok_and(|v| v == "true"))
-        .with_expiry(Expiry::OnInactivity(tower_sessions::cookie::time::Duration::hours(12))))
+        .with_expiry(Expiry::OnInactivity(
+            tower_sessions::cookie::time::Duration::hours(12),
+        )))
 }
 
 /// The whole HTTP surface.
@@ -65,9 +72,14 @@ pub fn router(state: ServerState, sessions: SessionManagerLayer<SessionStore>) -
     let context = move || provide_context(app_state.clone());
     let options = state.app.leptos_options.clone();
     let dashboard = Router::new()
-        .leptos_routes_with_context(&state, routes, context.clone(), move || shell(options.clone()))
+        .leptos_routes_with_context(&state, routes, context.clone(), move || {
+            shell(options.clone())
+        })
         .route("/events", get(sse::dashboard_events))
-        .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            ServerState,
+            _,
+        >(context, shell))
         .layer(middleware::from_fn(auth::require_login))
         .layer(sessions);
     Router::new()

@@ -20,15 +20,31 @@ type EventStream = Sse<KeepAliveStream<BoxedEvents>>;
 type BoxedEvents = std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
 
 /// `GET /api/v1/events`: the token tenant's events.
-pub async fn api_events(State(state): State<ServerState>, ApiTenant(tenant): ApiTenant) -> Result<EventStream, ApiError> {
+pub async fn api_events(
+    State(state): State<ServerState>,
+    ApiTenant(tenant): ApiTenant,
+) -> Result<EventStream, ApiError> {
     stream(&state, Scope::Only(tenant)).await
 }
 
 /// `GET /events`: the dashboard's feed, scoped to the logged-in user.
-pub async fn dashboard_events(State(state): State<ServerState>, session: Session) -> Result<EventStream, ApiError> {
+pub async fn dashboard_events(
+    State(state): State<ServerState>,
+    session: Session,
+) -> Result<EventStream, ApiError> {
     let unauthorized = || ApiError::Unauthorized("log in to watch live events".into());
-    let id: i64 = session.get(app::ssr::USER_KEY).await.map_err(internal)?.ok_or_else(unauthorized)?;
-    let user = state.app.accounts.user_by_id(id).await.map_err(internal)?.ok_or_else(unauthorized)?;
+    let id: i64 = session
+        .get(app::ssr::USER_KEY)
+        .await
+        .map_err(internal)?
+        .ok_or_else(unauthorized)?;
+    let user = state
+        .app
+        .accounts
+        .user_by_id(id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(unauthorized)?;
     let scope = match (user.tenant, user.role) {
         (Some(tenant), _) => Scope::Only(tenant),
         (None, Role::Operator) => Scope::All,
@@ -38,7 +54,13 @@ pub async fn dashboard_events(State(state): State<ServerState>, session: Session
 }
 
 async fn stream(state: &ServerState, scope: Scope) -> Result<EventStream, ApiError> {
-    let deliveries = state.app.engine.transport().subscribe_events(scope).await.map_err(internal)?;
+    let deliveries = state
+        .app
+        .engine
+        .transport()
+        .subscribe_events(scope)
+        .await
+        .map_err(internal)?;
     let mut shutdown = state.shutdown.clone();
     let ended = async move {
         let _ = shutdown.wait_for(|stopped| *stopped).await;

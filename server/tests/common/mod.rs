@@ -20,7 +20,11 @@ pub struct Server {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 pub fn db_url(dir: &Path) -> String {
@@ -36,14 +40,21 @@ impl Server {
             base: format!("http://127.0.0.1:{port}"),
             db_url: db_url(dir),
             port,
-            envs: envs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            envs: envs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
         };
         s.wait_healthy().await;
         s
     }
 
     pub async fn restart(&mut self, dir: &Path) {
-        let envs: Vec<(&str, String)> = self.envs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let envs: Vec<(&str, String)> = self
+            .envs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
         self.child = spawn(dir, self.port, &envs);
         self.wait_healthy().await;
     }
@@ -60,7 +71,10 @@ impl Server {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("durable exited early with {status}");
             }
-            assert!(Instant::now() < deadline, "durable did not become healthy in 30 s");
+            assert!(
+                Instant::now() < deadline,
+                "durable did not become healthy in 30 s"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -74,12 +88,17 @@ impl Server {
     /// SIGTERM and wait for a clean exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
         self.child.wait().expect("wait")
     }
 
     pub fn token(&self, tenant: &str) -> String {
-        cli(&self.db_url, &["token", "issue", "--tenant", tenant]).trim().to_owned()
+        cli(&self.db_url, &["token", "issue", "--tenant", tenant])
+            .trim()
+            .to_owned()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -111,8 +130,16 @@ fn spawn(dir: &Path, port: u16, envs: &[(&str, String)]) -> Child {
 
 /// Runs a `durable` subcommand against `db_url` and returns its stdout; panics on failure.
 pub fn cli(db_url: &str, args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).env("DATABASE_URL", db_url).output().expect("run durable");
-    assert!(out.status.success(), "durable {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(BIN)
+        .args(args)
+        .env("DATABASE_URL", db_url)
+        .output()
+        .expect("run durable");
+    assert!(
+        out.status.success(),
+        "durable {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf8")
 }
 
@@ -120,8 +147,19 @@ pub fn tempdir() -> PathBuf {
     tempfile::tempdir().expect("tempdir").keep()
 }
 
-pub async fn start_run(client: &reqwest::Client, server: &Server, token: &str, body: Value) -> Value {
-    let r = client.post(server.url("/api/v1/runs")).bearer_auth(token).json(&body).send().await.expect("POST");
+pub async fn start_run(
+    client: &reqwest::Client,
+    server: &Server,
+    token: &str,
+    body: Value,
+) -> Value {
+    let r = client
+        .post(server.url("/api/v1/runs"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
     assert_eq!(r.status(), 201, "start failed: {:?}", r.text().await);
     r.json().await.expect("json")
 }
