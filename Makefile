@@ -7,9 +7,10 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/durable/target
 export LEPTOS_SITE_ROOT ?= $(CURDIR)/target/site
 DATABASE_URL ?= sqlite://./data/durable.db
 export DATABASE_URL
-# The flags and settings cargo-leptos compiles the server with; the Rust test build uses the same
-# ones so it reuses those artifacts instead of rebuilding every crate.
-export RUSTFLAGS := --cfg erase_components
+# The settings cargo-leptos compiles the server with. The Rust test build uses the same ones
+# (and the same RUSTFLAGS, below) so it reuses those artifacts instead of rebuilding every crate.
+# RUSTFLAGS is not exported: cargo-leptos appends its own and a doubled flag rebuilds everything.
+LEPTOS_RUSTFLAGS := --cfg erase_components
 export LEPTOS_OUTPUT_NAME := durable
 export LEPTOS_SITE_PKG_DIR := pkg
 export LEPTOS_SITE_ADDR := 127.0.0.1:3000
@@ -41,11 +42,11 @@ build-release:
 	cargo leptos build --release
 
 test-rust:
-	cargo nextest run --workspace --no-fail-fast
+	RUSTFLAGS="$(LEPTOS_RUSTFLAGS)" cargo nextest run --workspace --no-fail-fast
 
 test-e2e: build
 	cd end2end && DURABLE_BIN=$(CARGO_TARGET_DIR)/debug/durable npx playwright test
 
 lint:
 	cargo fmt --all --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTFLAGS="$(LEPTOS_RUSTFLAGS)" cargo clippy --workspace --all-targets -- -D warnings

@@ -56,12 +56,7 @@ pub fn App() -> impl IntoView {
 
 #[component]
 fn NotFound() -> impl IntoView {
-    #[cfg(feature = "ssr")]
-    {
-        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
-            resp.set_status(axum::http::StatusCode::NOT_FOUND);
-        }
-    }
+    crate::error::respond_not_found();
     view! {
         <main class="mx-auto max-w-xl p-10 text-center">
             <h1 class="text-2xl font-semibold">"Page not found"</h1>

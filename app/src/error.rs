@@ -35,3 +35,12 @@ impl FromServerFnError for AppError {
         AppError::Transport(value.to_string())
     }
 }
+
+/// Makes the server answer this page with `404 Not Found` (a no-op in the browser), so a missing
+/// page or run is a real 404 to crawlers, scripts and tests.
+pub fn respond_not_found() {
+    #[cfg(feature = "ssr")]
+    if let Some(resp) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+        resp.set_status(axum::http::StatusCode::NOT_FOUND);
+    }
+}

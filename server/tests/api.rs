@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, start_run, tempdir};
+use common::{Server, get_json, start_run, tempdir};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -69,15 +69,7 @@ async fn tokens_confine_reads_lists_and_events_to_their_tenant() {
         "?namespace=",
         "?workflow=demo.order&namespace=globex&limit=200",
     ] {
-        let page: Value = client
-            .get(server.url(&format!("/api/v1/runs{q}")))
-            .bearer_auth(&acme)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page: Value = get_json(&client, &server, &acme, &format!("/api/v1/runs{q}")).await;
         let runs = page["runs"].as_array().unwrap();
         assert!(!runs.is_empty(), "{q}: acme sees its own run");
         assert!(
@@ -188,15 +180,7 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
         .unwrap();
     assert_eq!(r.status(), 400);
     // Nothing was created by any of it.
-    let page: Value = client
-        .get(server.url("/api/v1/runs"))
-        .bearer_auth(&acme)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page: Value = get_json(&client, &server, &acme, "/api/v1/runs").await;
     assert_eq!(page["runs"].as_array().unwrap().len(), 0);
 }
 
@@ -221,15 +205,7 @@ async fn sigterm_drains_and_exits_cleanly() {
     let id = run["id"].as_str().unwrap();
     let mut last = Value::Null;
     for _ in 0..200 {
-        last = client
-            .get(server.url(&format!("/api/v1/runs/{id}")))
-            .bearer_auth(&acme)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        last = get_json(&client, &server, &acme, &format!("/api/v1/runs/{id}")).await;
         if last["run"]["status"] == "completed" {
             return;
         }

@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{Server, start_run, tempdir};
+use common::{Server, get_json, start_run, tempdir};
 use serde_json::{Value, json};
 
 const RUNS: usize = 60;
@@ -49,15 +49,7 @@ async fn sigkill_while_runs_are_in_flight_loses_nothing_and_repeats_no_completed
     for _ in 0..600 {
         details.clear();
         for id in &ids {
-            let d: Value = client
-                .get(server.url(&format!("/api/v1/runs/{id}")))
-                .bearer_auth(&token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let d: Value = get_json(&client, &server, &token, &format!("/api/v1/runs/{id}")).await;
             details.insert(id.clone(), d);
         }
         if details.values().all(|d| d["run"]["status"] == "completed") {

@@ -73,12 +73,7 @@ pub fn RunDetailPage() -> impl IntoView {
 
 #[component]
 fn RunNotFound() -> impl IntoView {
-    #[cfg(feature = "ssr")]
-    {
-        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
-            resp.set_status(axum::http::StatusCode::NOT_FOUND);
-        }
-    }
+    crate::error::respond_not_found();
     view! {
         <div
             class="mt-4 rounded-lg border border-dashed border-slate-300 bg-white p-8 text-center text-slate-600"

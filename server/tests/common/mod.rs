@@ -163,3 +163,16 @@ pub async fn start_run(
     assert_eq!(r.status(), 201, "start failed: {:?}", r.text().await);
     r.json().await.expect("json")
 }
+
+/// `GET path` with a bearer token, decoded as JSON (any status).
+pub async fn get_json(client: &reqwest::Client, server: &Server, token: &str, path: &str) -> Value {
+    client
+        .get(server.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("json")
+}

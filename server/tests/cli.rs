@@ -1,0 +1,199 @@
+//! The admin commands against the real binary: good input works, bad input is refused with a
+//! message that names the fix, and nothing is changed by a refused command.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use common::{BIN, db_url, tempdir};
+
+fn durable(db: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("DATABASE_URL", db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(input);
+    child.wait_with_output().expect("wait")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn user_add_generates_or_reads_a_password_and_refuses_bad_input() {
+    let dir = tempdir();
+    let db = db_url(&dir);
+    let out = durable(
+        &db,
+        &[
+            "user",
+            "add",
+            "--tenant",
+            "acme",
+            "--role",
+            "admin",
+            "--email",
+            "Ada@Acme.test",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("added ada@acme.test (admin of acme)"),
+        "{stdout}"
+    );
+    let password = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("password: "))
+        .expect("a generated password is printed");
+    assert!(password.len() >= 16);
+
+    let out = durable(
+        &db,
+        &[
+            "user",
+            "add",
+            "--role",
+            "operator",
+            "--email",
+            "ops@x.test",
+            "--password-stdin",
+        ],
+        Some("correct horse battery\n"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("password:"),
+        "a password read from stdin is not echoed"
+    );
+
+    let refused: [(&[&str], Option<&str>, &str); 7] = [
+        (
+            &[
+                "user",
+                "add",
+                "--tenant",
+                "acme",
+                "--role",
+                "admin",
+                "--email",
+                "ada@acme.test",
+            ],
+            None,
+            "already exists",
+        ),
+        (
+            &[
+                "user", "add", "--tenant", "acme", "--role", "operator", "--email", "o@x.test",
+            ],
+            None,
+            "drop --tenant",
+        ),
+        (
+            &["user", "add", "--role", "viewer", "--email", "v@x.test"],
+            None,
+            "pass --tenant",
+        ),
+        (
+            &[
+                "user", "add", "--tenant", "Acme", "--role", "viewer", "--email", "v@x.test",
+            ],
+            None,
+            "lowercase",
+        ),
+        (
+            &[
+                "user", "add", "--tenant", "default", "--role", "viewer", "--email", "v@x.test",
+            ],
+            None,
+            "reserved",
+        ),
+        (
+            &[
+                "user",
+                "add",
+                "--tenant",
+                "acme",
+                "--role",
+                "viewer",
+                "--email",
+                "v@x.test",
+                "--password-stdin",
+            ],
+            Some("short\n"),
+            "at least 8",
+        ),
+        (
+            &[
+                "user", "add", "--tenant", "acme", "--role", "king", "--email", "v@x.test",
+            ],
+            None,
+            "use viewer, admin or operator",
+        ),
+    ];
+    for (args, stdin, message) in refused {
+        let out = durable(&db, args, stdin);
+        assert!(!out.status.success(), "{args:?} must be refused");
+        assert!(
+            stderr(&out).contains(message),
+            "{args:?}: expected `{message}` in {}",
+            stderr(&out)
+        );
+    }
+    // The refused `v@x.test` was never created: adding it properly works.
+    let out = durable(
+        &db,
+        &[
+            "user", "add", "--tenant", "acme", "--role", "viewer", "--email", "v@x.test",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn token_issue_signs_valid_tenants_only_and_is_stable() {
+    let dir = tempdir();
+    let db = db_url(&dir);
+    let a = durable(&db, &["token", "issue", "--tenant", "acme"], None);
+    let b = durable(&db, &["token", "issue", "--tenant", "acme"], None);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(
+        a.stdout, b.stdout,
+        "the secret is kept, so tokens are stable"
+    );
+    assert!(String::from_utf8_lossy(&a.stdout).starts_with("acme."));
+    for bad in ["system", "a:b", ""] {
+        let out = durable(&db, &["token", "issue", "--tenant", bad], None);
+        assert!(!out.status.success(), "tenant {bad:?} must be refused");
+    }
+}
+
+#[test]
+fn unsupported_database_urls_stop_start_up_with_the_fix() {
+    let out = durable("postgres://localhost/durable", &["serve"], None);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("use sqlite://PATH"),
+        "{}",
+        stderr(&out)
+    );
+    let out = durable("mysql://x", &["migrate"], None);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is not supported"),
+        "{}",
+        stderr(&out)
+    );
+}
