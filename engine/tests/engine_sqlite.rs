@@ -300,3 +300,87 @@ async fn local_steps_failures_and_unknown_versions() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_timer_that_comes_due_while_the_process_is_down_fires_once_on_restart() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("db");
+    let registry = || {
+        let mut r = Registry::new();
+        r.workflow("nap", 1, |ctx: WorkflowContext, ms: u64| async move {
+            let before = ctx.now().await;
+            ctx.sleep(Duration::from_millis(ms)).await;
+            let after = ctx.now().await;
+            let token: String = ctx.side_effect(|| uuid_like()).await?;
+            Ok::<_, WorkflowError>(json!({ "before": before, "after": after, "token": token }))
+        });
+        r
+    };
+    let h = start(store_at(&path).await, registry()).await;
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "nap".into(),
+            input: json!(300),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let suspended = wait_for(&h.store, &run.id, RunStatus::Suspended).await;
+    let due = suspended.wake_at.expect("a sleeping run has a wake time");
+    h.stop().await;
+    // The process is down while the timer comes due.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let h = start(store_at(&path).await, registry()).await;
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    let out = done.output.unwrap();
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    let kinds: Vec<_> = cps
+        .iter()
+        .map(|c| (c.kind, c.name.as_str(), c.status))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (
+                CheckpointKind::SideEffect,
+                "now#0",
+                CheckpointStatus::Completed
+            ),
+            (
+                CheckpointKind::Sleep,
+                "sleep:1",
+                CheckpointStatus::Completed
+            ),
+            (
+                CheckpointKind::SideEffect,
+                "now#2",
+                CheckpointStatus::Completed
+            ),
+            (
+                CheckpointKind::SideEffect,
+                "sideEffect",
+                CheckpointStatus::Completed
+            ),
+        ]
+    );
+    // Values captured before the restart replay unchanged.
+    assert_eq!(out["before"], cps[0].output.clone().unwrap());
+    assert_eq!(out["token"], cps[3].output.clone().unwrap());
+    assert_eq!(cps[1].wake_at, Some(due));
+    assert!(
+        out["after"].as_i64().unwrap() >= due,
+        "the run resumed after its timer: {out}"
+    );
+    h.stop().await;
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}

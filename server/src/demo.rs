@@ -1,9 +1,9 @@
 //! Demo workflows and first-start demo data, so a fresh `make run` shows a living dashboard.
 //!
-//! Registered here: `demo.order` (three sequential remote steps) and `demo.flaky` (fails unless
-//! `input.ok == true`, to show retry with edited input). `demo.sleepy` (durable timer),
-//! `demo.approval` (signal) and `demo.fanout` (child runs) arrive with the engine primitives they
-//! need (timers, signals, children).
+//! Registered here: `demo.order` (three sequential remote steps), `demo.flaky` (fails unless
+//! `input.ok == true`, to show retry with edited input) and `demo.sleepy` (a durable timer of
+//! `input.seconds`). `demo.approval` (signal) and `demo.fanout` (child runs) arrive with the
+//! engine primitives they need (signals, children).
 
 use std::io::Write;
 use std::time::Duration;
@@ -21,6 +21,9 @@ use crate::secret;
 /// Where demo steps append `<step_id>\t<started_ms>` on every execution, when set. The crash
 /// test reads it to prove no completed step ran again.
 const EFFECTS_LOG_ENV: &str = "DURABLE_DEMO_EFFECTS_LOG";
+
+/// The longest `demo.sleepy` nap: a week.
+const MAX_SLEEP_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 
 /// `demo.order` input; every field has a default so `{}` works.
 #[derive(Debug, Deserialize)]
@@ -164,6 +167,7 @@ pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<(
         (&acme, "demo.flaky", json!({ "ok": false })),
         (&globex, "demo.order", json!({ "item": "laptop", "qty": 1 })),
         (&globex, "demo.flaky", json!({ "ok": true })),
+        (&globex, "demo.sleepy", json!({ "seconds": 30 })),
     ];
     for (ns, workflow, input) in runs {
         engine

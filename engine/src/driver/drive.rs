@@ -99,6 +99,7 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
             (
                 TurnCommit {
                     checkpoints: Vec::new(),
+                    fired_timers: Vec::new(),
                     outcome: TurnOutcome::Block(reason),
                 },
                 Vec::new(),
@@ -106,16 +107,18 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
         }
         Some(workflow) => {
             let history = shared.store.checkpoints(&shared.scope, &run.id).await?;
+            let now = shared.clock.now();
             let decision = run_turn(
                 workflow,
                 &run.id,
                 &run.namespace,
                 run.input.clone(),
                 history,
+                now,
                 shared.clock.clone(),
             )
             .await;
-            plan(run, decision, shared.clock.now())
+            plan(run, decision, now)
         }
     };
     let now = shared.clock.now();
@@ -145,6 +148,7 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
 /// Turns a decision into the durable commit and the tasks to dispatch after it.
 fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>) {
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
+    let mut fired_timers = Vec::new();
     let mut tasks = Vec::new();
     for command in decision.commands {
         match command {
@@ -183,9 +187,15 @@ fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>
                 started_at,
                 finished_at,
             } => {
+                // `now#<seq>` and `sideEffect` are captured values, as the aviary wire names them.
+                let kind = if name.starts_with("now#") || name == "sideEffect" {
+                    CheckpointKind::SideEffect
+                } else {
+                    CheckpointKind::LocalStep
+                };
                 checkpoints.push(NewCheckpoint {
                     seq,
-                    kind: CheckpointKind::LocalStep,
+                    kind,
                     name,
                     status: if error.is_some() {
                         CheckpointStatus::Failed
@@ -202,16 +212,34 @@ fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>
                     finished_at: Some(finished_at),
                 });
             }
+            Command::Sleep { seq, ms } => checkpoints.push(NewCheckpoint {
+                seq,
+                kind: CheckpointKind::Sleep,
+                name: format!("sleep:{seq}"),
+                status: CheckpointStatus::Pending,
+                worker_group: None,
+                input: None,
+                output: None,
+                error: None,
+                wake_at: Some(now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
+                enqueued_at: None,
+                started_at: Some(now),
+                finished_at: None,
+            }),
+            Command::FireTimer { seq } => fired_timers.push(seq),
         }
     }
     let outcome = match decision.status {
-        DecisionStatus::Continue => TurnOutcome::Suspend { wake_at: None },
+        DecisionStatus::Continue => TurnOutcome::Suspend {
+            wake_at: decision.next_wake,
+        },
         DecisionStatus::Completed { output } => TurnOutcome::Complete(output),
         DecisionStatus::Failed { error } => TurnOutcome::Fail(error),
     };
     (
         TurnCommit {
             checkpoints,
+            fired_timers,
             outcome,
         },
         tasks,

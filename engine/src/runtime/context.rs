@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use super::error::decode;
 use super::{Clock, Command, StepError, WorkflowError};
-use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Namespace, RunId, StepFailure};
+use crate::model::{
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RunId, StepFailure,
+};
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
 /// run; on replay a resolved position returns its recorded value instead of running again.
@@ -34,6 +36,10 @@ pub(crate) struct TurnState {
     pub(crate) local_in_flight: u32,
     /// Durable operations the workflow is blocked on.
     pub(crate) awaiting: u32,
+    /// When this turn started; timers due by then fire, new timers count from it.
+    now: Millis,
+    /// The earliest pending timer, which the run must wake for.
+    pub(crate) next_wake: Option<Millis>,
 }
 
 enum Replay {
@@ -47,6 +53,7 @@ impl WorkflowContext {
         run_id: RunId,
         namespace: Namespace,
         history: Vec<Checkpoint>,
+        now: Millis,
         clock: Arc<dyn Clock>,
     ) -> Self {
         let history = history.into_iter().map(|c| (c.seq, c)).collect();
@@ -61,6 +68,8 @@ impl WorkflowContext {
                 nondeterminism: None,
                 local_in_flight: 0,
                 awaiting: 0,
+                now,
+                next_wake: None,
             })),
         }
     }
@@ -184,6 +193,104 @@ impl WorkflowContext {
             finished_at,
         });
         result
+    }
+}
+
+impl WorkflowContext {
+    /// Suspends the run durably for `duration`. The timer survives restarts: a run whose timer
+    /// came due while no process was up resumes as soon as one starts.
+    pub async fn sleep(&self, duration: std::time::Duration) {
+        let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        self.timer(ms).await;
+    }
+
+    /// Suspends the run durably until `at` (epoch milliseconds); returns at once if it passed.
+    pub async fn sleep_until(&self, at: Millis) {
+        let now = self.state().now;
+        self.timer(u64::try_from(at - now).unwrap_or(0)).await;
+    }
+
+    async fn timer(&self, ms: u64) {
+        let seq = self.state().next_seq;
+        let name = format!("sleep:{seq}");
+        let (seq, replay) = self.replay(CheckpointKind::Sleep, &name);
+        let wait = match replay {
+            Replay::Resolved(_) => false,
+            Replay::Waiting => {
+                let mut st = self.state();
+                match st.history.get(&seq).and_then(|c| c.wake_at) {
+                    // Due: fire it in this turn and carry on.
+                    Some(at) if at <= st.now && st.nondeterminism.is_none() => {
+                        st.commands.push(Command::FireTimer { seq });
+                        false
+                    }
+                    Some(at) => {
+                        st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at)));
+                        true
+                    }
+                    None => true,
+                }
+            }
+            Replay::New => {
+                let mut st = self.state();
+                let at = st.now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
+                st.commands.push(Command::Sleep { seq, ms });
+                st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at)));
+                true
+            }
+        };
+        if wait {
+            self.suspend::<()>().await;
+        }
+    }
+
+    /// The current time, captured once: replays return the first value.
+    pub async fn now(&self) -> Millis {
+        let name = format!("now#{}", self.state().next_seq);
+        let clock = self.clock.clone();
+        self.side_effect_named(&name, move || clock.now())
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Runs `f` once and records its result; replays return the recorded value. For
+    /// non-deterministic values (random ids, the time) that the workflow branches on.
+    pub async fn side_effect<T, F>(&self, f: F) -> Result<T, StepError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> T,
+    {
+        self.side_effect_named("sideEffect", f).await
+    }
+
+    async fn side_effect_named<T, F>(&self, name: &str, f: F) -> Result<T, StepError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> T,
+    {
+        let (seq, replay) = self.replay(CheckpointKind::SideEffect, name);
+        match replay {
+            Replay::Resolved(cp) => resolved(*cp, name),
+            Replay::Waiting if self.state().nondeterminism.is_some() => self.suspend().await,
+            Replay::Waiting | Replay::New => {
+                let value = f();
+                let output = serde_json::to_value(&value).map_err(|e| {
+                    StepError::fatal(format!(
+                        "the side effect `{name}` cannot be serialised: {e}"
+                    ))
+                })?;
+                let at = self.clock.now();
+                self.state().commands.push(Command::RecordStep {
+                    seq,
+                    name: name.to_owned(),
+                    output: Some(output),
+                    error: None,
+                    started_at: at,
+                    finished_at: at,
+                });
+                Ok(value)
+            }
+        }
     }
 }
 

@@ -38,6 +38,21 @@ pub enum Command {
         /// When it finished.
         finished_at: Millis,
     },
+    /// Start a durable timer of `ms` milliseconds (from the turn's start).
+    #[serde(rename_all = "camelCase")]
+    Sleep {
+        /// Position.
+        seq: u32,
+        /// Duration.
+        ms: u64,
+    },
+    /// A pending timer found due during the turn: mark it fired. Not on the aviary wire: the
+    /// control plane decides this itself when it builds a remote turn's history.
+    #[serde(rename_all = "camelCase")]
+    FireTimer {
+        /// Position.
+        seq: u32,
+    },
 }
 
 /// How the turn left the workflow.
@@ -66,4 +81,7 @@ pub struct Decision {
     pub status: DecisionStatus,
     /// What to persist, in order.
     pub commands: Vec<Command>,
+    /// The earliest pending timer: when a suspended run must be looked at again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_wake: Option<Millis>,
 }

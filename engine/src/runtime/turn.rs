@@ -12,7 +12,7 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use super::{Clock, Decision, DecisionStatus, RegisteredWorkflow, WorkflowContext};
-use crate::model::{Checkpoint, Namespace, RunId, StepFailure};
+use crate::model::{Checkpoint, Millis, Namespace, RunId, StepFailure};
 
 /// Replays `workflow` for one run and returns what it decided.
 pub async fn run_turn(
@@ -21,9 +21,10 @@ pub async fn run_turn(
     namespace: &Namespace,
     input: Value,
     history: Vec<Checkpoint>,
+    now: Millis,
     clock: Arc<dyn Clock>,
 ) -> Decision {
-    let ctx = WorkflowContext::new(run_id.clone(), namespace.clone(), history, clock);
+    let ctx = WorkflowContext::new(run_id.clone(), namespace.clone(), history, now, clock);
     let body = AssertUnwindSafe(workflow.call(ctx.clone(), input)).catch_unwind();
     let finished = drive_until_blocked(body, &ctx).await;
 
@@ -35,6 +36,7 @@ pub async fn run_turn(
                 error: err.to_failure(),
             },
             commands: Vec::new(),
+            next_wake: None,
         };
     }
     let status = match finished {
@@ -57,7 +59,11 @@ pub async fn run_turn(
         },
         None => DecisionStatus::Continue,
     };
-    Decision { status, commands }
+    Decision {
+        status,
+        commands,
+        next_wake: st.next_wake,
+    }
 }
 
 /// Polls `body` until it finishes (`Some`) or every branch waits on a durable operation while no

@@ -206,6 +206,7 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
     assert_eq!(b.len(), 1, "an expired lease is taken over");
     let commit = TurnCommit {
         checkpoints: vec![],
+        fired_timers: vec![],
         outcome: TurnOutcome::Complete(json!(1)),
     };
     let stale = store
@@ -243,6 +244,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         .expect("claim");
     let commit = TurnCommit {
         checkpoints: vec![pending_step(0)],
+        fired_timers: vec![],
         outcome: TurnOutcome::Suspend { wake_at: None },
     };
     let run = store
@@ -313,6 +315,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
             &id,
             TurnCommit {
                 checkpoints: vec![pending_step(0)],
+                fired_timers: vec![],
                 outcome: TurnOutcome::Suspend { wake_at: Some(15) },
             },
             11,
@@ -343,6 +346,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
             &id,
             TurnCommit {
                 checkpoints: vec![],
+                fired_timers: vec![],
                 outcome: TurnOutcome::Suspend { wake_at: None },
             },
             23,

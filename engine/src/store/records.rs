@@ -110,6 +110,8 @@ pub enum TurnOutcome {
 pub struct TurnCommit {
     /// Checkpoints to insert.
     pub checkpoints: Vec<NewCheckpoint>,
+    /// Pending timers (by `seq`) the turn found due: they are marked completed.
+    pub fired_timers: Vec<u32>,
     /// The run's next state.
     pub outcome: TurnOutcome,
 }

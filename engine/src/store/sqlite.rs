@@ -431,6 +431,18 @@ impl Store for SqliteStore {
             .await
             .map_err(db)?;
         }
+        for seq in &commit.fired_timers {
+            sqlx::query(
+                "UPDATE checkpoints SET status = 'completed', finished_at = ? \
+                 WHERE run_id = ? AND seq = ? AND kind = 'sleep' AND status = 'pending'",
+            )
+            .bind(now)
+            .bind(id.as_str())
+            .bind(i64::from(*seq))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        }
         tx.commit().await.map_err(db)?;
         run_from_row(&row).map(Some)
     }
