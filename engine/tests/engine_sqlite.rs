@@ -384,3 +384,110 @@ fn uuid_like() -> String {
             .as_nanos()
     )
 }
+
+fn signal_registry() -> Registry {
+    let mut r = Registry::new();
+    // Sleeps first, so a signal sent right after the start arrives before the wait.
+    r.workflow(
+        "approve-late",
+        1,
+        |ctx: WorkflowContext, _: Value| async move {
+            ctx.sleep(Duration::from_millis(150)).await;
+            let first: Option<Value> = ctx.wait_signal("approve", None).await?;
+            let second: Option<Value> = ctx.wait_signal("approve", None).await?;
+            Ok::<_, WorkflowError>(json!([first, second]))
+        },
+    );
+    r.workflow(
+        "impatient",
+        1,
+        |ctx: WorkflowContext, _: Value| async move {
+            let got: Option<Value> = ctx
+                .wait_signal("never", Some(Duration::from_millis(100)))
+                .await?;
+            Ok::<_, WorkflowError>(json!({ "timed_out": got.is_none() }))
+        },
+    );
+    r
+}
+
+#[tokio::test]
+async fn signals_sent_before_the_wait_are_buffered_and_taken_in_order() {
+    use durable::store::SignalSent;
+    let dir = tempfile::tempdir().expect("tmp");
+    let h = start(store_at(&dir.path().join("db")).await, signal_registry()).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "approve-late".into(),
+            input: json!({}),
+            namespace: Some(acme.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // Both signals arrive while the run is still asleep, before it waits.
+    for n in [1, 2] {
+        let sent = h
+            .engine
+            .signal(
+                &Scope::Only(acme.clone()),
+                &run.id,
+                "approve",
+                json!({ "n": n }),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(sent, SignalSent::Delivered(_)), "{sent:?}");
+    }
+    // Another tenant cannot signal it: the run is invisible to it.
+    let other = h
+        .engine
+        .signal(
+            &Scope::Only(Namespace::tenant("globex").unwrap()),
+            &run.id,
+            "approve",
+            json!(0),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(other, SignalSent::NotFound));
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!([{ "n": 1 }, { "n": 2 }])));
+    // A signal to a finished run is refused, not buffered.
+    let late = h
+        .engine
+        .signal(&Scope::All, &run.id, "approve", json!(3))
+        .await
+        .unwrap();
+    assert!(matches!(late, SignalSent::RunFinished(_)));
+    assert!(h.store.buffered_signals(&run.id).await.unwrap().is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_signal_wait_times_out_durably() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let h = start(store_at(&dir.path().join("db")).await, signal_registry()).await;
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "impatient".into(),
+            input: json!({}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({ "timed_out": true })));
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(cps.len(), 1);
+    assert_eq!(cps[0].kind, CheckpointKind::Signal);
+    assert_eq!(cps[0].status, CheckpointStatus::Failed);
+    assert_eq!(
+        cps[0].error.as_ref().and_then(|e| e.code.as_deref()),
+        Some("timeout")
+    );
+    h.stop().await;
+}

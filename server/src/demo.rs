@@ -1,9 +1,9 @@
 //! Demo workflows and first-start demo data, so a fresh `make run` shows a living dashboard.
 //!
 //! Registered here: `demo.order` (three sequential remote steps), `demo.flaky` (fails unless
-//! `input.ok == true`, to show retry with edited input) and `demo.sleepy` (a durable timer of
-//! `input.seconds`). `demo.approval` (signal) and `demo.fanout` (child runs) arrive with the
-//! engine primitives they need (signals, children).
+//! `input.ok == true`, to show retry with edited input), `demo.sleepy` (a durable timer of
+//! `input.seconds`) and `demo.approval` (waits for signal `approve`, completes with its
+//! payload). `demo.fanout` (child runs) arrives with child runs in the engine.
 
 use std::io::Write;
 use std::time::Duration;
@@ -90,6 +90,30 @@ pub fn registry() -> Registry {
         }
     });
     r.workflow(
+        "demo.sleepy",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let seconds = input.get("seconds").and_then(Value::as_f64).unwrap_or(5.0);
+            if !(0.0..=MAX_SLEEP_SECONDS).contains(&seconds) {
+                return Err(WorkflowError::msg(format!(
+                    "input.seconds must be between 0 and {MAX_SLEEP_SECONDS}; got {seconds}"
+                )));
+            }
+            let started = ctx.now().await;
+            ctx.sleep(Duration::from_secs_f64(seconds)).await;
+            let woke = ctx.now().await;
+            Ok(json!({ "slept_seconds": seconds, "started_at": started, "woke_at": woke }))
+        },
+    );
+    r.workflow(
+        "demo.approval",
+        1,
+        |ctx: WorkflowContext, _input: Value| async move {
+            let approval: Option<Value> = ctx.wait_signal("approve", None).await?;
+            Ok::<_, WorkflowError>(json!({ "approved": approval }))
+        },
+    );
+    r.workflow(
         "demo.flaky",
         1,
         |ctx: WorkflowContext, input: Value| async move {
@@ -168,6 +192,7 @@ pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<(
         (&globex, "demo.order", json!({ "item": "laptop", "qty": 1 })),
         (&globex, "demo.flaky", json!({ "ok": true })),
         (&globex, "demo.sleepy", json!({ "seconds": 30 })),
+        (&acme, "demo.approval", json!({ "request": "new laptop" })),
     ];
     for (ns, workflow, input) in runs {
         engine

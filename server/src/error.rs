@@ -18,6 +18,9 @@ pub enum ApiError {
     /// Nothing visible at that id.
     #[error("no run with that id is visible to this token")]
     NotFound,
+    /// The request conflicts with the run's state; the message says how.
+    #[error("{0}")]
+    Conflict(String),
     /// A failure on our side.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -29,6 +32,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request"),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not-found"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }

@@ -213,3 +213,66 @@ async fn sigterm_drains_and_exits_cleanly() {
     }
     panic!("run did not complete after a graceful restart: {last}");
 }
+
+#[tokio::test]
+async fn signals_reach_only_the_tokens_own_runs() {
+    let dir = tempdir();
+    let server = Server::start(&dir, &[]).await;
+    let client = reqwest::Client::new();
+    let acme = server.token("acme");
+    let globex = server.token("globex");
+    let run = start_run(
+        &client,
+        &server,
+        &acme,
+        json!({"workflow": "demo.approval", "input": {}}),
+    )
+    .await;
+    let id = run["id"].as_str().unwrap();
+    let signal = |token: &str, body: Value| {
+        client
+            .post(server.url(&format!("/api/v1/runs/{id}/signal")))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    // globex cannot signal acme's run: it is not found, and nothing is delivered.
+    let r = signal(
+        &globex,
+        json!({"name": "approve", "payload": {"by": "mallory"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 404);
+    for bad in [
+        json!({"payload": 1}),
+        json!({"name": ""}),
+        json!({"name": "approve", "tenant": "globex"}),
+    ] {
+        assert_eq!(
+            signal(&acme, bad.clone()).await.unwrap().status(),
+            400,
+            "{bad}"
+        );
+    }
+    let r = signal(&acme, json!({"name": "approve", "payload": {"by": "ada"}}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = get_json(&client, &server, &acme, &format!("/api/v1/runs/{id}")).await;
+        if last["run"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        last["run"]["output"],
+        json!({"approved": {"by": "ada"}}),
+        "{last}"
+    );
+    // A finished run takes no more signals.
+    let r = signal(&acme, json!({"name": "approve"})).await.unwrap();
+    assert_eq!(r.status(), 409);
+}

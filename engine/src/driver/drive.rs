@@ -10,7 +10,7 @@ use super::shared::Shared;
 use crate::model::{
     CheckpointKind, CheckpointStatus, RemoteTask, Run, RunStatus, StepFailure, TenantEventKind,
 };
-use crate::runtime::turn::run_turn;
+use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Command, Decision, DecisionStatus};
 use crate::store::{NewCheckpoint, TurnCommit, TurnOutcome};
 use crate::transport::naming::routing_token;
@@ -100,6 +100,8 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
                 TurnCommit {
                     checkpoints: Vec::new(),
                     fired_timers: Vec::new(),
+                    consumed_signals: Vec::new(),
+                    timed_out_signals: Vec::new(),
                     outcome: TurnOutcome::Block(reason),
                 },
                 Vec::new(),
@@ -107,17 +109,17 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
         }
         Some(workflow) => {
             let history = shared.store.checkpoints(&shared.scope, &run.id).await?;
+            let signals = shared.store.buffered_signals(&run.id).await?;
             let now = shared.clock.now();
-            let decision = run_turn(
-                workflow,
-                &run.id,
-                &run.namespace,
-                run.input.clone(),
+            let input = TurnInput {
+                run_id: run.id.clone(),
+                namespace: run.namespace.clone(),
+                input: run.input.clone(),
                 history,
+                signals,
                 now,
-                shared.clock.clone(),
-            )
-            .await;
+            };
+            let decision = run_turn(workflow, input, shared.clock.clone()).await;
             plan(run, decision, now)
         }
     };
@@ -149,6 +151,8 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
 fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>) {
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
     let mut fired_timers = Vec::new();
+    let mut consumed_signals = Vec::new();
+    let mut timed_out_signals = Vec::new();
     let mut tasks = Vec::new();
     for command in decision.commands {
         match command {
@@ -227,6 +231,26 @@ fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>
                 finished_at: None,
             }),
             Command::FireTimer { seq } => fired_timers.push(seq),
+            Command::WaitSignal {
+                seq,
+                signal,
+                timeout_ms,
+            } => {
+                let deadline =
+                    timeout_ms.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
+                checkpoints.push(signal_wait(seq, signal, deadline, now));
+            }
+            Command::ConsumeSignal {
+                seq,
+                signal,
+                signal_id,
+            } => {
+                // Inserted pending (a no-op if the wait already exists), then completed with the
+                // payload in the same transaction.
+                checkpoints.push(signal_wait(seq, signal, None, now));
+                consumed_signals.push((signal_id, seq));
+            }
+            Command::SignalTimedOut { seq } => timed_out_signals.push(seq),
         }
     }
     let outcome = match decision.status {
@@ -240,8 +264,27 @@ fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>
         TurnCommit {
             checkpoints,
             fired_timers,
+            consumed_signals,
+            timed_out_signals,
             outcome,
         },
         tasks,
     )
+}
+
+fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCheckpoint {
+    NewCheckpoint {
+        seq,
+        kind: CheckpointKind::Signal,
+        name,
+        status: CheckpointStatus::Pending,
+        worker_group: None,
+        input: None,
+        output: None,
+        error: None,
+        wake_at: deadline,
+        enqueued_at: None,
+        started_at: Some(now),
+        finished_at: None,
+    }
 }

@@ -7,9 +7,9 @@ use tokio::task::JoinHandle;
 
 use super::shared::Shared;
 use super::{drive, lease, redispatch, results};
-use crate::model::{Namespace, Run, RunId, TenantEventKind};
+use crate::model::{Namespace, Run, RunId, Scope, TenantEventKind};
 use crate::runtime::{Clock, Registry, SystemClock};
-use crate::store::{NewRun, Store, StoreError};
+use crate::store::{NewRun, SignalSent, Store, StoreError};
 use crate::transport::{Transport, TransportError};
 
 /// How an engine runs.
@@ -196,6 +196,29 @@ impl Engine {
     /// The transport this engine uses.
     pub fn transport(&self) -> &Arc<dyn Transport> {
         &self.shared.transport
+    }
+
+    /// Sends signal `name` with `payload` to run `id`, if `scope` sees it. The signal is
+    /// buffered until the run waits for it, so it is never lost to timing.
+    pub async fn signal(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        name: &str,
+        payload: Value,
+    ) -> Result<SignalSent, EngineError> {
+        let sent = self
+            .shared
+            .store
+            .send_signal(scope, id, name, &payload, self.shared.clock.now())
+            .await?;
+        if let SignalSent::Delivered(run) = &sent {
+            self.shared.wake.notify_one();
+            self.shared
+                .emit(run, TenantEventKind::for_status(run.status), None)
+                .await;
+        }
+        Ok(sent)
     }
 
     /// Starts a top-level run of the newest registered version of `req.workflow`.

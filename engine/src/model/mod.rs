@@ -7,6 +7,7 @@ mod event;
 mod namespace;
 mod query;
 mod run;
+mod signal;
 mod wire;
 
 pub use account::Role;
@@ -15,6 +16,7 @@ pub use event::{TenantEvent, TenantEventKind};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use query::{Cursor, MAX_PAGE_SIZE, RunPage, RunQuery, RunQueryError, StatusCount};
 pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
+pub use signal::BufferedSignal;
 pub use wire::{RemoteTask, StepFailure, StepOutcome, StepResult};
 
 /// Milliseconds since the Unix epoch: the one time representation on the wire, in the store and

@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::error::decode;
 use super::{Clock, Command, StepError, WorkflowError};
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RunId, StepFailure,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RunId,
+    StepFailure,
 };
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
@@ -40,6 +41,8 @@ pub(crate) struct TurnState {
     now: Millis,
     /// The earliest pending timer, which the run must wake for.
     pub(crate) next_wake: Option<Millis>,
+    /// Signals buffered for the run and not yet taken by a wait (this turn included).
+    signals: Vec<BufferedSignal>,
 }
 
 enum Replay {
@@ -53,6 +56,7 @@ impl WorkflowContext {
         run_id: RunId,
         namespace: Namespace,
         history: Vec<Checkpoint>,
+        signals: Vec<BufferedSignal>,
         now: Millis,
         clock: Arc<dyn Clock>,
     ) -> Self {
@@ -70,6 +74,7 @@ impl WorkflowContext {
                 awaiting: 0,
                 now,
                 next_wake: None,
+                signals,
             })),
         }
     }
@@ -244,6 +249,73 @@ impl WorkflowContext {
         }
     }
 
+    /// Waits for signal `name` sent to this run, for at most `timeout` (forever when `None`).
+    /// Returns its payload, or `None` on timeout. A signal sent before the wait is buffered and
+    /// taken here; signals of one name are taken in the order they were sent.
+    pub async fn wait_signal<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Option<T>, StepError> {
+        let (seq, replay) = self.replay(CheckpointKind::Signal, name);
+        let outcome = match replay {
+            Replay::Resolved(cp) => {
+                if cp.status == CheckpointStatus::Failed {
+                    return Ok(None);
+                }
+                return decode(
+                    cp.output.unwrap_or(Value::Null),
+                    &format!("the payload of signal `{name}`"),
+                )
+                .map(Some)
+                .map_err(|m| StepError::fatal(m).with_code("payload_mismatch"));
+            }
+            Replay::Waiting => {
+                let mut st = self.state();
+                let deadline = st.history.get(&seq).and_then(|c| c.wake_at);
+                if st.nondeterminism.is_some() {
+                    SignalWait::Suspend
+                } else if let Some(payload) = st.take_signal(seq, name) {
+                    SignalWait::Got(payload)
+                } else if deadline.is_some_and(|at| at <= st.now) {
+                    st.commands.push(Command::SignalTimedOut { seq });
+                    SignalWait::TimedOut
+                } else {
+                    if let Some(at) = deadline {
+                        st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at)));
+                    }
+                    SignalWait::Suspend
+                }
+            }
+            Replay::New => {
+                let mut st = self.state();
+                if let Some(payload) = st.take_signal(seq, name) {
+                    SignalWait::Got(payload)
+                } else {
+                    let timeout_ms =
+                        timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+                    if let Some(ms) = timeout_ms {
+                        let at = st.now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
+                        st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at)));
+                    }
+                    st.commands.push(Command::WaitSignal {
+                        seq,
+                        signal: name.to_owned(),
+                        timeout_ms,
+                    });
+                    SignalWait::Suspend
+                }
+            }
+        };
+        match outcome {
+            SignalWait::Got(payload) => decode(payload, &format!("the payload of signal `{name}`"))
+                .map(Some)
+                .map_err(|m| StepError::fatal(m).with_code("payload_mismatch")),
+            SignalWait::TimedOut => Ok(None),
+            SignalWait::Suspend => self.suspend().await,
+        }
+    }
+
     /// The current time, captured once: replays return the first value.
     pub async fn now(&self) -> Millis {
         let name = format!("now#{}", self.state().next_seq);
@@ -304,6 +376,26 @@ fn resolved<O: DeserializeOwned>(cp: Checkpoint, name: &str) -> Result<O, StepEr
         _ => Err(StepError(cp.error.unwrap_or_else(|| {
             StepFailure::new(format!("step `{name}` failed"))
         }))),
+    }
+}
+
+enum SignalWait {
+    Got(Value),
+    TimedOut,
+    Suspend,
+}
+
+impl TurnState {
+    /// Takes the oldest buffered signal named `name` for the wait at `seq`.
+    fn take_signal(&mut self, seq: u32, name: &str) -> Option<Value> {
+        let at = self.signals.iter().position(|s| s.name == name)?;
+        let signal = self.signals.remove(at);
+        self.commands.push(Command::ConsumeSignal {
+            seq,
+            signal: name.to_owned(),
+            signal_id: signal.id,
+        });
+        Some(signal.payload)
     }
 }
 

@@ -46,6 +46,33 @@ pub enum Command {
         /// Duration.
         ms: u64,
     },
+    /// Wait for signal `signal` (delivered by name to this run).
+    #[serde(rename_all = "camelCase")]
+    WaitSignal {
+        /// Position.
+        seq: u32,
+        /// The signal name.
+        signal: String,
+        /// Give up after this long (an extension: absent on the aviary wire).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+    },
+    /// A buffered signal satisfied the wait at `seq` during the turn. Not on the aviary wire.
+    #[serde(rename_all = "camelCase")]
+    ConsumeSignal {
+        /// Position of the wait.
+        seq: u32,
+        /// The signal name.
+        signal: String,
+        /// The buffered signal taken.
+        signal_id: i64,
+    },
+    /// The wait at `seq` timed out during the turn. Not on the aviary wire.
+    #[serde(rename_all = "camelCase")]
+    SignalTimedOut {
+        /// Position of the wait.
+        seq: u32,
+    },
     /// A pending timer found due during the turn: mark it fired. Not on the aviary wire: the
     /// control plane decides this itself when it builds a remote turn's history.
     #[serde(rename_all = "camelCase")]

@@ -12,19 +12,40 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use super::{Clock, Decision, DecisionStatus, RegisteredWorkflow, WorkflowContext};
-use crate::model::{Checkpoint, Millis, Namespace, RunId, StepFailure};
+use crate::model::{BufferedSignal, Checkpoint, Millis, Namespace, RunId, StepFailure};
+
+/// Everything a turn replays against.
+#[derive(Clone, Debug)]
+pub struct TurnInput {
+    /// The run.
+    pub run_id: RunId,
+    /// Its namespace.
+    pub namespace: Namespace,
+    /// Its input.
+    pub input: Value,
+    /// Its checkpoints.
+    pub history: Vec<Checkpoint>,
+    /// Signals buffered for it and not yet consumed.
+    pub signals: Vec<BufferedSignal>,
+    /// When the turn starts: timers due by then fire.
+    pub now: Millis,
+}
 
 /// Replays `workflow` for one run and returns what it decided.
 pub async fn run_turn(
     workflow: &RegisteredWorkflow,
-    run_id: &RunId,
-    namespace: &Namespace,
-    input: Value,
-    history: Vec<Checkpoint>,
-    now: Millis,
+    turn: TurnInput,
     clock: Arc<dyn Clock>,
 ) -> Decision {
-    let ctx = WorkflowContext::new(run_id.clone(), namespace.clone(), history, now, clock);
+    let TurnInput {
+        run_id,
+        namespace,
+        input,
+        history,
+        signals,
+        now,
+    } = turn;
+    let ctx = WorkflowContext::new(run_id, namespace, history, signals, now, clock);
     let body = AssertUnwindSafe(workflow.call(ctx.clone(), input)).catch_unwind();
     let finished = drive_until_blocked(body, &ctx).await;
 

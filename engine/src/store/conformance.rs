@@ -207,6 +207,8 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
     let commit = TurnCommit {
         checkpoints: vec![],
         fired_timers: vec![],
+        consumed_signals: vec![],
+        timed_out_signals: vec![],
         outcome: TurnOutcome::Complete(json!(1)),
     };
     let stale = store
@@ -245,6 +247,8 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
     let commit = TurnCommit {
         checkpoints: vec![pending_step(0)],
         fired_timers: vec![],
+        consumed_signals: vec![],
+        timed_out_signals: vec![],
         outcome: TurnOutcome::Suspend { wake_at: None },
     };
     let run = store
@@ -316,6 +320,8 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
             TurnCommit {
                 checkpoints: vec![pending_step(0)],
                 fired_timers: vec![],
+                consumed_signals: vec![],
+                timed_out_signals: vec![],
                 outcome: TurnOutcome::Suspend { wake_at: Some(15) },
             },
             11,
@@ -347,6 +353,8 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
             TurnCommit {
                 checkpoints: vec![],
                 fired_timers: vec![],
+                consumed_signals: vec![],
+                timed_out_signals: vec![],
                 outcome: TurnOutcome::Suspend { wake_at: None },
             },
             23,

@@ -15,14 +15,18 @@ mod sqlite;
 pub mod conformance;
 
 use async_trait::async_trait;
+use serde_json::Value;
 
 use crate::model::{
-    Checkpoint, Millis, Run, RunId, RunPage, RunQuery, Scope, StatusCount, StepResult,
+    BufferedSignal, Checkpoint, Millis, Run, RunId, RunPage, RunQuery, Scope, StatusCount,
+    StepResult,
 };
 
 pub use accounts::{Accounts, NewUser, User};
 pub use error::{StoreError, StoreResult};
-pub use records::{NewCheckpoint, NewRun, PendingStep, StepApplied, TurnCommit, TurnOutcome};
+pub use records::{
+    NewCheckpoint, NewRun, PendingStep, SignalSent, StepApplied, TurnCommit, TurnOutcome,
+};
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -99,6 +103,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// The earliest `wake_at` among suspended runs in `scope`, to sleep until then.
     async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>>;
+
+    /// Buffers signal `name` for run `id` (if `scope` sees it and it has not ended) and wakes the
+    /// run. A signal sent before the run waits for it is kept until a wait consumes it.
+    async fn send_signal(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<SignalSent>;
+
+    /// The run's buffered, not yet consumed signals, in delivery order.
+    async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>>;
 
     /// Gives up `owner`'s leases so another driver (or a restart) takes the runs over at once.
     async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64>;

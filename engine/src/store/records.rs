@@ -112,8 +112,24 @@ pub struct TurnCommit {
     pub checkpoints: Vec<NewCheckpoint>,
     /// Pending timers (by `seq`) the turn found due: they are marked completed.
     pub fired_timers: Vec<u32>,
+    /// Buffered signals the turn consumed, as `(signal id, seq of the wait)`: each is marked
+    /// consumed and its wait's checkpoint completed with the payload.
+    pub consumed_signals: Vec<(i64, u32)>,
+    /// Signal waits (by `seq`) whose timeout passed: their checkpoints fail with `timeout`.
+    pub timed_out_signals: Vec<u32>,
     /// The run's next state.
     pub outcome: TurnOutcome,
+}
+
+/// What sending a signal did.
+#[derive(Clone, Debug)]
+pub enum SignalSent {
+    /// Buffered for the run (and the run woken).
+    Delivered(Run),
+    /// The run already ended; nothing was stored.
+    RunFinished(Run),
+    /// No visible run with that id.
+    NotFound,
 }
 
 /// A result that was accepted, with the run it woke.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -18,12 +19,12 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
-    Accounts, NewRun, NewUser, PendingStep, StepApplied, Store, StoreError, StoreResult,
-    TurnCommit, TurnOutcome, User,
+    Accounts, NewRun, NewUser, PendingStep, SignalSent, StepApplied, Store, StoreError,
+    StoreResult, TurnCommit, TurnOutcome, User,
 };
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Cursor, Millis, Namespace, Role, Run, RunId,
-    RunPage, RunQuery, RunStatus, Scope, StatusCount, StepOutcome, StepResult,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Cursor, Millis, Namespace, Role,
+    Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, StepOutcome, StepResult,
 };
 
 const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input, output, error, \
@@ -443,6 +444,48 @@ impl Store for SqliteStore {
             .await
             .map_err(db)?;
         }
+        for (signal_id, seq) in &commit.consumed_signals {
+            let payload: Option<String> = sqlx::query_scalar(
+                "UPDATE signals SET consumed_seq = ? WHERE id = ? AND run_id = ? AND consumed_seq IS NULL \
+                 RETURNING payload",
+            )
+            .bind(i64::from(*seq))
+            .bind(signal_id)
+            .bind(id.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
+            let Some(payload) = payload else {
+                // Taken by another wait meanwhile: this turn's view was stale; discard it.
+                return Ok(None);
+            };
+            sqlx::query(
+                "UPDATE checkpoints SET status = 'completed', output = ?, finished_at = ? \
+                 WHERE run_id = ? AND seq = ? AND kind = 'signal' AND status = 'pending'",
+            )
+            .bind(payload)
+            .bind(now)
+            .bind(id.as_str())
+            .bind(i64::from(*seq))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        }
+        for seq in &commit.timed_out_signals {
+            sqlx::query(
+                "UPDATE checkpoints SET status = 'failed', error = ?, finished_at = ? \
+                 WHERE run_id = ? AND seq = ? AND kind = 'signal' AND status = 'pending'",
+            )
+            .bind(to_json(
+                &crate::model::StepFailure::new("the signal wait timed out").with_code("timeout"),
+            ))
+            .bind(now)
+            .bind(id.as_str())
+            .bind(i64::from(*seq))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        }
         tx.commit().await.map_err(db)?;
         run_from_row(&row).map(Some)
     }
@@ -558,6 +601,72 @@ impl Store for SqliteStore {
         let row = qb.build().fetch_one(&self.reader).await.map_err(db)?;
         row.try_get("due")
             .map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    async fn send_signal(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<SignalSent> {
+        let mut tx = self.writer.begin().await.map_err(db)?;
+        let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+        qb.push_bind(id.as_str().to_owned());
+        push_scope(&mut qb, "namespace", scope);
+        let Some(row) = qb.build().fetch_optional(&mut *tx).await.map_err(db)? else {
+            return Ok(SignalSent::NotFound);
+        };
+        let run = run_from_row(&row)?;
+        if run.status.is_terminal() {
+            return Ok(SignalSent::RunFinished(run));
+        }
+        sqlx::query("INSERT INTO signals (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)")
+            .bind(id.as_str())
+            .bind(name)
+            .bind(to_json(payload))
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        let sql = format!(
+            "UPDATE runs SET needs_wake = 1, updated_at = ?, \
+             wake_at = CASE WHEN status = 'suspended' THEN ? ELSE wake_at END \
+             WHERE id = ? RETURNING {RUN_COLS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(now)
+            .bind(now)
+            .bind(id.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(SignalSent::Delivered(run_from_row(&row)?))
+    }
+
+    async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>> {
+        let rows = sqlx::query(
+            "SELECT id, name, payload FROM signals WHERE run_id = ? AND consumed_seq IS NULL ORDER BY id",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db)?;
+        rows.iter()
+            .map(|row| {
+                let get = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+                Ok(BufferedSignal {
+                    id: row.try_get("id").map_err(get)?,
+                    name: row.try_get("name").map_err(get)?,
+                    payload: from_json(
+                        &row.try_get::<String, _>("payload").map_err(get)?,
+                        "signal payload",
+                    )?,
+                })
+            })
+            .collect()
     }
 
     async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64> {

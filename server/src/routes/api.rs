@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use durable::driver::{EngineError, StartRun};
-use durable::model::{Cursor, RunDetail, RunId, RunPage, RunQuery, RunStatus};
-use durable::store::ScopedStore;
+use durable::model::{Cursor, RunDetail, RunId, RunPage, RunQuery, RunStatus, Scope};
+use durable::store::{ScopedStore, SignalSent};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -21,6 +21,7 @@ pub fn router() -> Router<ServerState> {
     Router::new()
         .route("/runs", post(start_run).get(list_runs))
         .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/signal", post(signal_run))
         .route("/events", get(sse::api_events))
 }
 
@@ -154,4 +155,43 @@ async fn get_run(
         .ok_or(ApiError::NotFound)?;
     let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
     Ok(Json(RunDetail { run, checkpoints }))
+}
+
+/// `POST /runs/{id}/signal` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalBody {
+    name: String,
+    #[serde(default)]
+    payload: Value,
+}
+
+async fn signal_run(
+    State(state): State<ServerState>,
+    ApiTenant(tenant): ApiTenant,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<durable::model::Run>, ApiError> {
+    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let body: SignalBody = json_body(&body)?;
+    let name = body.name.trim();
+    if name.is_empty() || name.len() > 200 {
+        return Err(ApiError::BadRequest(
+            "`name` must be 1 to 200 characters".into(),
+        ));
+    }
+    match state
+        .app
+        .engine
+        .signal(&Scope::Only(tenant), &id, name, body.payload)
+        .await
+        .map_err(internal)?
+    {
+        SignalSent::Delivered(run) => Ok(Json(run)),
+        SignalSent::NotFound => Err(ApiError::NotFound),
+        SignalSent::RunFinished(run) => Err(ApiError::Conflict(format!(
+            "run {} already ended ({}); a finished run takes no signals",
+            run.id, run.status
+        ))),
+    }
 }
