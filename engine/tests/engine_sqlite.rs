@@ -311,7 +311,7 @@ async fn a_timer_that_comes_due_while_the_process_is_down_fires_once_on_restart(
             let before = ctx.now().await;
             ctx.sleep(Duration::from_millis(ms)).await;
             let after = ctx.now().await;
-            let token: String = ctx.side_effect(|| uuid_like()).await?;
+            let token: String = ctx.side_effect(uuid_like).await?;
             Ok::<_, WorkflowError>(json!({ "before": before, "after": after, "token": token }))
         });
         r
@@ -376,13 +376,7 @@ async fn a_timer_that_comes_due_while_the_process_is_down_fires_once_on_restart(
 }
 
 fn uuid_like() -> String {
-    format!(
-        "{:x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 fn signal_registry() -> Registry {
