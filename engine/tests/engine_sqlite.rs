@@ -485,3 +485,71 @@ async fn a_signal_wait_times_out_durably() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn children_fan_out_in_the_parents_namespace_and_their_failures_reach_the_parent() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut r = order_registry(Arc::new(AtomicU32::new(0)));
+    r.workflow("fan", 1, |ctx: WorkflowContext, n: i64| async move {
+        let kids = (0..n).map(|i| {
+            let ctx = ctx.clone();
+            async move { ctx.child::<_, Value>("sum3", &i).await }
+        });
+        let outputs = futures::future::join_all(kids).await;
+        let mut total = 0;
+        for out in outputs {
+            total += out?["total"].as_i64().unwrap_or_default();
+        }
+        // A failing child surfaces as an error the parent can handle.
+        let failed = ctx.child::<_, Value>("sum3", &"not a number").await;
+        Ok::<_, WorkflowError>(json!({ "total": total, "child_failed": failed.is_err() }))
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "fan".into(),
+            input: json!(3),
+            namespace: Some(acme.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    // Children 0, 1, 2 return i + 3.
+    assert_eq!(
+        done.output,
+        Some(json!({ "total": 3 + 4 + 5, "child_failed": true }))
+    );
+    let page = h
+        .store
+        .list_runs(&Scope::All, &durable::model::RunQuery::default())
+        .await
+        .unwrap();
+    let children: Vec<_> = page
+        .runs
+        .iter()
+        .filter(|r| r.parent_run_id.as_ref() == Some(&run.id))
+        .collect();
+    assert_eq!(children.len(), 4);
+    for child in &children {
+        assert_eq!(
+            child.namespace, acme,
+            "a child is stamped with its parent's namespace"
+        );
+        assert_eq!(child.root_run_id, run.id);
+        assert_eq!(child.nesting_depth, 1);
+        assert!(child.id.as_str().starts_with(&format!("{}.child.", run.id)));
+    }
+    assert_eq!(
+        children
+            .iter()
+            .filter(|c| c.status == RunStatus::Failed)
+            .count(),
+        1
+    );
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert!(cps.iter().all(|c| c.kind == CheckpointKind::Child));
+    h.stop().await;
+}

@@ -2,8 +2,8 @@
 //!
 //! Registered here: `demo.order` (three sequential remote steps), `demo.flaky` (fails unless
 //! `input.ok == true`, to show retry with edited input), `demo.sleepy` (a durable timer of
-//! `input.seconds`) and `demo.approval` (waits for signal `approve`, completes with its
-//! payload). `demo.fanout` (child runs) arrives with child runs in the engine.
+//! `input.seconds`), `demo.approval` (waits for signal `approve`, completes with its payload)
+//! and `demo.fanout` (gathers `input.n` child `demo.order` runs).
 
 use std::io::Write;
 use std::time::Duration;
@@ -21,6 +21,9 @@ use crate::secret;
 /// Where demo steps append `<step_id>\t<started_ms>` on every execution, when set. The crash
 /// test reads it to prove no completed step ran again.
 const EFFECTS_LOG_ENV: &str = "DURABLE_DEMO_EFFECTS_LOG";
+
+/// The most children one `demo.fanout` run gathers.
+const MAX_FANOUT: u64 = 50;
 
 /// The longest `demo.sleepy` nap: a week.
 const MAX_SLEEP_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
@@ -103,6 +106,25 @@ pub fn registry() -> Registry {
             ctx.sleep(Duration::from_secs_f64(seconds)).await;
             let woke = ctx.now().await;
             Ok(json!({ "slept_seconds": seconds, "started_at": started, "woke_at": woke }))
+        },
+    );
+    r.workflow(
+        "demo.fanout",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let n = input.get("n").and_then(Value::as_u64).unwrap_or(3);
+            if !(1..=MAX_FANOUT).contains(&n) {
+                return Err(WorkflowError::msg(format!(
+                    "input.n must be between 1 and {MAX_FANOUT}; got {n}"
+                )));
+            }
+            let children = (0..n).map(|i| {
+                let ctx = ctx.clone();
+                let order = json!({ "item": format!("item-{i}"), "qty": 1, "delay_ms": 200 });
+                async move { ctx.child::<_, Value>("demo.order", &order).await }
+            });
+            let results: Vec<Value> = futures::future::try_join_all(children).await?;
+            Ok(json!({ "children": results.len() }))
         },
     );
     r.workflow(
@@ -193,6 +215,7 @@ pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<(
         (&globex, "demo.flaky", json!({ "ok": true })),
         (&globex, "demo.sleepy", json!({ "seconds": 30 })),
         (&acme, "demo.approval", json!({ "request": "new laptop" })),
+        (&acme, "demo.fanout", json!({ "n": 3 })),
     ];
     for (ns, workflow, input) in runs {
         engine

@@ -276,3 +276,50 @@ async fn signals_reach_only_the_tokens_own_runs() {
     let r = signal(&acme, json!({"name": "approve"})).await.unwrap();
     assert_eq!(r.status(), 409);
 }
+
+#[tokio::test]
+async fn a_fanout_gathers_children_that_stay_in_the_tenant() {
+    let dir = tempdir();
+    let server = Server::start(&dir, &[]).await;
+    let client = reqwest::Client::new();
+    let acme = server.token("acme");
+    let globex = server.token("globex");
+    let run = start_run(
+        &client,
+        &server,
+        &acme,
+        json!({"workflow": "demo.fanout", "input": {"n": 2}}),
+    )
+    .await;
+    let id = run["id"].as_str().unwrap();
+    let mut last = Value::Null;
+    for _ in 0..300 {
+        last = get_json(&client, &server, &acme, &format!("/api/v1/runs/{id}")).await;
+        if last["run"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(last["run"]["output"], json!({"children": 2}), "{last}");
+    let page = get_json(&client, &server, &acme, "/api/v1/runs?workflow=demo.order").await;
+    let children = page["runs"].as_array().unwrap();
+    assert_eq!(children.len(), 2);
+    assert!(
+        children
+            .iter()
+            .all(|c| c["parent_run_id"] == id && c["namespace"] == "acme")
+    );
+    let theirs = get_json(&client, &server, &globex, "/api/v1/runs").await;
+    assert!(
+        theirs["runs"].as_array().unwrap().is_empty(),
+        "globex sees none of acme's children"
+    );
+    let child_id = children[0]["id"].as_str().unwrap();
+    let r = client
+        .get(server.url(&format!("/api/v1/runs/{child_id}")))
+        .bearer_auth(&globex)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}

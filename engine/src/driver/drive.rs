@@ -11,8 +11,8 @@ use crate::model::{
     CheckpointKind, CheckpointStatus, RemoteTask, Run, RunStatus, StepFailure, TenantEventKind,
 };
 use crate::runtime::turn::{TurnInput, run_turn};
-use crate::runtime::{Command, Decision, DecisionStatus};
-use crate::store::{NewCheckpoint, TurnCommit, TurnOutcome};
+use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
+use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
 use crate::transport::naming::routing_token;
 
 pub(crate) async fn drive_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -102,6 +102,7 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
                     fired_timers: Vec::new(),
                     consumed_signals: Vec::new(),
                     timed_out_signals: Vec::new(),
+                    children: Vec::new(),
                     outcome: TurnOutcome::Block(reason),
                 },
                 Vec::new(),
@@ -120,9 +121,10 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
                 now,
             };
             let decision = run_turn(workflow, input, shared.clock.clone()).await;
-            plan(run, decision, now)
+            plan(run, decision, now, &shared.registry)
         }
     };
+    let children_started: Vec<_> = commit.children.iter().map(|c| c.id.clone()).collect();
     let now = shared.clock.now();
     let Some(updated) = shared
         .store
@@ -138,7 +140,15 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
             tracing::warn!(run_id = %run.id, error = %e, "dispatch failed; the redispatch loop will retry");
         }
     }
-    if updated.status == RunStatus::Suspended && updated.wake_at.is_some_and(|w| w <= now) {
+    let started_children = !children_started.is_empty();
+    for child in children_started {
+        if let Ok(Some(child)) = shared.store.get_run(&shared.scope, &child).await {
+            shared.emit(&child, TenantEventKind::RunStarted, None).await;
+        }
+    }
+    if started_children
+        || (updated.status == RunStatus::Suspended && updated.wake_at.is_some_and(|w| w <= now))
+    {
         shared.wake.notify_one();
     }
     shared
@@ -148,11 +158,17 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
 }
 
 /// Turns a decision into the durable commit and the tasks to dispatch after it.
-fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>) {
+fn plan(
+    run: &Run,
+    decision: Decision,
+    now: i64,
+    registry: &Registry,
+) -> (TurnCommit, Vec<RemoteTask>) {
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
     let mut fired_timers = Vec::new();
     let mut consumed_signals = Vec::new();
     let mut timed_out_signals = Vec::new();
+    let mut children = Vec::new();
     let mut tasks = Vec::new();
     for command in decision.commands {
         match command {
@@ -251,6 +267,40 @@ fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>
                 consumed_signals.push((signal_id, seq));
             }
             Command::SignalTimedOut { seq } => timed_out_signals.push(seq),
+            Command::StartChild {
+                seq,
+                workflow,
+                input,
+            } => {
+                // A child belongs to its parent's namespace, whoever executes the parent; it
+                // starts on the newest version registered here (or parks as blocked if none).
+                let version = registry.latest(&workflow).map_or(1, |w| w.version);
+                let mut child = NewRun::top_level(
+                    child_run_id(&run.id, seq),
+                    run.namespace.clone(),
+                    workflow.clone(),
+                    version,
+                    input.clone(),
+                );
+                child.parent_run_id = Some(run.id.clone());
+                child.root_run_id = run.root_run_id.clone();
+                child.nesting_depth = run.nesting_depth + 1;
+                children.push(child);
+                checkpoints.push(NewCheckpoint {
+                    seq,
+                    kind: CheckpointKind::Child,
+                    name: workflow,
+                    status: CheckpointStatus::Pending,
+                    worker_group: None,
+                    input: Some(input),
+                    output: None,
+                    error: None,
+                    wake_at: None,
+                    enqueued_at: Some(now),
+                    started_at: None,
+                    finished_at: None,
+                });
+            }
         }
     }
     let outcome = match decision.status {
@@ -266,6 +316,7 @@ fn plan(run: &Run, decision: Decision, now: i64) -> (TurnCommit, Vec<RemoteTask>
             fired_timers,
             consumed_signals,
             timed_out_signals,
+            children,
             outcome,
         },
         tasks,

@@ -316,6 +316,35 @@ impl WorkflowContext {
         }
     }
 
+    /// Starts workflow `workflow` as a child run and waits for it to end: its output, or its
+    /// failure as an error the parent may handle. The child id is `<run_id>.child.<seq>`, so a
+    /// replayed parent finds the child it already started; the child belongs to the parent's
+    /// namespace. Join several `child` futures to fan out.
+    pub async fn child<I, O>(&self, workflow: &str, input: &I) -> Result<O, StepError>
+    where
+        I: Serialize + ?Sized,
+        O: DeserializeOwned,
+    {
+        let (seq, replay) = self.replay(CheckpointKind::Child, workflow);
+        match replay {
+            Replay::Resolved(cp) => resolved(*cp, workflow),
+            Replay::Waiting => self.suspend().await,
+            Replay::New => {
+                let input = serde_json::to_value(input).map_err(|e| {
+                    StepError::fatal(format!(
+                        "the input of child `{workflow}` cannot be serialised: {e}"
+                    ))
+                })?;
+                self.state().commands.push(Command::StartChild {
+                    seq,
+                    workflow: workflow.to_owned(),
+                    input,
+                });
+                self.suspend().await
+            }
+        }
+    }
+
     /// The current time, captured once: replays return the first value.
     pub async fn now(&self) -> Millis {
         let name = format!("now#{}", self.state().next_seq);
@@ -429,4 +458,17 @@ pub struct StepContext {
     pub attempt: u32,
     /// The routing token the task came on.
     pub group: String,
+}
+
+/// The id of the child started at `seq` of `parent`: `<parent>.child.<seq>`, or, for a parent id
+/// so long that would not fit, a digest of it. Deterministic either way, so a replayed parent
+/// finds the child it already started.
+pub fn child_run_id(parent: &RunId, seq: u32) -> RunId {
+    use sha2::{Digest, Sha256};
+
+    RunId::parse(&format!("{parent}.child.{seq}")).unwrap_or_else(|_| {
+        let digest = Sha256::digest(format!("{parent}:{seq}").as_bytes());
+        let short: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        RunId::parse(&format!("run_{short}.child.{seq}")).unwrap_or_else(|_| parent.clone())
+    })
 }

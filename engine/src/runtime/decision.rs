@@ -73,6 +73,17 @@ pub enum Command {
         /// Position of the wait.
         seq: u32,
     },
+    /// Start a child run `<run_id>.child.<seq>` of `workflow` (in the parent's namespace) and
+    /// wait for it to end.
+    #[serde(rename_all = "camelCase")]
+    StartChild {
+        /// Position.
+        seq: u32,
+        /// The child's workflow.
+        workflow: String,
+        /// The child's input.
+        input: Value,
+    },
     /// A pending timer found due during the turn: mark it fired. Not on the aviary wire: the
     /// control plane decides this itself when it builds a remote turn's history.
     #[serde(rename_all = "camelCase")]

@@ -209,6 +209,7 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
         fired_timers: vec![],
         consumed_signals: vec![],
         timed_out_signals: vec![],
+        children: vec![],
         outcome: TurnOutcome::Complete(json!(1)),
     };
     let stale = store
@@ -249,6 +250,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         fired_timers: vec![],
         consumed_signals: vec![],
         timed_out_signals: vec![],
+        children: vec![],
         outcome: TurnOutcome::Suspend { wake_at: None },
     };
     let run = store
@@ -322,6 +324,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
                 fired_timers: vec![],
                 consumed_signals: vec![],
                 timed_out_signals: vec![],
+                children: vec![],
                 outcome: TurnOutcome::Suspend { wake_at: Some(15) },
             },
             11,
@@ -355,6 +358,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
                 fired_timers: vec![],
                 consumed_signals: vec![],
                 timed_out_signals: vec![],
+                children: vec![],
                 outcome: TurnOutcome::Suspend { wake_at: None },
             },
             23,

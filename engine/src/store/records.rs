@@ -6,7 +6,7 @@ use crate::model::{
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
 /// successors are stamped from their origin's record.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NewRun {
     /// The id (fresh for top-level runs, deterministic for children).
     pub id: RunId,
@@ -117,6 +117,8 @@ pub struct TurnCommit {
     pub consumed_signals: Vec<(i64, u32)>,
     /// Signal waits (by `seq`) whose timeout passed: their checkpoints fail with `timeout`.
     pub timed_out_signals: Vec<u32>,
+    /// Child runs to start (an existing id is kept: a replay never starts a child twice).
+    pub children: Vec<NewRun>,
     /// The run's next state.
     pub outcome: TurnOutcome,
 }

@@ -180,6 +180,47 @@ fn checkpoint_from_row(row: &SqliteRow) -> StoreResult<Checkpoint> {
     })
 }
 
+/// Inserts a `pending` run; with `keep_existing`, an existing id is left alone (and `None`
+/// returned) instead of failing.
+async fn insert_run<'e, E>(
+    executor: E,
+    run: &NewRun,
+    now: Millis,
+    keep_existing: bool,
+) -> Result<Option<SqliteRow>, sqlx::Error>
+where
+    E: sqlx::Executor<'e, Database = Sqlite>,
+{
+    let conflict = if keep_existing {
+        " ON CONFLICT (id) DO NOTHING"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
+         search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, continued_from, \
+         created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?){conflict} \
+         RETURNING {RUN_COLS}"
+    );
+    sqlx::query(&sql)
+        .bind(run.id.as_str())
+        .bind(run.namespace.as_str())
+        .bind(&run.workflow)
+        .bind(i64::from(run.workflow_version))
+        .bind(to_json(&run.input))
+        .bind(to_json(&run.tags))
+        .bind(to_json(&run.search_attributes))
+        .bind(run.parent_run_id.as_ref().map(RunId::as_str))
+        .bind(run.root_run_id.as_str())
+        .bind(i64::from(run.nesting_depth))
+        .bind(run.retry_of.as_ref().map(RunId::as_str))
+        .bind(run.continued_from.as_ref().map(RunId::as_str))
+        .bind(now)
+        .bind(now)
+        .fetch_optional(executor)
+        .await
+}
+
 /// Appends ` AND <namespace matches scope>` for column `col`. `default` also matches legacy
 /// NULL / `''` rows; [`Scope::All`] adds nothing (no restriction, never `IS NULL`).
 fn push_scope(qb: &mut QueryBuilder<'_, Sqlite>, col: &str, scope: &Scope) {
@@ -204,33 +245,13 @@ impl Store for SqliteStore {
     }
 
     async fn create_run(&self, run: NewRun, now: Millis) -> StoreResult<Run> {
-        let sql = format!(
-            "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
-             search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, continued_from, \
-             created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-             RETURNING {RUN_COLS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(run.id.as_str())
-            .bind(run.namespace.as_str())
-            .bind(&run.workflow)
-            .bind(i64::from(run.workflow_version))
-            .bind(to_json(&run.input))
-            .bind(to_json(&run.tags))
-            .bind(to_json(&run.search_attributes))
-            .bind(run.parent_run_id.as_ref().map(RunId::as_str))
-            .bind(run.root_run_id.as_str())
-            .bind(i64::from(run.nesting_depth))
-            .bind(run.retry_of.as_ref().map(RunId::as_str))
-            .bind(run.continued_from.as_ref().map(RunId::as_str))
-            .bind(now)
-            .bind(now)
-            .fetch_one(&self.writer)
+        let row = insert_run(&self.writer, &run, now, false)
             .await
             .map_err(|e| match db(e) {
                 StoreError::Conflict(_) => StoreError::Conflict(format!("run `{}`", run.id)),
                 other => other,
-            })?;
+            })?
+            .ok_or_else(|| StoreError::Conflict(format!("run `{}`", run.id)))?;
         run_from_row(&row)
     }
 
@@ -486,8 +507,15 @@ impl Store for SqliteStore {
             .await
             .map_err(db)?;
         }
+        for child in &commit.children {
+            insert_run(&mut *tx, child, now, true).await.map_err(db)?;
+        }
+        let run = run_from_row(&row)?;
+        if let (Some(parent), true) = (&run.parent_run_id, run.status.is_terminal()) {
+            settle_parent(&mut tx, parent, &run, now).await?;
+        }
         tx.commit().await.map_err(db)?;
-        run_from_row(&row).map(Some)
+        Ok(Some(run))
     }
 
     async fn apply_step_result(
@@ -681,6 +709,64 @@ impl Store for SqliteStore {
         .map_err(db)?;
         Ok(done.rows_affected())
     }
+}
+
+/// Resolves the parent's wait on `child` with the child's outcome and wakes the parent, in the
+/// child's final transaction (so a parent never misses its child's end).
+async fn settle_parent(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    parent: &RunId,
+    child: &Run,
+    now: Millis,
+) -> StoreResult<()> {
+    let Some(seq) = child
+        .id
+        .as_str()
+        .rsplit_once(".child.")
+        .and_then(|(_, s)| s.parse::<i64>().ok())
+    else {
+        return Ok(());
+    };
+    let (status, output, error) = match child.status {
+        RunStatus::Completed => (
+            CheckpointStatus::Completed,
+            Some(to_json(&child.output)),
+            None,
+        ),
+        other => {
+            let failure = child.error.clone().unwrap_or_else(|| {
+                crate::model::StepFailure::new(format!("child run {} ended {other}", child.id))
+            });
+            (CheckpointStatus::Failed, None, Some(to_json(&failure)))
+        }
+    };
+    let settled = sqlx::query(
+        "UPDATE checkpoints SET status = ?, output = ?, error = ?, finished_at = ? \
+         WHERE run_id = ? AND seq = ? AND kind = 'child' AND status = 'pending'",
+    )
+    .bind(status.as_str())
+    .bind(output)
+    .bind(error)
+    .bind(now)
+    .bind(parent.as_str())
+    .bind(seq)
+    .execute(&mut **tx)
+    .await
+    .map_err(db)?;
+    if settled.rows_affected() > 0 {
+        sqlx::query(
+            "UPDATE runs SET needs_wake = 1, updated_at = ?, \
+             wake_at = CASE WHEN status = 'suspended' THEN ? ELSE wake_at END \
+             WHERE id = ? AND status IN ('pending', 'suspended', 'running')",
+        )
+        .bind(now)
+        .bind(now)
+        .bind(parent.as_str())
+        .execute(&mut **tx)
+        .await
+        .map_err(db)?;
+    }
+    Ok(())
 }
 
 fn user_from_row(row: &SqliteRow) -> StoreResult<User> {
