@@ -553,3 +553,147 @@ async fn children_fan_out_in_the_parents_namespace_and_their_failures_reach_the_
     assert!(cps.iter().all(|c| c.kind == CheckpointKind::Child));
     h.stop().await;
 }
+
+#[tokio::test]
+async fn cancel_retry_and_retry_with_input_follow_the_rules() {
+    use durable::driver::Control;
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().expect("tmp");
+    let healthy = Arc::new(AtomicBool::new(false));
+    let mut r = signal_registry();
+    let h2 = healthy.clone();
+    r.step("shaky", move |_ctx: StepContext, _: Value| {
+        let ok = h2.load(Ordering::SeqCst);
+        async move {
+            if ok {
+                Ok(json!("fine"))
+            } else {
+                Err(StepError::fatal("not yet"))
+            }
+        }
+    });
+    r.workflow(
+        "uses-shaky",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let first: Value = ctx.local_step("before", || async { Ok(json!(1)) }).await?;
+            let out: Value = ctx.step("shaky", &input).await?;
+            Ok::<_, WorkflowError>(json!([first, out]))
+        },
+    );
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let globex = Scope::Only(Namespace::tenant("globex").unwrap());
+
+    // Cancel: a waiting run is cancelled; another tenant cannot; a finished run stays finished.
+    let waiting = h
+        .engine
+        .start_run(StartRun {
+            workflow: "approve-late".into(),
+            input: json!({}),
+            namespace: Some(acme.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_for(&h.store, &waiting.id, RunStatus::Suspended).await;
+    assert!(matches!(
+        h.engine.cancel(&globex, &waiting.id).await.unwrap(),
+        Control::NotFound
+    ));
+    let cancelled = h
+        .engine
+        .cancel(&Scope::Only(acme.clone()), &waiting.id)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&cancelled, Control::Done(run) if run.status == RunStatus::Cancelled),
+        "{cancelled:?}"
+    );
+    assert!(matches!(
+        h.engine.cancel(&Scope::All, &waiting.id).await.unwrap(),
+        Control::WrongStatus(_)
+    ));
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(
+        h.store
+            .get_run(&Scope::All, &waiting.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        RunStatus::Cancelled,
+        "a stale turn never resurrects it"
+    );
+
+    // Retry: a failed run is re-driven from its last good checkpoint.
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "uses-shaky".into(),
+            input: json!({}),
+            namespace: Some(acme.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_for(&h.store, &run.id, RunStatus::Failed).await;
+    let before = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert!(matches!(
+        h.engine.retry(&globex, &run.id).await.unwrap(),
+        Control::NotFound
+    ));
+    healthy.store(true, Ordering::SeqCst);
+    assert!(matches!(
+        h.engine
+            .retry(&Scope::Only(acme.clone()), &run.id)
+            .await
+            .unwrap(),
+        Control::Done(_)
+    ));
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!([1, "fine"])));
+    let after = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(
+        after[0], before[0],
+        "the good checkpoint was kept, not re-run"
+    );
+    assert!(
+        matches!(
+            h.engine.retry(&Scope::All, &run.id).await.unwrap(),
+            Control::WrongStatus(_)
+        ),
+        "a completed run is not retried"
+    );
+
+    // Retry with input, by an operator: the new run keeps the original's namespace and links back.
+    let Control::Done(new) = h
+        .engine
+        .retry_with_input(&Scope::All, &run.id, json!({"edited": true}))
+        .await
+        .unwrap()
+    else {
+        panic!("retry with input is done");
+    };
+    assert_eq!(new.namespace, acme);
+    assert_eq!(new.retry_of.as_ref(), Some(&run.id));
+    assert_eq!(new.input, json!({"edited": true}));
+    wait_for(&h.store, &new.id, RunStatus::Completed).await;
+    assert_eq!(
+        h.store
+            .get_run(&Scope::All, &run.id)
+            .await
+            .unwrap()
+            .unwrap(),
+        done,
+        "the original is untouched"
+    );
+    assert!(matches!(
+        h.engine
+            .retry_with_input(&globex, &run.id, json!({}))
+            .await
+            .unwrap(),
+        Control::NotFound
+    ));
+    h.stop().await;
+}

@@ -323,3 +323,113 @@ async fn a_fanout_gathers_children_that_stay_in_the_tenant() {
         .unwrap();
     assert_eq!(r.status(), 404);
 }
+
+#[tokio::test]
+async fn control_verbs_act_only_on_the_tokens_own_runs() {
+    let dir = tempdir();
+    let server = Server::start(&dir, &[]).await;
+    let client = reqwest::Client::new();
+    let acme = server.token("acme");
+    let globex = server.token("globex");
+    let post = |path: String, token: &str, body: Value| {
+        client
+            .post(server.url(&path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let waiting = start_run(
+        &client,
+        &server,
+        &acme,
+        json!({"workflow": "demo.approval", "input": {}}),
+    )
+    .await;
+    let flaky = start_run(
+        &client,
+        &server,
+        &acme,
+        json!({"workflow": "demo.flaky", "input": {"ok": false}}),
+    )
+    .await;
+    let (w, f) = (
+        waiting["id"].as_str().unwrap(),
+        flaky["id"].as_str().unwrap(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // globex can touch neither, by any verb.
+    for verb in ["cancel", "retry"] {
+        for id in [w, f] {
+            assert_eq!(
+                post(format!("/api/v1/runs/{id}/{verb}"), &globex, json!({}))
+                    .await
+                    .unwrap()
+                    .status(),
+                404,
+                "{verb} {id}"
+            );
+        }
+    }
+    let r = post(
+        format!("/api/v1/runs/{f}/retry-with-input"),
+        &globex,
+        json!({"input": {"ok": true}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 404);
+
+    // acme cancels its waiting run; cancelling again conflicts.
+    let r = post(format!("/api/v1/runs/{w}/cancel"), &acme, json!({}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["status"], "cancelled");
+    assert_eq!(
+        post(format!("/api/v1/runs/{w}/cancel"), &acme, json!({}))
+            .await
+            .unwrap()
+            .status(),
+        409
+    );
+
+    // acme fixes its failed run with edited input: a new run, linked back, in acme.
+    assert_eq!(
+        post(
+            format!("/api/v1/runs/{f}/retry-with-input"),
+            &acme,
+            json!({"wrong": 1})
+        )
+        .await
+        .unwrap()
+        .status(),
+        400
+    );
+    let r = post(
+        format!("/api/v1/runs/{f}/retry-with-input"),
+        &acme,
+        json!({"input": {"ok": true}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 201);
+    let new: Value = r.json().await.unwrap();
+    assert_eq!(new["retry_of"], f);
+    assert_eq!(new["namespace"], "acme");
+    let new_id = new["id"].as_str().unwrap();
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = get_json(&client, &server, &acme, &format!("/api/v1/runs/{new_id}")).await;
+        if last["run"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(last["run"]["status"], "completed", "{last}");
+    let original = get_json(&client, &server, &acme, &format!("/api/v1/runs/{f}")).await;
+    assert_eq!(
+        original["run"]["status"], "failed",
+        "the original is untouched"
+    );
+}

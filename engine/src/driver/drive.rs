@@ -12,7 +12,7 @@ use crate::model::{
 };
 use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
-use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
+use crate::store::{NewCheckpoint, NewRun, RunPatch, TurnCommit, TurnOutcome};
 use crate::transport::naming::routing_token;
 
 pub(crate) async fn drive_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -131,7 +131,21 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
         .commit_turn(&shared.config.owner, &run.id, commit, now)
         .await?
     else {
-        tracing::warn!(run_id = %run.id, "lost the lease during a turn; its outcome was discarded");
+        // Cancelled while the turn ran: finish the cancellation now that the turn is over.
+        let patch = RunPatch {
+            status: RunStatus::Cancelled,
+            error: None,
+        };
+        let cancelled = shared
+            .store
+            .update_run_if(&shared.scope, &run.id, &[RunStatus::Cancelling], patch, now)
+            .await?;
+        match cancelled {
+            Some(run) => shared.emit(&run, TenantEventKind::RunFailed, None).await,
+            None => {
+                tracing::warn!(run_id = %run.id, "lost the lease during a turn; its outcome was discarded")
+            }
+        }
         return Ok(());
     };
     // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched.

@@ -7,9 +7,9 @@ use tokio::task::JoinHandle;
 
 use super::shared::Shared;
 use super::{drive, lease, redispatch, results};
-use crate::model::{Namespace, Run, RunId, Scope, TenantEventKind};
+use crate::model::{Namespace, Run, RunId, RunStatus, Scope, StepFailure, TenantEventKind};
 use crate::runtime::{Clock, Registry, SystemClock};
-use crate::store::{NewRun, SignalSent, Store, StoreError};
+use crate::store::{NewRun, RunPatch, SignalSent, Store, StoreError};
 use crate::transport::{Transport, TransportError};
 
 /// How an engine runs.
@@ -63,6 +63,17 @@ pub enum EngineError {
     /// The engine was already started.
     #[error("the engine is already running")]
     AlreadyStarted,
+}
+
+/// What a control verb (cancel, retry, retry with input) did.
+#[derive(Clone, Debug)]
+pub enum Control {
+    /// Done; the run as it is now (for retry with input, the new run).
+    Done(Run),
+    /// No run with that id is visible.
+    NotFound,
+    /// The run is in a status the verb does not apply to.
+    WrongStatus(Run),
 }
 
 /// A request to start a top-level run.
@@ -219,6 +230,101 @@ impl Engine {
                 .await;
         }
         Ok(sent)
+    }
+
+    /// Cancels run `id` if `scope` sees it: a waiting run is `cancelled` at once; a run whose
+    /// turn is executing goes `cancelling` and is `cancelled` when that turn ends.
+    pub async fn cancel(&self, scope: &Scope, id: &RunId) -> Result<Control, EngineError> {
+        let store = &self.shared.store;
+        let now = self.shared.clock.now();
+        let reason = StepFailure::new("cancelled by request").with_code("cancelled");
+        let waiting = [RunStatus::Pending, RunStatus::Suspended, RunStatus::Blocked];
+        let patch = RunPatch {
+            status: RunStatus::Cancelled,
+            error: Some(reason.clone()),
+        };
+        let run = match store.update_run_if(scope, id, &waiting, patch, now).await? {
+            Some(run) => Some(run),
+            None => {
+                let patch = RunPatch {
+                    status: RunStatus::Cancelling,
+                    error: Some(reason),
+                };
+                store
+                    .update_run_if(scope, id, &[RunStatus::Running], patch, now)
+                    .await?
+            }
+        };
+        self.controlled(scope, id, run).await
+    }
+
+    /// Re-drives a failed or dead run from its last good checkpoint.
+    pub async fn retry(&self, scope: &Scope, id: &RunId) -> Result<Control, EngineError> {
+        let run = self
+            .shared
+            .store
+            .retry_run(scope, id, self.shared.clock.now())
+            .await?;
+        let control = self.controlled(scope, id, run).await?;
+        self.shared.wake.notify_one();
+        Ok(control)
+    }
+
+    /// Starts a new run of the same workflow with edited `input`, stamped with the original's
+    /// namespace (whoever asks) and `retry_of` the original, which is left untouched.
+    pub async fn retry_with_input(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        input: Value,
+    ) -> Result<Control, EngineError> {
+        let Some(original) = self.shared.store.get_run(scope, id).await? else {
+            return Ok(Control::NotFound);
+        };
+        let registry = &self.shared.registry;
+        let version = registry
+            .latest(&original.workflow)
+            .map_or(original.workflow_version, |w| w.version);
+        let mut new = NewRun::top_level(
+            RunId::generate(),
+            original.namespace.clone(),
+            &original.workflow,
+            version,
+            input,
+        );
+        new.tags = original.tags.clone();
+        new.search_attributes = original.search_attributes.clone();
+        new.retry_of = Some(original.id.clone());
+        let run = self
+            .shared
+            .store
+            .create_run(new, self.shared.clock.now())
+            .await?;
+        self.shared
+            .emit(&run, TenantEventKind::RunStarted, None)
+            .await;
+        self.shared.wake.notify_one();
+        Ok(Control::Done(run))
+    }
+
+    async fn controlled(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        changed: Option<Run>,
+    ) -> Result<Control, EngineError> {
+        match changed {
+            Some(run) => {
+                self.shared
+                    .emit(&run, TenantEventKind::for_status(run.status), None)
+                    .await;
+                Ok(Control::Done(run))
+            }
+            None => Ok(match self.shared.store.get_run(scope, id).await? {
+                Some(run) => Control::WrongStatus(run),
+                None => Control::NotFound,
+            }),
+        }
     }
 
     /// Starts a top-level run of the newest registered version of `req.workflow`.

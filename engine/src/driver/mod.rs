@@ -9,4 +9,4 @@ mod redispatch;
 mod results;
 mod shared;
 
-pub use engine::{Engine, EngineConfig, EngineError, StartRun};
+pub use engine::{Control, Engine, EngineConfig, EngineError, StartRun};

@@ -18,14 +18,14 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::model::{
-    BufferedSignal, Checkpoint, Millis, Run, RunId, RunPage, RunQuery, Scope, StatusCount,
-    StepResult,
+    BufferedSignal, Checkpoint, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
+    StatusCount, StepResult,
 };
 
 pub use accounts::{Accounts, NewUser, User};
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    NewCheckpoint, NewRun, PendingStep, SignalSent, StepApplied, TurnCommit, TurnOutcome,
+    NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, TurnCommit, TurnOutcome,
 };
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]
@@ -103,6 +103,23 @@ pub trait Store: Send + Sync + 'static {
 
     /// The earliest `wake_at` among suspended runs in `scope`, to sleep until then.
     async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>>;
+
+    /// Compare-and-set: moves run `id` (if `scope` sees it and its status is one of `expected`)
+    /// to `patch.status`. `None` when the run is invisible or in another status, so a stale
+    /// caller can never resurrect a finished run.
+    async fn update_run_if(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>>;
+
+    /// Re-drives a failed or dead run from its last good checkpoint: the run goes back to
+    /// `pending` and its failed checkpoints (and anything after the first) are dropped, so they
+    /// run again. `None` when the run is invisible or not failed/dead.
+    async fn retry_run(&self, scope: &Scope, id: &RunId, now: Millis) -> StoreResult<Option<Run>>;
 
     /// Buffers signal `name` for run `id` (if `scope` sees it and it has not ended) and wakes the
     /// run. A signal sent before the run waits for it is kept until a wait consumes it.

@@ -1,7 +1,8 @@
 use serde_json::{Map, Value};
 
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, StepFailure,
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus,
+    StepFailure,
 };
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
@@ -121,6 +122,15 @@ pub struct TurnCommit {
     pub children: Vec<NewRun>,
     /// The run's next state.
     pub outcome: TurnOutcome,
+}
+
+/// The new state of a run for [`super::Store::update_run_if`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunPatch {
+    /// The status to move to.
+    pub status: RunStatus,
+    /// The error to record (kept when `None`).
+    pub error: Option<StepFailure>,
 }
 
 /// What sending a signal did.

@@ -19,7 +19,7 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::{
-    Accounts, NewRun, NewUser, PendingStep, SignalSent, StepApplied, Store, StoreError,
+    Accounts, NewRun, NewUser, PendingStep, RunPatch, SignalSent, StepApplied, Store, StoreError,
     StoreResult, TurnCommit, TurnOutcome, User,
 };
 use crate::model::{
@@ -508,7 +508,24 @@ impl Store for SqliteStore {
             .map_err(db)?;
         }
         for child in &commit.children {
-            insert_run(&mut *tx, child, now, true).await.map_err(db)?;
+            if insert_run(&mut *tx, child, now, true)
+                .await
+                .map_err(db)?
+                .is_none()
+            {
+                // The child exists (a retried parent re-issues it): if it already ended, settle
+                // the new wait at once.
+                let sql = format!("SELECT {RUN_COLS} FROM runs WHERE id = ?");
+                let existing = sqlx::query(&sql)
+                    .bind(child.id.as_str())
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db)?;
+                let existing = run_from_row(&existing)?;
+                if existing.status.is_terminal() {
+                    settle_parent(&mut tx, id, &existing, now).await?;
+                }
+            }
         }
         let run = run_from_row(&row)?;
         if let (Some(parent), true) = (&run.parent_run_id, run.status.is_terminal()) {
@@ -629,6 +646,78 @@ impl Store for SqliteStore {
         let row = qb.build().fetch_one(&self.reader).await.map_err(db)?;
         row.try_get("due")
             .map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    async fn update_run_if(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>> {
+        if expected.is_empty() {
+            return Ok(None);
+        }
+        let finished_at = patch.status.is_terminal().then_some(now);
+        let mut qb = QueryBuilder::new("UPDATE runs SET status = ");
+        qb.push_bind(patch.status.as_str());
+        qb.push(", updated_at = ").push_bind(now);
+        qb.push(", finished_at = COALESCE(finished_at, ")
+            .push_bind(finished_at)
+            .push(")");
+        if let Some(error) = &patch.error {
+            qb.push(", error = ").push_bind(to_json(error));
+        }
+        if patch.status.is_terminal() {
+            qb.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
+        }
+        qb.push(" WHERE id = ").push_bind(id.as_str().to_owned());
+        push_scope(&mut qb, "namespace", scope);
+        qb.push(" AND status IN (");
+        let mut sep = qb.separated(", ");
+        for st in expected {
+            sep.push_bind(st.as_str());
+        }
+        qb.push(format!(") RETURNING {RUN_COLS}"));
+        let mut tx = self.writer.begin().await.map_err(db)?;
+        let Some(row) = qb.build().fetch_optional(&mut *tx).await.map_err(db)? else {
+            return Ok(None);
+        };
+        let run = run_from_row(&row)?;
+        if let (Some(parent), true) = (&run.parent_run_id, run.status.is_terminal()) {
+            settle_parent(&mut tx, parent, &run, now).await?;
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(Some(run))
+    }
+
+    async fn retry_run(&self, scope: &Scope, id: &RunId, now: Millis) -> StoreResult<Option<Run>> {
+        let mut tx = self.writer.begin().await.map_err(db)?;
+        let mut qb = QueryBuilder::new(
+            "UPDATE runs SET status = 'pending', error = NULL, output = NULL, finished_at = NULL, \
+             wake_at = NULL, needs_wake = 0, recoveries = 0, locked_by = NULL, locked_until = NULL, updated_at = ",
+        );
+        qb.push_bind(now);
+        qb.push(" WHERE id = ").push_bind(id.as_str().to_owned());
+        push_scope(&mut qb, "namespace", scope);
+        qb.push(format!(
+            " AND status IN ('failed', 'dead') RETURNING {RUN_COLS}"
+        ));
+        let Some(row) = qb.build().fetch_optional(&mut *tx).await.map_err(db)? else {
+            return Ok(None);
+        };
+        sqlx::query(
+            "DELETE FROM checkpoints WHERE run_id = ? AND seq >= \
+             (SELECT MIN(seq) FROM checkpoints WHERE run_id = ? AND status = 'failed')",
+        )
+        .bind(id.as_str())
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        run_from_row(&row).map(Some)
     }
 
     async fn send_signal(

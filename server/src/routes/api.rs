@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use durable::driver::{EngineError, StartRun};
+use durable::driver::{Control, EngineError, StartRun};
 use durable::model::{Cursor, RunDetail, RunId, RunPage, RunQuery, RunStatus, Scope};
 use durable::store::{ScopedStore, SignalSent};
 use serde::Deserialize;
@@ -22,6 +22,9 @@ pub fn router() -> Router<ServerState> {
         .route("/runs", post(start_run).get(list_runs))
         .route("/runs/{id}", get(get_run))
         .route("/runs/{id}/signal", post(signal_run))
+        .route("/runs/{id}/cancel", post(cancel_run))
+        .route("/runs/{id}/retry", post(retry_run))
+        .route("/runs/{id}/retry-with-input", post(retry_with_input))
         .route("/events", get(sse::api_events))
 }
 
@@ -194,4 +197,74 @@ async fn signal_run(
             run.id, run.status
         ))),
     }
+}
+
+/// Maps a control verb's outcome onto the API: the run, `404`, or `409` naming its status.
+fn control(outcome: Control, verb: &str) -> Result<Json<durable::model::Run>, ApiError> {
+    match outcome {
+        Control::Done(run) => Ok(Json(run)),
+        Control::NotFound => Err(ApiError::NotFound),
+        Control::WrongStatus(run) => Err(ApiError::Conflict(format!(
+            "cannot {verb} run {}: it is {}",
+            run.id, run.status
+        ))),
+    }
+}
+
+async fn cancel_run(
+    State(state): State<ServerState>,
+    ApiTenant(tenant): ApiTenant,
+    Path(id): Path<String>,
+) -> Result<Json<durable::model::Run>, ApiError> {
+    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    control(
+        state
+            .app
+            .engine
+            .cancel(&Scope::Only(tenant), &id)
+            .await
+            .map_err(internal)?,
+        "cancel",
+    )
+}
+
+async fn retry_run(
+    State(state): State<ServerState>,
+    ApiTenant(tenant): ApiTenant,
+    Path(id): Path<String>,
+) -> Result<Json<durable::model::Run>, ApiError> {
+    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    control(
+        state
+            .app
+            .engine
+            .retry(&Scope::Only(tenant), &id)
+            .await
+            .map_err(internal)?,
+        "retry (only failed or dead runs are)",
+    )
+}
+
+/// `POST /runs/{id}/retry-with-input` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryWithInputBody {
+    input: Value,
+}
+
+async fn retry_with_input(
+    State(state): State<ServerState>,
+    ApiTenant(tenant): ApiTenant,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
+    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let body: RetryWithInputBody = json_body(&body)?;
+    let outcome = state
+        .app
+        .engine
+        .retry_with_input(&Scope::Only(tenant), &id, body.input)
+        .await
+        .map_err(internal)?;
+    control(outcome, "retry").map(|run| (StatusCode::CREATED, run))
 }
