@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, get_json, start_run, tempdir};
+use common::{Server, get_json, start_run, tempdir, wait_status};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -203,15 +203,11 @@ async fn sigterm_drains_and_exits_cleanly() {
     // Nothing is left leased: a restart finishes the run.
     server.restart(&dir).await;
     let id = run["id"].as_str().unwrap();
-    let mut last = Value::Null;
-    for _ in 0..200 {
-        last = get_json(&client, &server, &acme, &format!("/api/v1/runs/{id}")).await;
-        if last["run"]["status"] == "completed" {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("run did not complete after a graceful restart: {last}");
+    let last = wait_status(&client, &server, &acme, id, "completed").await;
+    assert_eq!(
+        last["run"]["status"], "completed",
+        "run did not complete after a graceful restart: {last}"
+    );
 }
 
 #[tokio::test]
@@ -259,14 +255,7 @@ async fn signals_reach_only_the_tokens_own_runs() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let mut last = Value::Null;
-    for _ in 0..200 {
-        last = get_json(&client, &server, &acme, &format!("/api/v1/runs/{id}")).await;
-        if last["run"]["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let last = wait_status(&client, &server, &acme, id, "completed").await;
     assert_eq!(
         last["run"]["output"],
         json!({"approved": {"by": "ada"}}),
@@ -292,14 +281,7 @@ async fn a_fanout_gathers_children_that_stay_in_the_tenant() {
     )
     .await;
     let id = run["id"].as_str().unwrap();
-    let mut last = Value::Null;
-    for _ in 0..300 {
-        last = get_json(&client, &server, &acme, &format!("/api/v1/runs/{id}")).await;
-        if last["run"]["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let last = wait_status(&client, &server, &acme, id, "completed").await;
     assert_eq!(last["run"]["output"], json!({"children": 2}), "{last}");
     let page = get_json(&client, &server, &acme, "/api/v1/runs?workflow=demo.order").await;
     let children = page["runs"].as_array().unwrap();
@@ -418,14 +400,7 @@ async fn control_verbs_act_only_on_the_tokens_own_runs() {
     assert_eq!(new["retry_of"], f);
     assert_eq!(new["namespace"], "acme");
     let new_id = new["id"].as_str().unwrap();
-    let mut last = Value::Null;
-    for _ in 0..200 {
-        last = get_json(&client, &server, &acme, &format!("/api/v1/runs/{new_id}")).await;
-        if last["run"]["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let last = wait_status(&client, &server, &acme, new_id, "completed").await;
     assert_eq!(last["run"]["status"], "completed", "{last}");
     let original = get_json(&client, &server, &acme, &format!("/api/v1/runs/{f}")).await;
     assert_eq!(

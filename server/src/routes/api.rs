@@ -32,6 +32,11 @@ fn reads(state: &ServerState, ApiTenant(tenant): &ApiTenant) -> Result<ScopedSto
     ScopedStore::new(state.app.engine.store().clone(), tenant.clone()).map_err(internal)
 }
 
+/// A run id from the URL, or a `400` saying what is wrong with it.
+fn run_id(raw: &str) -> Result<RunId, ApiError> {
+    RunId::parse(raw).map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
 /// Parses a JSON body with a message that says what is wrong and where.
 fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body)
@@ -149,7 +154,7 @@ async fn get_run(
     tenant: ApiTenant,
     Path(id): Path<String>,
 ) -> Result<Json<RunDetail>, ApiError> {
-    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let id = run_id(&id)?;
     let reads = reads(&state, &tenant)?;
     let run = reads
         .get_run(&id)
@@ -175,7 +180,7 @@ async fn signal_run(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<durable::model::Run>, ApiError> {
-    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let id = run_id(&id)?;
     let body: SignalBody = json_body(&body)?;
     let name = body.name.trim();
     if name.is_empty() || name.len() > 200 {
@@ -216,7 +221,7 @@ async fn cancel_run(
     ApiTenant(tenant): ApiTenant,
     Path(id): Path<String>,
 ) -> Result<Json<durable::model::Run>, ApiError> {
-    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let id = run_id(&id)?;
     control(
         state
             .app
@@ -233,7 +238,7 @@ async fn retry_run(
     ApiTenant(tenant): ApiTenant,
     Path(id): Path<String>,
 ) -> Result<Json<durable::model::Run>, ApiError> {
-    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let id = run_id(&id)?;
     control(
         state
             .app
@@ -258,7 +263,7 @@ async fn retry_with_input(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
-    let id = RunId::parse(&id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let id = run_id(&id)?;
     let body: RetryWithInputBody = json_body(&body)?;
     let outcome = state
         .app

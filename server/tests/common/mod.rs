@@ -176,3 +176,23 @@ pub async fn get_json(client: &reqwest::Client, server: &Server, token: &str, pa
         .await
         .expect("json")
 }
+
+/// Polls `GET /api/v1/runs/{id}` until the run reaches `status` (10 s at most); returns the
+/// last detail read, so a failing assertion can show it.
+pub async fn wait_status(
+    client: &reqwest::Client,
+    server: &Server,
+    token: &str,
+    id: &str,
+    status: &str,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..400 {
+        last = get_json(client, server, token, &format!("/api/v1/runs/{id}")).await;
+        if last["run"]["status"] == status {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    last
+}
