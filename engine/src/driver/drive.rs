@@ -31,7 +31,14 @@ pub(crate) async fn drive_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
             let now = shared.clock.now();
             match shared
                 .store
-                .claim_runs(&shared.scope, &shared.config.owner, now, lease_ms, free)
+                .claim_runs(
+                    &shared.scope,
+                    &shared.config.owner,
+                    now,
+                    lease_ms,
+                    free,
+                    shared.config.max_recoveries,
+                )
                 .await
             {
                 Ok(runs) => runs,

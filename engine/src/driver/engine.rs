@@ -6,7 +6,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::shared::Shared;
-use super::{drive, lease, redispatch, results};
+use super::{drive, lease, redispatch, results, sweep};
 use crate::model::{Namespace, Run, RunId, RunStatus, Scope, StepFailure, TenantEventKind};
 use crate::runtime::{Clock, Registry, SystemClock};
 use crate::store::{NewRun, RunPatch, SignalSent, Store, StoreError};
@@ -29,6 +29,9 @@ pub struct EngineConfig {
     pub max_concurrent_turns: usize,
     /// The longest the drive loop sleeps before looking for work started elsewhere.
     pub idle_poll: Duration,
+    /// How many times a run whose driver died is taken over before it is given up as `dead`
+    /// (a run that crashes every process that runs it must not crash them forever).
+    pub max_recoveries: u32,
 }
 
 impl Default for EngineConfig {
@@ -44,6 +47,7 @@ impl Default for EngineConfig {
             redispatch_after: Duration::from_secs(30),
             max_concurrent_turns: 64,
             idle_poll: Duration::from_millis(500),
+            max_recoveries: 5,
         }
     }
 }
@@ -146,8 +150,10 @@ impl Engine {
             let now = self.shared.clock.now();
             redispatch::redispatch_due(&self.shared, now).await?;
         }
+        sweep::sweep_once(&self.shared).await?;
         let s = &self.shared;
         let handles = vec![
+            tokio::spawn(sweep::sweep_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(drive::drive_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(results::results_loop(
                 s.clone(),

@@ -1,6 +1,6 @@
 //! The control loops that move runs forward: drive (claim runnable runs and execute a turn),
 //! results (apply step results), redispatch (re-send steps whose dispatch was lost) and lease
-//! renewal. Each loop is filtered on the engine's namespace; an operator engine filters nothing.
+//! renewal, and the sweep that ends runs their drivers abandoned. Each loop is filtered on the engine's namespace; an operator engine filters nothing.
 
 mod drive;
 mod engine;
@@ -8,5 +8,6 @@ mod lease;
 mod redispatch;
 mod results;
 mod shared;
+mod sweep;
 
 pub use engine::{Control, Engine, EngineConfig, EngineError, StartRun};

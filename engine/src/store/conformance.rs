@@ -106,7 +106,7 @@ pub async fn scoped_reads_never_cross_namespaces(store: Arc<dyn Store>) {
         .expect("list all");
     assert_eq!(all.runs.len(), 2, "the operator sees every namespace");
     let claimed = store
-        .claim_runs(&acme, "me", 10, 1000, 10)
+        .claim_runs(&acme, "me", 10, 1000, 10, 5)
         .await
         .expect("claim");
     assert_eq!(
@@ -185,7 +185,7 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
         .await
         .expect("create");
     let a = store
-        .claim_runs(&Scope::All, "a", 10, 100, 10)
+        .claim_runs(&Scope::All, "a", 10, 100, 10, 5)
         .await
         .expect("claim");
     assert_eq!(a.len(), 1);
@@ -193,14 +193,14 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
     assert_eq!(a[0].locked_by.as_deref(), Some("a"));
     assert!(
         store
-            .claim_runs(&Scope::All, "b", 50, 100, 10)
+            .claim_runs(&Scope::All, "b", 50, 100, 10, 5)
             .await
             .expect("claim")
             .is_empty(),
         "a live lease is exclusive"
     );
     let b = store
-        .claim_runs(&Scope::All, "b", 111, 100, 10)
+        .claim_runs(&Scope::All, "b", 111, 100, 10, 5)
         .await
         .expect("claim");
     assert_eq!(b.len(), 1, "an expired lease is taken over");
@@ -226,7 +226,7 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
     assert_eq!(done.finished_at, Some(121));
     assert!(
         store
-            .claim_runs(&Scope::All, "c", 10_000, 100, 10)
+            .claim_runs(&Scope::All, "c", 10_000, 100, 10, 5)
             .await
             .expect("claim")
             .is_empty(),
@@ -242,7 +242,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         .expect("create");
     let id = RunId::parse("s1").expect("id");
     store
-        .claim_runs(&Scope::All, "a", 10, 1000, 10)
+        .claim_runs(&Scope::All, "a", 10, 1000, 10, 5)
         .await
         .expect("claim");
     let commit = TurnCommit {
@@ -298,7 +298,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         "a duplicate is ignored"
     );
     let claimed = store
-        .claim_runs(&Scope::All, "a", 31, 1000, 10)
+        .claim_runs(&Scope::All, "a", 31, 1000, 10, 5)
         .await
         .expect("claim");
     assert_eq!(claimed.len(), 1, "the woken run is claimable");
@@ -312,7 +312,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         .expect("create");
     let id = RunId::parse("w1").expect("id");
     store
-        .claim_runs(&Scope::All, "a", 10, 1000, 10)
+        .claim_runs(&Scope::All, "a", 10, 1000, 10, 5)
         .await
         .expect("claim");
     store
@@ -333,7 +333,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         .expect("commit");
     // A timer wakes the run for a second turn; the step's result arrives mid-turn.
     let claimed = store
-        .claim_runs(&Scope::All, "a", 20, 1000, 10)
+        .claim_runs(&Scope::All, "a", 20, 1000, 10, 5)
         .await
         .expect("claim");
     assert_eq!(claimed.len(), 1, "a due timer makes the run claimable");
@@ -376,17 +376,73 @@ pub async fn released_leases_are_claimable_at_once(store: Arc<dyn Store>) {
         .await
         .expect("create");
     store
-        .claim_runs(&Scope::All, "a", 10, 100_000, 10)
+        .claim_runs(&Scope::All, "a", 10, 100_000, 10, 5)
         .await
         .expect("claim");
     assert_eq!(store.release_leases("a", 11).await.expect("release"), 1);
     assert_eq!(
         store
-            .claim_runs(&Scope::All, "b", 12, 100, 10)
+            .claim_runs(&Scope::All, "b", 12, 100, 10, 5)
             .await
             .expect("claim")
             .len(),
         1
+    );
+}
+
+/// A run whose lease expired `max_recoveries` times is no longer taken over: the sweep buries
+/// it as `dead`, with the reason, and nothing claims it again.
+pub async fn exhausted_recoveries_bury_the_run(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("d1", "acme"), 1)
+        .await
+        .expect("create");
+    let mut t = 10;
+    for round in 0..3 {
+        let claimed = store
+            .claim_runs(&Scope::All, "a", t, 10, 10, 2)
+            .await
+            .expect("claim");
+        assert_eq!(
+            claimed.len(),
+            1,
+            "round {round}: an expired lease is recovered"
+        );
+        t += 11;
+    }
+    assert!(
+        store
+            .claim_runs(&Scope::All, "a", t, 10, 10, 2)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "after two recoveries the run is not taken over again"
+    );
+    let globex = Scope::Only(ns("globex"));
+    assert!(
+        store
+            .sweep_abandoned(&globex, 2, t)
+            .await
+            .expect("sweep")
+            .is_empty(),
+        "sweeps are scoped"
+    );
+    let dead = store
+        .sweep_abandoned(&Scope::All, 2, t)
+        .await
+        .expect("sweep");
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].status, RunStatus::Dead);
+    assert_eq!(
+        dead[0].error.as_ref().and_then(|e| e.code.as_deref()),
+        Some("dead")
+    );
+    assert!(
+        store
+            .claim_runs(&Scope::All, "a", t + 1000, 10, 10, 2)
+            .await
+            .expect("claim")
+            .is_empty()
     );
 }
 
@@ -403,7 +459,8 @@ macro_rules! store_conformance {
             leases_are_exclusive_until_they_expire,
             step_results_apply_once,
             results_during_a_turn_wake_the_run,
-            released_leases_are_claimable_at_once
+            released_leases_are_claimable_at_once,
+            exhausted_recoveries_bury_the_run
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

@@ -58,7 +58,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Leases up to `limit` runs that need a turn: pending ones, suspended ones whose `wake_at`
     /// has passed, and running ones whose lease expired (a crashed driver's). They come back
-    /// `running`, locked by `owner` until `now + lease_ms`.
+    /// `running`, locked by `owner` until `now + lease_ms`. A run already recovered
+    /// `max_recoveries` times is left for [`Store::sweep_abandoned`].
     async fn claim_runs(
         &self,
         scope: &Scope,
@@ -66,6 +67,17 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
         lease_ms: i64,
         limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Run>>;
+
+    /// Ends runs their drivers abandoned: a `running` run whose lease expired after
+    /// `max_recoveries` recoveries becomes `dead`, and a `cancelling` run whose driver is gone
+    /// becomes `cancelled`. Their parents are settled. Returns the runs it ended.
+    async fn sweep_abandoned(
+        &self,
+        scope: &Scope,
+        max_recoveries: u32,
+        now: Millis,
     ) -> StoreResult<Vec<Run>>;
 
     /// Extends the leases `owner` holds on `ids`; returns how many were still held.

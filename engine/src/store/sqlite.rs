@@ -24,7 +24,8 @@ use super::{
 };
 use crate::model::{
     BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Cursor, Millis, Namespace, Role,
-    Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, StepOutcome, StepResult,
+    Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, StepFailure, StepOutcome,
+    StepResult,
 };
 
 const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input, output, error, \
@@ -338,6 +339,7 @@ impl Store for SqliteStore {
         now: Millis,
         lease_ms: i64,
         limit: u32,
+        max_recoveries: u32,
     ) -> StoreResult<Vec<Run>> {
         let mut qb = QueryBuilder::new(
             "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
@@ -350,6 +352,8 @@ impl Store for SqliteStore {
         qb.push_bind(now);
         qb.push(") OR (status = 'running' AND locked_until < ")
             .push_bind(now);
+        qb.push(" AND recoveries < ")
+            .push_bind(i64::from(max_recoveries));
         qb.push("))");
         push_scope(&mut qb, "namespace", scope);
         qb.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
@@ -357,6 +361,57 @@ impl Store for SqliteStore {
         qb.push(format!(") RETURNING {RUN_COLS}"));
         let rows = qb.build().fetch_all(&self.writer).await.map_err(db)?;
         rows.iter().map(run_from_row).collect()
+    }
+
+    async fn sweep_abandoned(
+        &self,
+        scope: &Scope,
+        max_recoveries: u32,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        let mut tx = self.writer.begin().await.map_err(db)?;
+        let dead = StepFailure::new(format!(
+            "the run's driver stopped {max_recoveries} times while running it; it was given up as dead \
+             (retry it once the cause is fixed)"
+        ))
+        .with_code("dead");
+        let mut qb = QueryBuilder::new("UPDATE runs SET status = 'dead', error = ");
+        qb.push_bind(to_json(&dead));
+        qb.push(", finished_at = ").push_bind(now);
+        qb.push(", updated_at = ").push_bind(now);
+        qb.push(
+            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+             WHERE status = 'running' AND locked_until < ",
+        );
+        qb.push_bind(now);
+        qb.push(" AND recoveries >= ")
+            .push_bind(i64::from(max_recoveries));
+        push_scope(&mut qb, "namespace", scope);
+        qb.push(format!(" RETURNING {RUN_COLS}"));
+        let mut ended = qb.build().fetch_all(&mut *tx).await.map_err(db)?;
+        let mut qb = QueryBuilder::new("UPDATE runs SET status = 'cancelled', finished_at = ");
+        qb.push_bind(now);
+        qb.push(", updated_at = ").push_bind(now);
+        qb.push(
+            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+             WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
+        );
+        qb.push_bind(now);
+        qb.push(")");
+        push_scope(&mut qb, "namespace", scope);
+        qb.push(format!(" RETURNING {RUN_COLS}"));
+        ended.extend(qb.build().fetch_all(&mut *tx).await.map_err(db)?);
+        let ended = ended
+            .iter()
+            .map(run_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        for run in &ended {
+            if let Some(parent) = &run.parent_run_id {
+                settle_parent(&mut tx, parent, run, now).await?;
+            }
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(ended)
     }
 
     async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64> {
@@ -498,7 +553,7 @@ impl Store for SqliteStore {
                  WHERE run_id = ? AND seq = ? AND kind = 'signal' AND status = 'pending'",
             )
             .bind(to_json(
-                &crate::model::StepFailure::new("the signal wait timed out").with_code("timeout"),
+                &StepFailure::new("the signal wait timed out").with_code("timeout"),
             ))
             .bind(now)
             .bind(id.as_str())
@@ -824,7 +879,7 @@ async fn settle_parent(
         ),
         other => {
             let failure = child.error.clone().unwrap_or_else(|| {
-                crate::model::StepFailure::new(format!("child run {} ended {other}", child.id))
+                StepFailure::new(format!("child run {} ended {other}", child.id))
             });
             (CheckpointStatus::Failed, None, Some(to_json(&failure)))
         }
