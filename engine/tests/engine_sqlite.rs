@@ -697,3 +697,82 @@ async fn cancel_retry_and_retry_with_input_follow_the_rules() {
     ));
     h.stop().await;
 }
+
+#[tokio::test]
+async fn failed_steps_are_retried_with_backoff_until_their_policy_gives_up() {
+    use durable::model::RetryPolicy;
+    let dir = tempfile::tempdir().expect("tmp");
+    let tries = Arc::new(AtomicU32::new(0));
+    let mut r = Registry::new();
+    let t = tries.clone();
+    // Fails its first two tries (retryably), then succeeds.
+    r.step("flappy", move |ctx: StepContext, _: Value| {
+        let n = t.fetch_add(1, Ordering::SeqCst) + 1;
+        async move {
+            assert_eq!(ctx.attempt, n, "each try carries its attempt number");
+            if n < 3 {
+                Err(StepError::retryable(format!("try {n} failed")))
+            } else {
+                Ok(json!(n))
+            }
+        }
+    });
+    r.step("always-down", |_ctx: StepContext, _: Value| async move {
+        Err::<Value, _>(StepError::retryable("down"))
+    });
+    let quick = RetryPolicy {
+        max_attempts: 3,
+        initial_ms: 30,
+        factor: 2.0,
+        max_ms: 1000,
+        jitter: 0.2,
+    };
+    let q = quick.clone();
+    r.workflow("flappy-wf", 1, move |ctx: WorkflowContext, _: Value| {
+        let q = q.clone();
+        async move { Ok::<_, WorkflowError>(ctx.step_with::<_, Value>("flappy", &json!({}), q).await?) }
+    });
+    r.workflow("down-wf", 1, move |ctx: WorkflowContext, _: Value| {
+        let q = quick.clone();
+        async move {
+            Ok::<_, WorkflowError>(
+                ctx.step_with::<_, Value>("always-down", &json!({}), q)
+                    .await?,
+            )
+        }
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let ok = h
+        .engine
+        .start_run(StartRun {
+            workflow: "flappy-wf".into(),
+            input: json!({}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = wait_for(&h.store, &ok.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(3)));
+    let cp = &h.store.checkpoints(&Scope::All, &ok.id).await.unwrap()[0];
+    assert_eq!((cp.status, cp.attempts), (CheckpointStatus::Completed, 3));
+    assert_eq!(tries.load(Ordering::SeqCst), 3);
+
+    let down = h
+        .engine
+        .start_run(StartRun {
+            workflow: "down-wf".into(),
+            input: json!({}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let failed = wait_for(&h.store, &down.id, RunStatus::Failed).await;
+    assert_eq!(failed.error.unwrap().message, "down");
+    let cp = &h.store.checkpoints(&Scope::All, &down.id).await.unwrap()[0];
+    assert_eq!(
+        (cp.status, cp.attempts),
+        (CheckpointStatus::Failed, 3),
+        "three tries, then the failure is final"
+    );
+    h.stop().await;
+}

@@ -106,6 +106,7 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
             (
                 TurnCommit {
                     checkpoints: Vec::new(),
+                    redispatched: Vec::new(),
                     fired_timers: Vec::new(),
                     consumed_signals: Vec::new(),
                     timed_out_signals: Vec::new(),
@@ -187,13 +188,19 @@ fn plan(
 ) -> (TurnCommit, Vec<RemoteTask>) {
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
     let mut fired_timers = Vec::new();
+    let mut redispatched = Vec::new();
     let mut consumed_signals = Vec::new();
     let mut timed_out_signals = Vec::new();
     let mut children = Vec::new();
     let mut tasks = Vec::new();
     for command in decision.commands {
         match command {
-            Command::Call { seq, name, input } => {
+            Command::Call {
+                seq,
+                name,
+                input,
+                retry,
+            } => {
                 let group = routing_token(&name, Some(&run.namespace));
                 tasks.push(RemoteTask {
                     run_id: run.id.clone(),
@@ -218,6 +225,7 @@ fn plan(
                     enqueued_at: Some(now),
                     started_at: None,
                     finished_at: None,
+                    retry_policy: retry,
                 });
             }
             Command::RecordStep {
@@ -251,6 +259,7 @@ fn plan(
                     enqueued_at: None,
                     started_at: Some(started_at),
                     finished_at: Some(finished_at),
+                    retry_policy: None,
                 });
             }
             Command::Sleep { seq, ms } => checkpoints.push(NewCheckpoint {
@@ -266,8 +275,27 @@ fn plan(
                 enqueued_at: None,
                 started_at: Some(now),
                 finished_at: None,
+                retry_policy: None,
             }),
             Command::FireTimer { seq } => fired_timers.push(seq),
+            Command::RetryStep {
+                seq,
+                name,
+                input,
+                attempt,
+            } => {
+                tasks.push(RemoteTask {
+                    run_id: run.id.clone(),
+                    seq,
+                    step_id: format!("{}:{seq}", run.id),
+                    group: routing_token(&name, Some(&run.namespace)),
+                    name,
+                    input: Some(input),
+                    context: Some(serde_json::json!({ "tenant": run.namespace })),
+                    attempt,
+                });
+                redispatched.push(seq);
+            }
             Command::WaitSignal {
                 seq,
                 signal,
@@ -320,6 +348,7 @@ fn plan(
                     enqueued_at: Some(now),
                     started_at: None,
                     finished_at: None,
+                    retry_policy: None,
                 });
             }
         }
@@ -334,6 +363,7 @@ fn plan(
     (
         TurnCommit {
             checkpoints,
+            redispatched,
             fired_timers,
             consumed_signals,
             timed_out_signals,
@@ -358,5 +388,6 @@ fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCh
         enqueued_at: None,
         started_at: Some(now),
         finished_at: None,
+        retry_policy: None,
     }
 }

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Millis, RunId, StepFailure};
+use super::{Millis, RetryPolicy, RunId, StepFailure};
 
 /// What a checkpoint records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -123,4 +123,7 @@ pub struct Checkpoint {
     pub started_at: Option<Millis>,
     /// When it resolved.
     pub finished_at: Option<Millis>,
+    /// How a failed remote step is retried.
+    #[serde(default)]
+    pub retry_policy: Option<RetryPolicy>,
 }

@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::error::decode;
 use super::{Clock, Command, StepError, WorkflowError};
 use crate::model::{
-    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RunId,
-    StepFailure,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy,
+    RunId, StepFailure,
 };
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
@@ -127,9 +127,23 @@ impl WorkflowContext {
     }
 
     /// Runs step `name` on a worker serving `name@<partition>` (the partition is the run's
-    /// namespace), with `step_id = "<run_id>:<seq>"` as its idempotency key. Completed steps are
-    /// never executed again on replay.
+    /// namespace), with `step_id = "<run_id>:<seq>"` as its idempotency key, retried by the
+    /// default [`RetryPolicy`]. Completed steps are never executed again on replay.
     pub async fn step<I, O>(&self, name: &str, input: &I) -> Result<O, StepError>
+    where
+        I: Serialize + ?Sized,
+        O: DeserializeOwned,
+    {
+        self.step_with(name, input, RetryPolicy::default()).await
+    }
+
+    /// [`WorkflowContext::step`] with an explicit retry policy.
+    pub async fn step_with<I, O>(
+        &self,
+        name: &str,
+        input: &I,
+        retry: RetryPolicy,
+    ) -> Result<O, StepError>
     where
         I: Serialize + ?Sized,
         O: DeserializeOwned,
@@ -137,7 +151,10 @@ impl WorkflowContext {
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
         match replay {
             Replay::Resolved(cp) => resolved(*cp, name),
-            Replay::Waiting => self.suspend().await,
+            Replay::Waiting => {
+                self.plan_retry(seq, name);
+                self.suspend().await
+            }
             Replay::New => {
                 let input = serde_json::to_value(input).map_err(|e| {
                     StepError::fatal(format!(
@@ -148,9 +165,42 @@ impl WorkflowContext {
                     seq,
                     name: name.to_owned(),
                     input,
+                    retry: Some(retry),
                 });
                 self.suspend().await
             }
+        }
+    }
+
+    /// A retry waiting out its backoff (a pending step with no dispatch time): dispatch it once
+    /// due, else make the run wake for it.
+    fn plan_retry(&self, seq: u32, name: &str) {
+        let mut st = self.state();
+        if st.nondeterminism.is_some() {
+            return;
+        }
+        let Some((due, input, attempts)) = st
+            .history
+            .get(&seq)
+            .filter(|c| c.enqueued_at.is_none())
+            .map(|c| {
+                (
+                    c.wake_at,
+                    c.input.clone().unwrap_or(Value::Null),
+                    c.attempts,
+                )
+            })
+        else {
+            return;
+        };
+        match due {
+            Some(at) if at > st.now => st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at))),
+            _ => st.commands.push(Command::RetryStep {
+                seq,
+                name: name.to_owned(),
+                input,
+                attempt: attempts,
+            }),
         }
     }
 

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Millis, StepFailure};
+use crate::model::{Millis, RetryPolicy, StepFailure};
 
 /// One thing the control plane must make durable after a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -19,6 +19,22 @@ pub enum Command {
         name: String,
         /// Step input.
         input: Value,
+        /// How failures are retried (an extension: absent on the aviary wire, where
+        /// decision-issued calls are not retried).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry: Option<RetryPolicy>,
+    },
+    /// A failed step's backoff has passed: dispatch it again. Not on the aviary wire.
+    #[serde(rename_all = "camelCase")]
+    RetryStep {
+        /// Position.
+        seq: u32,
+        /// Step name.
+        name: String,
+        /// Step input.
+        input: Value,
+        /// The try this dispatch is (2 for the first retry).
+        attempt: u32,
     },
     /// Record a step that already ran during the turn.
     #[serde(rename_all = "camelCase")]

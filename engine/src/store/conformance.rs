@@ -40,6 +40,7 @@ fn pending_step(seq: u32) -> NewCheckpoint {
         enqueued_at: Some(10),
         started_at: None,
         finished_at: None,
+        retry_policy: None,
     }
 }
 
@@ -206,6 +207,7 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
     assert_eq!(b.len(), 1, "an expired lease is taken over");
     let commit = TurnCommit {
         checkpoints: vec![],
+        redispatched: vec![],
         fired_timers: vec![],
         consumed_signals: vec![],
         timed_out_signals: vec![],
@@ -247,6 +249,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         .expect("claim");
     let commit = TurnCommit {
         checkpoints: vec![pending_step(0)],
+        redispatched: vec![],
         fired_timers: vec![],
         consumed_signals: vec![],
         timed_out_signals: vec![],
@@ -321,6 +324,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
             &id,
             TurnCommit {
                 checkpoints: vec![pending_step(0)],
+                redispatched: vec![],
                 fired_timers: vec![],
                 consumed_signals: vec![],
                 timed_out_signals: vec![],
@@ -355,6 +359,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
             &id,
             TurnCommit {
                 checkpoints: vec![],
+                redispatched: vec![],
                 fired_timers: vec![],
                 consumed_signals: vec![],
                 timed_out_signals: vec![],

@@ -1,8 +1,8 @@
 use serde_json::{Map, Value};
 
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus,
-    StepFailure,
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy, Run, RunId,
+    RunStatus, StepFailure,
 };
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
@@ -88,6 +88,8 @@ pub struct NewCheckpoint {
     pub started_at: Option<Millis>,
     /// End of a local step.
     pub finished_at: Option<Millis>,
+    /// How a failed remote step is retried.
+    pub retry_policy: Option<RetryPolicy>,
 }
 
 /// Where a run goes after a turn.
@@ -111,6 +113,8 @@ pub enum TurnOutcome {
 pub struct TurnCommit {
     /// Checkpoints to insert.
     pub checkpoints: Vec<NewCheckpoint>,
+    /// Remote steps (by `seq`) whose retry came due and were dispatched again.
+    pub redispatched: Vec<u32>,
     /// Pending timers (by `seq`) the turn found due: they are marked completed.
     pub fired_timers: Vec<u32>,
     /// Buffered signals the turn consumed, as `(signal id, seq of the wait)`: each is marked

@@ -23,9 +23,9 @@ use super::{
     StoreResult, TurnCommit, TurnOutcome, User,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Cursor, Millis, Namespace, Role,
-    Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, StepFailure, StepOutcome,
-    StepResult,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Cursor, Millis, Namespace,
+    RetryPolicy, Role, Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, StepFailure,
+    StepOutcome, StepResult,
 };
 
 const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input, output, error, \
@@ -33,7 +33,7 @@ const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input
     attempt, wake_at, locked_by, locked_until, created_at, updated_at, finished_at";
 
 const CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, worker_group, input, \
-    output, error, wake_at, enqueued_at, started_at, finished_at";
+    output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy";
 
 /// The SQLite [`Store`] and [`Accounts`].
 #[derive(Clone, Debug)]
@@ -178,6 +178,10 @@ fn checkpoint_from_row(row: &SqliteRow) -> StoreResult<Checkpoint> {
         enqueued_at: row.try_get("enqueued_at").map_err(get)?,
         started_at: row.try_get("started_at").map_err(get)?,
         finished_at: row.try_get("finished_at").map_err(get)?,
+        retry_policy: opt_json(
+            row.try_get("retry_policy").map_err(get)?,
+            "checkpoint retry policy",
+        )?,
     })
 }
 
@@ -488,8 +492,8 @@ impl Store for SqliteStore {
         for cp in &commit.checkpoints {
             sqlx::query(
                 "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, input, \
-                 output, error, wake_at, enqueued_at, started_at, finished_at) \
-                 VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO NOTHING",
+                 output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy) \
+                 VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO NOTHING",
             )
             .bind(id.as_str())
             .bind(i64::from(cp.seq))
@@ -504,6 +508,19 @@ impl Store for SqliteStore {
             .bind(cp.enqueued_at)
             .bind(cp.started_at)
             .bind(cp.finished_at)
+            .bind(cp.retry_policy.as_ref().map(to_json))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        }
+        for seq in &commit.redispatched {
+            sqlx::query(
+                "UPDATE checkpoints SET enqueued_at = ? \
+                 WHERE run_id = ? AND seq = ? AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
+            )
+            .bind(now)
+            .bind(id.as_str())
+            .bind(i64::from(*seq))
             .execute(&mut *tx)
             .await
             .map_err(db)?;
@@ -612,6 +629,15 @@ impl Store for SqliteStore {
         else {
             return Ok(None);
         };
+        if let StepOutcome::Failed { error } = &result.outcome
+            && let Some(cp_row) = schedule_retry(&mut tx, result, error, now).await?
+        {
+            tx.commit().await.map_err(db)?;
+            return Ok(Some(StepApplied {
+                run: run_from_row(&run_row)?,
+                checkpoint: checkpoint_from_row(&cp_row)?,
+            }));
+        }
         let (status, output, error) = match &result.outcome {
             StepOutcome::Completed { output } => {
                 (CheckpointStatus::Completed, Some(to_json(output)), None)
@@ -660,10 +686,13 @@ impl Store for SqliteStore {
         let mut qb = QueryBuilder::new(format!(
             "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
              WHERE c.kind = 'remote_step' AND c.status = 'pending' \
-             AND r.status IN ('suspended', 'running') AND (c.enqueued_at IS NULL OR c.enqueued_at <= "
+             AND r.status IN ('suspended', 'running') AND (c.enqueued_at <= "
         ));
         qb.push_bind(dispatched_before);
-        qb.push(")");
+        // A retry waiting out its backoff is the turn's to send; this is only the safety net.
+        qb.push(" OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ");
+        qb.push_bind(dispatched_before);
+        qb.push(")))");
         push_scope(&mut qb, "r.namespace", scope);
         qb.push(" ORDER BY c.enqueued_at LIMIT ")
             .push_bind(i64::from(limit));
@@ -853,6 +882,55 @@ impl Store for SqliteStore {
         .map_err(db)?;
         Ok(done.rows_affected())
     }
+}
+
+/// If the failed step may be retried (retryable error, tries left in its policy), keeps its
+/// checkpoint pending with the backoff as `wake_at` and no dispatch time; the run's next turn
+/// dispatches it once due. Returns the updated checkpoint, or `None` when the failure is final.
+async fn schedule_retry(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    result: &StepResult,
+    error: &StepFailure,
+    now: Millis,
+) -> StoreResult<Option<SqliteRow>> {
+    if !error.is_retryable() {
+        return Ok(None);
+    }
+    let row: Option<(i64, Option<String>)> = sqlx::query_as(
+        "SELECT attempts, retry_policy FROM checkpoints \
+         WHERE run_id = ? AND seq = ? AND kind = 'remote_step' AND status IN ('pending', 'running')",
+    )
+    .bind(result.run_id.as_str())
+    .bind(i64::from(result.seq))
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db)?;
+    let Some((attempts, Some(policy))) = row else {
+        return Ok(None);
+    };
+    let policy: RetryPolicy = from_json(&policy, "checkpoint retry policy")?;
+    let attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
+    if attempts >= policy.max_attempts {
+        return Ok(None);
+    }
+    let spread: f64 = rand::random::<f64>() * 2.0 - 1.0;
+    let due =
+        now.saturating_add(i64::try_from(policy.delay_ms(attempts, spread)).unwrap_or(i64::MAX));
+    let sql = format!(
+        "UPDATE checkpoints SET attempts = attempts + 1, enqueued_at = NULL, wake_at = ?, error = ?, \
+         started_at = COALESCE(?, started_at) \
+         WHERE run_id = ? AND seq = ? AND kind = 'remote_step' AND status IN ('pending', 'running') \
+         RETURNING {CHECKPOINT_COLS}"
+    );
+    sqlx::query(&sql)
+        .bind(due)
+        .bind(to_json(error))
+        .bind(result.started_at)
+        .bind(result.run_id.as_str())
+        .bind(i64::from(result.seq))
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db)
 }
 
 /// Resolves the parent's wait on `child` with the child's outcome and wakes the parent, in the
