@@ -49,6 +49,52 @@ pub enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Act on runs (as an operator; `--tenant` confines the command to one tenant's runs).
+    Run(RunArgs),
+}
+
+/// `durable run …`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Only act on this tenant's runs; a run of another tenant is "not found".
+    #[arg(long, global = true)]
+    pub tenant: Option<String>,
+    #[command(subcommand)]
+    pub verb: RunVerb,
+}
+
+/// A control verb.
+#[derive(Debug, Subcommand)]
+pub enum RunVerb {
+    /// Send a signal (buffered until the run waits for it).
+    Signal {
+        /// The run.
+        id: String,
+        /// The signal name.
+        #[arg(long)]
+        name: String,
+        /// The payload, as JSON.
+        #[arg(long, default_value = "null")]
+        payload: String,
+    },
+    /// Cancel a run.
+    Cancel {
+        /// The run.
+        id: String,
+    },
+    /// Re-drive a failed or dead run from its last good checkpoint.
+    Retry {
+        /// The run.
+        id: String,
+    },
+    /// Start a new run of the same workflow with edited input, linked by `retry_of`.
+    RetryWithInput {
+        /// The original run.
+        id: String,
+        /// The new input, as JSON.
+        #[arg(long)]
+        input: String,
+    },
 }
 
 /// `durable serve` options.
@@ -189,6 +235,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Run(args) => run_verb(&cli.db.database_url, args).await,
         Command::Token(TokenCommand::Issue { tenant }) => {
             let tenant = Namespace::tenant(&tenant)?;
             let store = roles::open_store(&cli.db.database_url).await?;
@@ -214,4 +261,65 @@ fn read_password_line() -> anyhow::Result<String> {
         bail!("the password must have at least 8 characters");
     }
     Ok(password)
+}
+
+async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
+    use std::sync::Arc;
+
+    use durable::driver::{Control, Engine, EngineConfig};
+    use durable::model::{RunId, Scope};
+    use durable::store::SignalSent;
+    use durable::transport::MemoryTransport;
+
+    let scope = match &args.tenant {
+        Some(t) => Scope::Only(Namespace::tenant(t)?),
+        None => Scope::All,
+    };
+    let json = |what: &str, raw: &str| -> anyhow::Result<serde_json::Value> {
+        serde_json::from_str(raw).with_context(|| format!("--{what} is not valid JSON"))
+    };
+    let id_of = |raw: &str| RunId::parse(raw).map_err(anyhow::Error::from);
+    // Changes are made in the database; a running server picks them up on its next poll.
+    let store = Arc::new(roles::open_store(database_url).await?);
+    let engine = Engine::new(
+        store,
+        Arc::new(MemoryTransport::new()),
+        Arc::new(crate::demo::registry()),
+        EngineConfig::default(),
+    );
+    let (verb, outcome) = match args.verb {
+        RunVerb::Signal { id, name, payload } => {
+            let id = id_of(&id)?;
+            let payload = json("payload", &payload)?;
+            return match engine.signal(&scope, &id, &name, payload).await? {
+                SignalSent::Delivered(run) => {
+                    println!("signal `{name}` sent to {} ({})", run.id, run.status);
+                    Ok(())
+                }
+                SignalSent::NotFound => bail!("no run {id} is visible here"),
+                SignalSent::RunFinished(run) => bail!(
+                    "run {} already ended ({}); it takes no signals",
+                    run.id,
+                    run.status
+                ),
+            };
+        }
+        RunVerb::Cancel { id } => ("cancel", engine.cancel(&scope, &id_of(&id)?).await?),
+        RunVerb::Retry { id } => ("retry", engine.retry(&scope, &id_of(&id)?).await?),
+        RunVerb::RetryWithInput { id, input } => {
+            let input = json("input", &input)?;
+            (
+                "retry",
+                engine.retry_with_input(&scope, &id_of(&id)?, input).await?,
+            )
+        }
+    };
+    match outcome {
+        Control::Done(run) => {
+            println!("{} {}", run.id, run.status);
+            Ok(())
+        }
+        Control::NotFound => bail!("no run with that id is visible here"),
+        Control::WrongStatus(run) => bail!("cannot {verb} run {}: it is {}", run.id, run.status),
+    }
 }

@@ -197,3 +197,83 @@ fn unsupported_database_urls_stop_start_up_with_the_fix() {
         stderr(&out)
     );
 }
+
+#[tokio::test]
+async fn run_verbs_on_the_cli_respect_the_tenant_and_report_clearly() {
+    let dir = tempdir();
+    let server = common::Server::start(&dir, &[]).await;
+    let client = reqwest::Client::new();
+    let acme = server.token("acme");
+    let run = common::start_run(
+        &client,
+        &server,
+        &acme,
+        serde_json::json!({"workflow": "demo.approval", "input": {}}),
+    )
+    .await;
+    let id = run["id"].as_str().unwrap().to_owned();
+    let db = server.db_url.clone();
+    let cli = move |args: Vec<String>| {
+        let db = db.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                durable(&db, &args, None)
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    // Another tenant's view cannot see it; bad JSON is refused.
+    let out = cli(s(&[
+        "run", "--tenant", "globex", "signal", &id, "--name", "approve",
+    ]))
+    .await;
+    assert!(
+        !out.status.success() && stderr(&out).contains("visible"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(s(&[
+        "run",
+        "signal",
+        &id,
+        "--name",
+        "approve",
+        "--payload",
+        "{oops",
+    ]))
+    .await;
+    assert!(
+        !out.status.success() && stderr(&out).contains("not valid JSON"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(s(&[
+        "run",
+        "--tenant",
+        "acme",
+        "signal",
+        &id,
+        "--name",
+        "approve",
+        "--payload",
+        "{\"by\":\"cli\"}",
+    ]))
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let done = common::wait_status(&client, &server, &acme, &id, "completed").await;
+    assert_eq!(
+        done["run"]["output"],
+        serde_json::json!({"approved": {"by": "cli"}})
+    );
+    let out = cli(s(&["run", "cancel", &id])).await;
+    assert!(
+        !out.status.success() && stderr(&out).contains("it is completed"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(s(&["run", "retry-with-input", &id, "--input", "{}"])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+}
