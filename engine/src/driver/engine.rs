@@ -301,15 +301,7 @@ impl Engine {
         new.tags = original.tags.clone();
         new.search_attributes = original.search_attributes.clone();
         new.retry_of = Some(original.id.clone());
-        let run = self
-            .shared
-            .store
-            .create_run(new, self.shared.clock.now())
-            .await?;
-        self.shared
-            .emit(&run, TenantEventKind::RunStarted, None)
-            .await;
-        self.shared.wake.notify_one();
+        let run = self.create(new).await?;
         Ok(Control::Done(run))
     }
 
@@ -333,6 +325,20 @@ impl Engine {
         }
     }
 
+    /// Inserts a new run, announces it to its tenant and pokes the drive loop.
+    async fn create(&self, new: NewRun) -> Result<Run, EngineError> {
+        let run = self
+            .shared
+            .store
+            .create_run(new, self.shared.clock.now())
+            .await?;
+        self.shared
+            .emit(&run, TenantEventKind::RunStarted, None)
+            .await;
+        self.shared.wake.notify_one();
+        Ok(run)
+    }
+
     /// Starts a top-level run of the newest registered version of `req.workflow`.
     pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
         let registry = &self.shared.registry;
@@ -344,15 +350,7 @@ impl Engine {
         let mut new = NewRun::top_level(id, namespace, &workflow.name, workflow.version, req.input);
         new.tags = req.tags;
         new.search_attributes = req.search_attributes;
-        let run = self
-            .shared
-            .store
-            .create_run(new, self.shared.clock.now())
-            .await?;
-        self.shared
-            .emit(&run, TenantEventKind::RunStarted, None)
-            .await;
-        self.shared.wake.notify_one();
+        let run = self.create(new).await?;
         Ok(run)
     }
 }

@@ -222,15 +222,8 @@ async fn cancel_run(
     Path(id): Path<String>,
 ) -> Result<Json<durable::model::Run>, ApiError> {
     let id = run_id(&id)?;
-    control(
-        state
-            .app
-            .engine
-            .cancel(&Scope::Only(tenant), &id)
-            .await
-            .map_err(internal)?,
-        "cancel",
-    )
+    let outcome = state.app.engine.cancel(&Scope::Only(tenant), &id).await;
+    control(outcome.map_err(internal)?, "cancel")
 }
 
 async fn retry_run(
@@ -239,13 +232,9 @@ async fn retry_run(
     Path(id): Path<String>,
 ) -> Result<Json<durable::model::Run>, ApiError> {
     let id = run_id(&id)?;
+    let outcome = state.app.engine.retry(&Scope::Only(tenant), &id).await;
     control(
-        state
-            .app
-            .engine
-            .retry(&Scope::Only(tenant), &id)
-            .await
-            .map_err(internal)?,
+        outcome.map_err(internal)?,
         "retry (only failed or dead runs are)",
     )
 }
