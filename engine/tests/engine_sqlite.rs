@@ -776,3 +776,82 @@ async fn failed_steps_are_retried_with_backoff_until_their_policy_gives_up() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn continue_as_new_chains_successors_in_the_same_namespace_and_settles_a_waiting_parent() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut r = Registry::new();
+    r.workflow("countdown", 1, |ctx: WorkflowContext, n: u32| async move {
+        let seen: u32 = ctx.local_step("tick", || async move { Ok(n) }).await?;
+        if seen > 0 {
+            return Err(ctx.continue_as_new(&(seen - 1)));
+        }
+        Ok(json!("liftoff"))
+    });
+    r.workflow("launcher", 1, |ctx: WorkflowContext, _: Value| async move {
+        let out: Value = ctx.child("countdown", &2).await?;
+        Ok::<_, WorkflowError>(json!({ "child": out }))
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let first = h
+        .engine
+        .start_run(StartRun {
+            workflow: "countdown".into(),
+            input: json!(2),
+            namespace: Some(acme.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let last_id = durable::model::RunId::parse(&format!("{}:c2", first.id)).unwrap();
+    for _ in 0..500 {
+        if h.store
+            .get_run(&Scope::All, &last_id)
+            .await
+            .unwrap()
+            .is_some()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let last = wait_for(&h.store, &last_id, RunStatus::Completed).await;
+    assert_eq!(last.output, Some(json!("liftoff")));
+    assert_eq!(last.namespace, acme);
+    assert_eq!(last.root_run_id, first.id, "lineage is kept");
+    let middle = h
+        .store
+        .get_run(&Scope::All, &last.continued_from.clone().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(middle.status, RunStatus::Continued);
+    assert_eq!(middle.continued_from.as_ref(), Some(&first.id));
+    assert_eq!(
+        h.store
+            .checkpoints(&Scope::All, &last.id)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "each successor starts with a clean history"
+    );
+
+    let parent = h
+        .engine
+        .start_run(StartRun {
+            workflow: "launcher".into(),
+            input: json!({}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = wait_for(&h.store, &parent.id, RunStatus::Completed).await;
+    assert_eq!(
+        done.output,
+        Some(json!({ "child": "liftoff" })),
+        "the end of the child's chain settles the parent"
+    );
+    h.stop().await;
+}

@@ -8,7 +8,8 @@ use tokio::task::JoinSet;
 
 use super::shared::Shared;
 use crate::model::{
-    CheckpointKind, CheckpointStatus, RemoteTask, Run, RunStatus, StepFailure, TenantEventKind,
+    CheckpointKind, CheckpointStatus, RemoteTask, Run, RunId, RunStatus, StepFailure,
+    TenantEventKind,
 };
 use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
@@ -132,7 +133,10 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
             plan(run, decision, now, &shared.registry)
         }
     };
-    let children_started: Vec<_> = commit.children.iter().map(|c| c.id.clone()).collect();
+    let mut children_started: Vec<_> = commit.children.iter().map(|c| c.id.clone()).collect();
+    if let TurnOutcome::Continue(next) = &commit.outcome {
+        children_started.push(next.id.clone());
+    }
     let now = shared.clock.now();
     let Some(updated) = shared
         .store
@@ -359,6 +363,26 @@ fn plan(
         },
         DecisionStatus::Completed { output } => TurnOutcome::Complete(output),
         DecisionStatus::Failed { error } => TurnOutcome::Fail(error),
+        DecisionStatus::ContinuedAsNew { input } => {
+            // Same workflow (newest version), namespace and lineage; a clean history.
+            let version = registry
+                .latest(&run.workflow)
+                .map_or(run.workflow_version, |w| w.version);
+            let mut next = NewRun::top_level(
+                successor_id(&run.id),
+                run.namespace.clone(),
+                run.workflow.clone(),
+                version,
+                input,
+            );
+            next.parent_run_id = run.parent_run_id.clone();
+            next.root_run_id = run.root_run_id.clone();
+            next.nesting_depth = run.nesting_depth;
+            next.tags = run.tags.clone();
+            next.search_attributes = run.search_attributes.clone();
+            next.continued_from = Some(run.id.clone());
+            TurnOutcome::Continue(Box::new(next))
+        }
     };
     (
         TurnCommit {
@@ -390,4 +414,17 @@ fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCh
         finished_at: None,
         retry_policy: None,
     }
+}
+
+/// The id of a run's ContinueAsNew successor: `<base>:c<n+1>` after `<base>:c<n>`, so a
+/// replayed decision never starts two successors.
+fn successor_id(id: &RunId) -> RunId {
+    let raw = id.as_str();
+    let (base, n) = match raw.rsplit_once(":c") {
+        Some((base, n)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => {
+            (base, n.parse::<u64>().unwrap_or(0))
+        }
+        _ => (raw, 0),
+    };
+    RunId::parse(&format!("{base}:c{}", n + 1)).unwrap_or_else(|_| RunId::generate())
 }

@@ -395,6 +395,19 @@ impl WorkflowContext {
         }
     }
 
+    /// Ends this run as `continued` and starts a successor of the same workflow with `input` and
+    /// a clean history, in the same namespace and lineage. Return the result as the workflow's
+    /// error: `return Err(ctx.continue_as_new(&next));`. Keeps long-lived loops from growing an
+    /// unbounded history.
+    pub fn continue_as_new<I: Serialize + ?Sized>(&self, input: &I) -> WorkflowError {
+        match serde_json::to_value(input) {
+            Ok(input) => WorkflowError::ContinueAsNew(input),
+            Err(e) => {
+                WorkflowError::msg(format!("the ContinueAsNew input cannot be serialised: {e}"))
+            }
+        }
+    }
+
     /// The current time, captured once: replays return the first value.
     pub async fn now(&self) -> Millis {
         let name = format!("now#{}", self.state().next_seq);

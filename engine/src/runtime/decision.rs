@@ -125,6 +125,13 @@ pub enum DecisionStatus {
         /// Why.
         error: StepFailure,
     },
+    /// The workflow continues as a new run with this input (an extension: not on the aviary
+    /// wire).
+    #[serde(rename = "continuedAsNew")]
+    ContinuedAsNew {
+        /// The successor's input.
+        input: Value,
+    },
 }
 
 /// The result of one turn.

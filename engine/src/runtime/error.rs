@@ -65,6 +65,10 @@ pub enum WorkflowError {
     /// The workflow's own failure.
     #[error("{0}")]
     Failed(StepFailure),
+    /// Not a failure: end this run as `continued` and start a successor with this input and a
+    /// clean history (see [`crate::runtime::WorkflowContext::continue_as_new`]).
+    #[error("continued as new")]
+    ContinueAsNew(Value),
 }
 
 impl WorkflowError {
@@ -95,6 +99,9 @@ impl WorkflowError {
             WorkflowError::Input(_) => StepFailure::new(self.to_string())
                 .with_code("invalid_input")
                 .fatal(),
+            WorkflowError::ContinueAsNew(_) => {
+                StepFailure::new("continued as new").with_code("continued")
+            }
         }
     }
 }

@@ -11,7 +11,7 @@ use std::task::Poll;
 use futures::FutureExt;
 use serde_json::Value;
 
-use super::{Clock, Decision, DecisionStatus, RegisteredWorkflow, WorkflowContext};
+use super::{Clock, Decision, DecisionStatus, RegisteredWorkflow, WorkflowContext, WorkflowError};
 use crate::model::{BufferedSignal, Checkpoint, Millis, Namespace, RunId, StepFailure};
 
 /// Everything a turn replays against.
@@ -62,6 +62,9 @@ pub async fn run_turn(
     }
     let status = match finished {
         Some(Ok(Ok(output))) => DecisionStatus::Completed { output },
+        Some(Ok(Err(WorkflowError::ContinueAsNew(input)))) => {
+            DecisionStatus::ContinuedAsNew { input }
+        }
         Some(Ok(Err(err))) => DecisionStatus::Failed {
             error: err.to_failure(),
         },

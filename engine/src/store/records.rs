@@ -106,6 +106,8 @@ pub enum TurnOutcome {
     Fail(StepFailure),
     /// Parked: nobody here can run it (for example its version is not registered).
     Block(StepFailure),
+    /// Ended as `continued`; this successor is started in the same transaction.
+    Continue(Box<NewRun>),
 }
 
 /// The durable effect of one turn.

@@ -462,6 +462,13 @@ impl Store for SqliteStore {
             TurnOutcome::Block(reason) => {
                 (RunStatus::Blocked, None, Some(to_json(reason)), None, None)
             }
+            TurnOutcome::Continue(next) => (
+                RunStatus::Continued,
+                Some(to_json(&serde_json::json!({ "continuedAs": next.id }))),
+                None,
+                None,
+                Some(now),
+            ),
         };
         let mut tx = self.writer.begin().await.map_err(db)?;
         // A result that landed during the turn set `needs_wake`: resume at once instead of
@@ -600,7 +607,10 @@ impl Store for SqliteStore {
             }
         }
         let run = run_from_row(&row)?;
-        if let (Some(parent), true) = (&run.parent_run_id, run.status.is_terminal()) {
+        if let TurnOutcome::Continue(next) = &commit.outcome {
+            insert_run(&mut *tx, next, now, true).await.map_err(db)?;
+        }
+        if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
             settle_parent(&mut tx, parent, &run, now).await?;
         }
         tx.commit().await.map_err(db)?;
@@ -769,7 +779,7 @@ impl Store for SqliteStore {
             return Ok(None);
         };
         let run = run_from_row(&row)?;
-        if let (Some(parent), true) = (&run.parent_run_id, run.status.is_terminal()) {
+        if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
             settle_parent(&mut tx, parent, &run, now).await?;
         }
         tx.commit().await.map_err(db)?;
@@ -933,6 +943,12 @@ async fn schedule_retry(
         .map_err(db)
 }
 
+/// Whether a child ending in `status` settles its parent's wait: every terminal status but
+/// `continued`, whose successor settles it instead.
+fn settles_parent(status: RunStatus) -> bool {
+    status.is_terminal() && status != RunStatus::Continued
+}
+
 /// Resolves the parent's wait on `child` with the child's outcome and wakes the parent, in the
 /// child's final transaction (so a parent never misses its child's end).
 async fn settle_parent(
@@ -941,11 +957,13 @@ async fn settle_parent(
     child: &Run,
     now: Millis,
 ) -> StoreResult<()> {
+    // `<parent>.child.<seq>`, or `<parent>.child.<seq>:c<n>` for its ContinueAsNew successors.
     let Some(seq) = child
         .id
         .as_str()
         .rsplit_once(".child.")
-        .and_then(|(_, s)| s.parse::<i64>().ok())
+        .and_then(|(_, s)| s.split(':').next())
+        .and_then(|s| s.parse::<i64>().ok())
     else {
         return Ok(());
     };
