@@ -855,3 +855,70 @@ async fn continue_as_new_chains_successors_in_the_same_namespace_and_settles_a_w
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_child_failing_under_fail_fast_cancels_its_siblings() {
+    use durable::runtime::Gather;
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut r = signal_registry();
+    r.workflow("kid", 1, |ctx: WorkflowContext, kind: String| async move {
+        match kind.as_str() {
+            "boom" => Err(WorkflowError::msg("boom")),
+            "slow" => {
+                ctx.sleep(Duration::from_secs(3600)).await;
+                Ok(json!("slept"))
+            }
+            _ => Ok(ctx
+                .wait_signal::<Value>("never", None)
+                .await?
+                .unwrap_or_default()),
+        }
+    });
+    r.workflow(
+        "brood",
+        1,
+        |ctx: WorkflowContext, mode: String| async move {
+            let kids = [("kid", "slow"), ("kid", "boom"), ("kid", "waits")];
+            let mode = if mode == "fail_fast" {
+                Gather::FailFast
+            } else {
+                Gather::WaitAll
+            };
+            let out: Vec<Value> = ctx.gather_children(&kids, mode).await?;
+            Ok::<_, WorkflowError>(json!(out))
+        },
+    );
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "brood".into(),
+            input: json!("fail_fast"),
+            namespace: Some(acme),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let failed = wait_for(&h.store, &run.id, RunStatus::Failed).await;
+    assert_eq!(failed.error.unwrap().message, "boom");
+    let kid = |seq: u32| durable::runtime::child_run_id(&run.id, seq);
+    for seq in [0, 2] {
+        let sibling = wait_for(&h.store, &kid(seq), RunStatus::Cancelled).await;
+        assert_eq!(
+            sibling.error.unwrap().code.as_deref(),
+            Some("cancelled"),
+            "sibling {seq}"
+        );
+    }
+    assert_eq!(
+        h.store
+            .get_run(&Scope::All, &kid(1))
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        RunStatus::Failed
+    );
+    h.stop().await;
+}

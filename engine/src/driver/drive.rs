@@ -112,6 +112,7 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
                     consumed_signals: Vec::new(),
                     timed_out_signals: Vec::new(),
                     children: Vec::new(),
+                    cancel_runs: Vec::new(),
                     outcome: TurnOutcome::Block(reason),
                 },
                 Vec::new(),
@@ -196,6 +197,7 @@ fn plan(
     let mut consumed_signals = Vec::new();
     let mut timed_out_signals = Vec::new();
     let mut children = Vec::new();
+    let mut cancel_runs = Vec::new();
     let mut tasks = Vec::new();
     for command in decision.commands {
         match command {
@@ -282,6 +284,7 @@ fn plan(
                 retry_policy: None,
             }),
             Command::FireTimer { seq } => fired_timers.push(seq),
+            Command::CancelRun { id } => cancel_runs.push(id),
             Command::RetryStep {
                 seq,
                 name,
@@ -392,6 +395,7 @@ fn plan(
             consumed_signals,
             timed_out_signals,
             children,
+            cancel_runs,
             outcome,
         },
         tasks,

@@ -395,6 +395,40 @@ impl WorkflowContext {
         }
     }
 
+    /// Fans out one child run per `(workflow, input)` and gathers their outputs in order.
+    /// [`Gather::WaitAll`] waits for every child and fails with the first failure;
+    /// [`Gather::FailFast`] fails as soon as one child fails and cancels the others.
+    pub async fn gather_children<I, O>(
+        &self,
+        children: &[(&str, I)],
+        mode: Gather,
+    ) -> Result<Vec<O>, StepError>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        let first_seq = self.state().next_seq;
+        let calls = children
+            .iter()
+            .map(|(workflow, input)| self.child::<I, O>(workflow, input));
+        match mode {
+            Gather::WaitAll => futures::future::join_all(calls).await.into_iter().collect(),
+            Gather::FailFast => {
+                let result = futures::future::try_join_all(calls).await;
+                if result.is_err() {
+                    let mut st = self.state();
+                    let ids = (first_seq..first_seq + children.len() as u32)
+                        .filter(|seq| st.history.get(seq).is_none_or(|c| !c.status.is_resolved()))
+                        .map(|seq| child_run_id(&self.run_id, seq))
+                        .collect::<Vec<_>>();
+                    st.commands
+                        .extend(ids.into_iter().map(|id| Command::CancelRun { id }));
+                }
+                result
+            }
+        }
+    }
+
     /// Ends this run as `continued` and starts a successor of the same workflow with `input` and
     /// a clean history, in the same namespace and lineage. Return the result as the workflow's
     /// error: `return Err(ctx.continue_as_new(&next));`. Keeps long-lived loops from growing an
@@ -469,6 +503,15 @@ fn resolved<O: DeserializeOwned>(cp: Checkpoint, name: &str) -> Result<O, StepEr
             StepFailure::new(format!("step `{name}` failed"))
         }))),
     }
+}
+
+/// How [`WorkflowContext::gather_children`] treats a failing child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gather {
+    /// Wait for every child; fail with the first failure (in order).
+    WaitAll,
+    /// Fail at the first failure and cancel the children still running.
+    FailFast,
 }
 
 enum SignalWait {

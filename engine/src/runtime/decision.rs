@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Millis, RetryPolicy, StepFailure};
+use crate::model::{Millis, RetryPolicy, RunId, StepFailure};
 
 /// One thing the control plane must make durable after a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,6 +99,12 @@ pub enum Command {
         workflow: String,
         /// The child's input.
         input: Value,
+    },
+    /// Cancel another run (a sibling child under fail-fast). Not on the aviary wire.
+    #[serde(rename_all = "camelCase")]
+    CancelRun {
+        /// The run to cancel.
+        id: RunId,
     },
     /// A pending timer found due during the turn: mark it fired. Not on the aviary wire: the
     /// control plane decides this itself when it builds a remote turn's history.

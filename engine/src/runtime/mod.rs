@@ -11,7 +11,7 @@ pub mod turn;
 mod worker;
 
 pub use clock::{Clock, SystemClock};
-pub use context::{StepContext, WorkflowContext, child_run_id};
+pub use context::{Gather, StepContext, WorkflowContext, child_run_id};
 pub use decision::{Command, Decision, DecisionStatus};
 pub use error::{StepError, WorkflowError};
 pub use registry::{RegisteredWorkflow, Registry};

@@ -212,6 +212,7 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
         consumed_signals: vec![],
         timed_out_signals: vec![],
         children: vec![],
+        cancel_runs: vec![],
         outcome: TurnOutcome::Complete(json!(1)),
     };
     let stale = store
@@ -254,6 +255,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         consumed_signals: vec![],
         timed_out_signals: vec![],
         children: vec![],
+        cancel_runs: vec![],
         outcome: TurnOutcome::Suspend { wake_at: None },
     };
     let run = store
@@ -329,6 +331,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
                 consumed_signals: vec![],
                 timed_out_signals: vec![],
                 children: vec![],
+                cancel_runs: vec![],
                 outcome: TurnOutcome::Suspend { wake_at: Some(15) },
             },
             11,
@@ -364,6 +367,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
                 consumed_signals: vec![],
                 timed_out_signals: vec![],
                 children: vec![],
+                cancel_runs: vec![],
                 outcome: TurnOutcome::Suspend { wake_at: None },
             },
             23,

@@ -126,6 +126,9 @@ pub struct TurnCommit {
     pub timed_out_signals: Vec<u32>,
     /// Child runs to start (an existing id is kept: a replay never starts a child twice).
     pub children: Vec<NewRun>,
+    /// Runs (this run's children) to cancel: waiting ones end `cancelled`, running ones go
+    /// `cancelling`.
+    pub cancel_runs: Vec<RunId>,
     /// The run's next state.
     pub outcome: TurnOutcome,
 }

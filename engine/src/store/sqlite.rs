@@ -610,6 +610,34 @@ impl Store for SqliteStore {
         if let TurnOutcome::Continue(next) = &commit.outcome {
             insert_run(&mut *tx, next, now, true).await.map_err(db)?;
         }
+        let cancelled = StepFailure::new(format!("cancelled: a sibling under run {id} failed"))
+            .with_code("cancelled");
+        for child in &commit.cancel_runs {
+            // Only this run's own children, never anything else.
+            let sql = format!(
+                "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
+                 error = ?, updated_at = ?, \
+                 finished_at = CASE WHEN status = 'running' THEN finished_at ELSE ? END, \
+                 wake_at = NULL \
+                 WHERE id = ? AND parent_run_id = ? AND status IN ('pending', 'suspended', 'blocked', 'running') \
+                 RETURNING {RUN_COLS}"
+            );
+            let row = sqlx::query(&sql)
+                .bind(to_json(&cancelled))
+                .bind(now)
+                .bind(now)
+                .bind(child.as_str())
+                .bind(id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+            if let Some(row) = row {
+                let child = run_from_row(&row)?;
+                if settles_parent(child.status) {
+                    settle_parent(&mut tx, id, &child, now).await?;
+                }
+            }
+        }
         if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
             settle_parent(&mut tx, parent, &run, now).await?;
         }
