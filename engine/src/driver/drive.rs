@@ -104,19 +104,7 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
                 run.workflow, run.workflow_version
             ))
             .with_code("no_worker");
-            (
-                TurnCommit {
-                    checkpoints: Vec::new(),
-                    redispatched: Vec::new(),
-                    fired_timers: Vec::new(),
-                    consumed_signals: Vec::new(),
-                    timed_out_signals: Vec::new(),
-                    children: Vec::new(),
-                    cancel_runs: Vec::new(),
-                    outcome: TurnOutcome::Block(reason),
-                },
-                Vec::new(),
-            )
+            (TurnCommit::new(TurnOutcome::Block(reason)), Vec::new())
         }
         Some(workflow) => {
             let history = shared.store.checkpoints(&shared.scope, &run.id).await?;

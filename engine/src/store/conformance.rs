@@ -205,16 +205,7 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
         .await
         .expect("claim");
     assert_eq!(b.len(), 1, "an expired lease is taken over");
-    let commit = TurnCommit {
-        checkpoints: vec![],
-        redispatched: vec![],
-        fired_timers: vec![],
-        consumed_signals: vec![],
-        timed_out_signals: vec![],
-        children: vec![],
-        cancel_runs: vec![],
-        outcome: TurnOutcome::Complete(json!(1)),
-    };
+    let commit = TurnCommit::new(TurnOutcome::Complete(json!(1)));
     let stale = store
         .commit_turn("a", &b[0].id, commit.clone(), 120)
         .await
@@ -250,13 +241,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         .expect("claim");
     let commit = TurnCommit {
         checkpoints: vec![pending_step(0)],
-        redispatched: vec![],
-        fired_timers: vec![],
-        consumed_signals: vec![],
-        timed_out_signals: vec![],
-        children: vec![],
-        cancel_runs: vec![],
-        outcome: TurnOutcome::Suspend { wake_at: None },
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     let run = store
         .commit_turn("a", &id, commit, 20)
@@ -326,13 +311,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
             &id,
             TurnCommit {
                 checkpoints: vec![pending_step(0)],
-                redispatched: vec![],
-                fired_timers: vec![],
-                consumed_signals: vec![],
-                timed_out_signals: vec![],
-                children: vec![],
-                cancel_runs: vec![],
-                outcome: TurnOutcome::Suspend { wake_at: Some(15) },
+                ..TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(15) })
             },
             11,
         )
@@ -360,16 +339,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         .commit_turn(
             "a",
             &id,
-            TurnCommit {
-                checkpoints: vec![],
-                redispatched: vec![],
-                fired_timers: vec![],
-                consumed_signals: vec![],
-                timed_out_signals: vec![],
-                children: vec![],
-                cancel_runs: vec![],
-                outcome: TurnOutcome::Suspend { wake_at: None },
-            },
+            TurnCommit::new(TurnOutcome::Suspend { wake_at: None }),
             23,
         )
         .await

@@ -142,6 +142,22 @@ pub struct RunPatch {
     pub error: Option<StepFailure>,
 }
 
+impl TurnCommit {
+    /// A commit with `outcome` and nothing else to persist.
+    pub fn new(outcome: TurnOutcome) -> Self {
+        TurnCommit {
+            checkpoints: Vec::new(),
+            redispatched: Vec::new(),
+            fired_timers: Vec::new(),
+            consumed_signals: Vec::new(),
+            timed_out_signals: Vec::new(),
+            children: Vec::new(),
+            cancel_runs: Vec::new(),
+            outcome,
+        }
+    }
+}
+
 /// What sending a signal did.
 #[derive(Clone, Debug)]
 pub enum SignalSent {

@@ -533,16 +533,16 @@ impl Store for SqliteStore {
             .map_err(db)?;
         }
         for seq in &commit.fired_timers {
-            sqlx::query(
-                "UPDATE checkpoints SET status = 'completed', finished_at = ? \
-                 WHERE run_id = ? AND seq = ? AND kind = 'sleep' AND status = 'pending'",
+            let fired = Resolution::Completed(None);
+            resolve_pending(
+                &mut tx,
+                id,
+                i64::from(*seq),
+                CheckpointKind::Sleep,
+                fired,
+                now,
             )
-            .bind(now)
-            .bind(id.as_str())
-            .bind(i64::from(*seq))
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+            .await?;
         }
         for (signal_id, seq) in &commit.consumed_signals {
             let payload: Option<String> = sqlx::query_scalar(
@@ -559,32 +559,29 @@ impl Store for SqliteStore {
                 // Taken by another wait meanwhile: this turn's view was stale; discard it.
                 return Ok(None);
             };
-            sqlx::query(
-                "UPDATE checkpoints SET status = 'completed', output = ?, finished_at = ? \
-                 WHERE run_id = ? AND seq = ? AND kind = 'signal' AND status = 'pending'",
+            let got = Resolution::Completed(Some(payload));
+            resolve_pending(
+                &mut tx,
+                id,
+                i64::from(*seq),
+                CheckpointKind::Signal,
+                got,
+                now,
             )
-            .bind(payload)
-            .bind(now)
-            .bind(id.as_str())
-            .bind(i64::from(*seq))
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+            .await?;
         }
         for seq in &commit.timed_out_signals {
-            sqlx::query(
-                "UPDATE checkpoints SET status = 'failed', error = ?, finished_at = ? \
-                 WHERE run_id = ? AND seq = ? AND kind = 'signal' AND status = 'pending'",
+            let timeout = StepFailure::new("the signal wait timed out").with_code("timeout");
+            let timed_out = Resolution::Failed(to_json(&timeout));
+            resolve_pending(
+                &mut tx,
+                id,
+                i64::from(*seq),
+                CheckpointKind::Signal,
+                timed_out,
+                now,
             )
-            .bind(to_json(
-                &StepFailure::new("the signal wait timed out").with_code("timeout"),
-            ))
-            .bind(now)
-            .bind(id.as_str())
-            .bind(i64::from(*seq))
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+            .await?;
         }
         for child in &commit.children {
             if insert_run(&mut *tx, child, now, true)
@@ -971,6 +968,44 @@ async fn schedule_retry(
         .map_err(db)
 }
 
+/// How a pending checkpoint resolves: completed (with an output, JSON text) or failed (with
+/// an error, JSON text).
+enum Resolution {
+    Completed(Option<String>),
+    Failed(String),
+}
+
+/// Resolves checkpoint `(run, seq)` of `kind` if it is still pending; returns how many rows
+/// changed (0 when it was already resolved, so a late or repeated resolution is a no-op).
+async fn resolve_pending(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    run: &RunId,
+    seq: i64,
+    kind: CheckpointKind,
+    resolution: Resolution,
+    now: Millis,
+) -> StoreResult<u64> {
+    let (status, output, error) = match resolution {
+        Resolution::Completed(output) => (CheckpointStatus::Completed, output, None),
+        Resolution::Failed(error) => (CheckpointStatus::Failed, None, Some(error)),
+    };
+    let done = sqlx::query(
+        "UPDATE checkpoints SET status = ?, output = ?, error = ?, finished_at = ? \
+         WHERE run_id = ? AND seq = ? AND kind = ? AND status = 'pending'",
+    )
+    .bind(status.as_str())
+    .bind(output)
+    .bind(error)
+    .bind(now)
+    .bind(run.as_str())
+    .bind(seq)
+    .bind(kind.as_str())
+    .execute(&mut **tx)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected())
+}
+
 /// Whether a child ending in `status` settles its parent's wait: every terminal status but
 /// `continued`, whose successor settles it instead.
 fn settles_parent(status: RunStatus) -> bool {
@@ -995,33 +1030,17 @@ async fn settle_parent(
     else {
         return Ok(());
     };
-    let (status, output, error) = match child.status {
-        RunStatus::Completed => (
-            CheckpointStatus::Completed,
-            Some(to_json(&child.output)),
-            None,
-        ),
+    let resolution = match child.status {
+        RunStatus::Completed => Resolution::Completed(Some(to_json(&child.output))),
         other => {
             let failure = child.error.clone().unwrap_or_else(|| {
                 StepFailure::new(format!("child run {} ended {other}", child.id))
             });
-            (CheckpointStatus::Failed, None, Some(to_json(&failure)))
+            Resolution::Failed(to_json(&failure))
         }
     };
-    let settled = sqlx::query(
-        "UPDATE checkpoints SET status = ?, output = ?, error = ?, finished_at = ? \
-         WHERE run_id = ? AND seq = ? AND kind = 'child' AND status = 'pending'",
-    )
-    .bind(status.as_str())
-    .bind(output)
-    .bind(error)
-    .bind(now)
-    .bind(parent.as_str())
-    .bind(seq)
-    .execute(&mut **tx)
-    .await
-    .map_err(db)?;
-    if settled.rows_affected() > 0 {
+    let settled = resolve_pending(tx, parent, seq, CheckpointKind::Child, resolution, now).await?;
+    if settled > 0 {
         sqlx::query(
             "UPDATE runs SET needs_wake = 1, updated_at = ?, \
              wake_at = CASE WHEN status = 'suspended' THEN ? ELSE wake_at END \
