@@ -4,17 +4,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, get_json, start_run, tempdir, wait_status};
+use common::{Server, get_json, start_run, tempdir, two_tenants, wait_status};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn tokens_confine_reads_lists_and_events_to_their_tenant() {
-    let dir = tempdir();
-    let server = Server::start(&dir, &[]).await;
-    let client = reqwest::Client::new();
-    let acme = server.token("acme");
-    let globex = server.token("globex");
+    let (server, client, acme, globex) = two_tenants().await;
 
     // Listen to acme's events before anything happens.
     let sse = client
@@ -212,11 +208,7 @@ async fn sigterm_drains_and_exits_cleanly() {
 
 #[tokio::test]
 async fn signals_reach_only_the_tokens_own_runs() {
-    let dir = tempdir();
-    let server = Server::start(&dir, &[]).await;
-    let client = reqwest::Client::new();
-    let acme = server.token("acme");
-    let globex = server.token("globex");
+    let (server, client, acme, globex) = two_tenants().await;
     let run = start_run(
         &client,
         &server,
@@ -268,11 +260,7 @@ async fn signals_reach_only_the_tokens_own_runs() {
 
 #[tokio::test]
 async fn a_fanout_gathers_children_that_stay_in_the_tenant() {
-    let dir = tempdir();
-    let server = Server::start(&dir, &[]).await;
-    let client = reqwest::Client::new();
-    let acme = server.token("acme");
-    let globex = server.token("globex");
+    let (server, client, acme, globex) = two_tenants().await;
     let run = start_run(
         &client,
         &server,
@@ -308,11 +296,7 @@ async fn a_fanout_gathers_children_that_stay_in_the_tenant() {
 
 #[tokio::test]
 async fn control_verbs_act_only_on_the_tokens_own_runs() {
-    let dir = tempdir();
-    let server = Server::start(&dir, &[]).await;
-    let client = reqwest::Client::new();
-    let acme = server.token("acme");
-    let globex = server.token("globex");
+    let (server, client, acme, globex) = two_tenants().await;
     let post = |path: String, token: &str, body: Value| {
         client
             .post(server.url(&path))

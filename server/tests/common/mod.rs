@@ -196,3 +196,10 @@ pub async fn wait_status(
     }
     last
 }
+
+/// A fresh server with API tokens for tenants `acme` and `globex`, and a client.
+pub async fn two_tenants() -> (Server, reqwest::Client, String, String) {
+    let server = Server::start(&tempdir(), &[]).await;
+    let (acme, globex) = (server.token("acme"), server.token("globex"));
+    (server, reqwest::Client::new(), acme, globex)
+}
