@@ -41,6 +41,8 @@ pub mod transport;
 #[cfg(feature = "engine")]
 pub mod prelude {
     pub use crate::driver::{Engine, EngineConfig};
-    pub use crate::model::{Namespace, Run, RunId, RunStatus};
-    pub use crate::runtime::{Registry, StepContext, StepError, WorkflowContext, WorkflowError};
+    pub use crate::model::{Namespace, RetryPolicy, Run, RunId, RunStatus};
+    pub use crate::runtime::{
+        Gather, Registry, StepContext, StepError, StepOptions, WorkflowContext, WorkflowError,
+    };
 }

@@ -922,3 +922,180 @@ async fn a_child_failing_under_fail_fast_cancels_its_siblings() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_step_try_that_outlives_its_timeout_is_retried_then_fails_for_good() {
+    use durable::model::RetryPolicy;
+    let dir = tempfile::tempdir().expect("tmp");
+    let tries = Arc::new(AtomicU32::new(0));
+    let mut r = Registry::new();
+    let t = tries.clone();
+    // The first try hangs past the timeout; the second answers at once.
+    r.step("sluggish", move |_ctx: StepContext, _: Value| {
+        let n = t.fetch_add(1, Ordering::SeqCst) + 1;
+        async move {
+            if n == 1 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Ok::<_, StepError>(json!(n))
+        }
+    });
+    r.step("hangs", |_ctx: StepContext, _: Value| async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Ok::<_, StepError>(json!("too late"))
+    });
+    let options = StepOptions::default()
+        .retry(RetryPolicy {
+            max_attempts: 2,
+            initial_ms: 10,
+            factor: 1.0,
+            max_ms: 10,
+            jitter: 0.0,
+        })
+        .timeout(Duration::from_millis(150));
+    let o = options.clone();
+    r.workflow("sluggish-wf", 1, move |ctx: WorkflowContext, _: Value| {
+        let o = o.clone();
+        async move { Ok::<_, WorkflowError>(ctx.step_with::<_, Value>("sluggish", &json!({}), o).await?) }
+    });
+    r.workflow("hangs-wf", 1, move |ctx: WorkflowContext, _: Value| {
+        let o = options.clone();
+        async move { Ok::<_, WorkflowError>(ctx.step_with::<_, Value>("hangs", &json!({}), o).await?) }
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let start_wf = |name: &str| StartRun {
+        workflow: name.into(),
+        input: json!({}),
+        ..Default::default()
+    };
+    let ok = h.engine.start_run(start_wf("sluggish-wf")).await.unwrap();
+    let hung = h.engine.start_run(start_wf("hangs-wf")).await.unwrap();
+    let done = wait_for(&h.store, &ok.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(2)), "the second try's answer wins");
+    let cp = &h.store.checkpoints(&Scope::All, &ok.id).await.unwrap()[0];
+    assert_eq!((cp.status, cp.attempts), (CheckpointStatus::Completed, 2));
+    assert_eq!(cp.timeout_ms, Some(150), "the timeout is stored with the step");
+
+    let failed = wait_for(&h.store, &hung.id, RunStatus::Failed).await;
+    assert_eq!(failed.error.unwrap().code.as_deref(), Some("timeout"));
+    let cp = &h.store.checkpoints(&Scope::All, &hung.id).await.unwrap()[0];
+    assert_eq!(
+        (cp.status, cp.attempts),
+        (CheckpointStatus::Failed, 2),
+        "each try timed out, then the failure is final"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_run_tells_its_in_flight_steps_on_the_control_channel() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let started = Arc::new(tokio::sync::Notify::new());
+    let (told_tx, told_rx) = tokio::sync::oneshot::channel::<bool>();
+    let told_tx = Arc::new(std::sync::Mutex::new(Some(told_tx)));
+    let mut r = Registry::new();
+    let s = started.clone();
+    r.step("long", move |ctx: StepContext, _: Value| {
+        let (s, told) = (s.clone(), told_tx.clone());
+        async move {
+            s.notify_one();
+            let heard = tokio::time::timeout(Duration::from_secs(10), ctx.cancelled())
+                .await
+                .is_ok();
+            if let Some(tx) = told.lock().unwrap().take() {
+                let _ = tx.send(heard && ctx.is_cancelled());
+            }
+            Ok::<_, StepError>(json!("stopped early"))
+        }
+    });
+    r.workflow("long-wf", 1, |ctx: WorkflowContext, _: Value| async move {
+        Ok::<_, WorkflowError>(ctx.step::<_, Value>("long", &json!({})).await?)
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "long-wf".into(),
+            input: json!({}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), started.notified())
+        .await
+        .expect("the step starts");
+    h.engine.cancel(&Scope::All, &run.id).await.unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(5), told_rx)
+        .await
+        .expect("the handler hears of the cancel")
+        .expect("answer");
+    assert!(heard, "the step saw its run cancelled");
+    let cancelled = wait_for(&h.store, &run.id, RunStatus::Cancelled).await;
+    assert_eq!(cancelled.output, None, "the late result is dropped");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn runs_stay_on_their_version_and_unpark_when_a_process_serves_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("db");
+    let v1 = |r: &mut Registry| {
+        r.workflow("greet", 1, |ctx: WorkflowContext, _: Value| async move {
+            ctx.sleep(Duration::from_millis(200)).await;
+            Ok::<_, WorkflowError>(json!("v1"))
+        });
+    };
+    let v2 = |r: &mut Registry| {
+        r.workflow("greet", 2, |_ctx: WorkflowContext, _: Value| async move {
+            Ok::<_, WorkflowError>(json!("v2"))
+        });
+    };
+    // A v1 process starts a run, which suspends on its timer; the process goes away.
+    let mut old = Registry::new();
+    v1(&mut old);
+    let h = start(store_at(&path).await, old).await;
+    let pinned = h
+        .engine
+        .start_run(StartRun {
+            workflow: "greet".into(),
+            input: json!({}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(pinned.workflow_version, 1);
+    wait_for(&h.store, &pinned.id, RunStatus::Suspended).await;
+    h.stop().await;
+
+    // Only v2 is deployed: new runs start on v2, the v1 run parks as blocked with the reason.
+    let mut new = Registry::new();
+    v2(&mut new);
+    let h = start(store_at(&path).await, new).await;
+    let fresh = h
+        .engine
+        .start_run(StartRun {
+            workflow: "greet".into(),
+            input: json!({}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(fresh.workflow_version, 2);
+    let fresh = wait_for(&h.store, &fresh.id, RunStatus::Completed).await;
+    assert_eq!(fresh.output, Some(json!("v2")));
+    let blocked = wait_for(&h.store, &pinned.id, RunStatus::Blocked).await;
+    let reason = blocked.error.expect("a reason");
+    assert_eq!(reason.code.as_deref(), Some("no_worker"));
+    assert!(reason.message.contains("version 1"), "{}", reason.message);
+    h.stop().await;
+
+    // A process serving both versions un-parks it, and it finishes on v1.
+    let mut both = Registry::new();
+    v1(&mut both);
+    v2(&mut both);
+    let h = start(store_at(&path).await, both).await;
+    let done = wait_for(&h.store, &pinned.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!("v1")));
+    assert_eq!(done.workflow_version, 1);
+    h.stop().await;
+}

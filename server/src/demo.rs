@@ -3,7 +3,8 @@
 //! Registered here: `demo.order` (three sequential remote steps), `demo.flaky` (fails unless
 //! `input.ok == true`, to show retry with edited input), `demo.sleepy` (a durable timer of
 //! `input.seconds`), `demo.approval` (waits for signal `approve`, completes with its payload)
-//! and `demo.fanout` (gathers `input.n` child `demo.order` runs).
+//! `demo.fanout` (gathers `input.n` child `demo.order` runs) and `demo.tour` (every primitive in
+//! one run: a step, a timer, optionally a signal wait, a child and another step).
 
 use std::io::Write;
 use std::time::Duration;
@@ -18,9 +19,11 @@ use serde_json::{Value, json};
 
 use crate::secret;
 
-/// Where demo steps append `<step_id>\t<started_ms>` on every execution, when set. The crash
-/// test reads it to prove no completed step ran again.
-const EFFECTS_LOG_ENV: &str = "DURABLE_DEMO_EFFECTS_LOG";
+/// A directory where demo steps record their side effects, when set: every execution appends
+/// `<step_id>\t<started_ms>` to `executions.log`, and the effect itself is applied once per
+/// `step_id` (the idempotency key every delivery of a step carries) as the file
+/// `applied/<step_id>`. The crash test reads both.
+const EFFECTS_ENV: &str = "DURABLE_DEMO_EFFECTS";
 
 /// The most children one `demo.fanout` run gathers.
 const MAX_FANOUT: u64 = 50;
@@ -44,6 +47,31 @@ impl Default for OrderInput {
             item: "book".into(),
             qty: 1,
             delay_ms: 400,
+        }
+    }
+}
+
+/// `demo.tour` input; every field has a default so `{}` works.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+struct TourInput {
+    /// The timer between the two steps.
+    sleep_ms: u64,
+    /// Whether to wait for signal `approve` after the timer.
+    wait_signal: bool,
+    /// Whether to run a `demo.order` child.
+    child: bool,
+    /// How long each step pretends to work.
+    delay_ms: u64,
+}
+
+impl Default for TourInput {
+    fn default() -> Self {
+        TourInput {
+            sleep_ms: 2000,
+            wait_signal: false,
+            child: true,
+            delay_ms: 300,
         }
     }
 }
@@ -128,6 +156,36 @@ pub fn registry() -> Registry {
         },
     );
     r.workflow(
+        "demo.tour",
+        1,
+        |ctx: WorkflowContext, input: TourInput| async move {
+            if input.sleep_ms as f64 > MAX_SLEEP_SECONDS * 1000.0 {
+                return Err(WorkflowError::msg(format!(
+                    "input.sleep_ms must be at most {}; got {}",
+                    MAX_SLEEP_SECONDS * 1000.0,
+                    input.sleep_ms
+                )));
+            }
+            let args = json!({ "item": "tour", "qty": 1, "delay_ms": input.delay_ms });
+            let reserved: Value = ctx.step("order.reserve", &args).await?;
+            ctx.sleep(Duration::from_millis(input.sleep_ms)).await;
+            let approval: Option<Value> = if input.wait_signal {
+                ctx.wait_signal("approve", None).await?
+            } else {
+                None
+            };
+            let child: Option<Value> = if input.child {
+                Some(ctx.child("demo.order", &args).await?)
+            } else {
+                None
+            };
+            let charged: Value = ctx.step("order.charge", &args).await?;
+            Ok::<_, WorkflowError>(json!({
+                "reserved": reserved, "approval": approval, "child": child, "charged": charged
+            }))
+        },
+    );
+    r.workflow(
         "demo.approval",
         1,
         |ctx: WorkflowContext, _input: Value| async move {
@@ -147,18 +205,31 @@ pub fn registry() -> Registry {
 }
 
 fn record_effect(ctx: &StepContext) {
-    let Ok(path) = std::env::var(EFFECTS_LOG_ENV) else {
+    let Ok(dir) = std::env::var(EFFECTS_ENV) else {
         return;
     };
+    let dir = std::path::Path::new(&dir);
     let line = format!("{}\t{}\n", ctx.step_id, secret::now_ms());
     // One short O_APPEND write per execution: lines never interleave.
-    let written = std::fs::OpenOptions::new()
+    let logged = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&path)
+        .open(dir.join("executions.log"))
         .and_then(|mut f| f.write_all(line.as_bytes()));
-    if let Err(e) = written {
-        tracing::warn!(path, error = %e, "could not record a demo step effect");
+    // The effect, applied at most once per step id however often the step is delivered.
+    let applied = std::fs::create_dir_all(dir.join("applied")).and_then(|()| {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(dir.join("applied").join(ctx.step_id.replace(['/', '\\'], "_")))
+        {
+            Ok(mut f) => f.write_all(line.as_bytes()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        }
+    });
+    if let Err(e) = logged.and(applied) {
+        tracing::warn!(dir = %dir.display(), error = %e, "could not record a demo step effect");
     }
 }
 
@@ -216,6 +287,7 @@ pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<(
         (&globex, "demo.sleepy", json!({ "seconds": 30 })),
         (&acme, "demo.approval", json!({ "request": "new laptop" })),
         (&acme, "demo.fanout", json!({ "n": 3 })),
+        (&globex, "demo.tour", json!({ "wait_signal": true })),
     ];
     for (ns, workflow, input) in runs {
         engine

@@ -3,12 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio::task::JoinSet;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::shared::Shared;
 use crate::model::{
-    CheckpointKind, CheckpointStatus, RemoteTask, Run, RunId, RunStatus, StepFailure,
+    CheckpointKind, CheckpointStatus, Millis, RemoteTask, Run, RunId, RunStatus, StepFailure,
     TenantEventKind,
 };
 use crate::runtime::turn::{TurnInput, run_turn};
@@ -17,57 +16,60 @@ use crate::store::{NewCheckpoint, NewRun, RunPatch, TurnCommit, TurnOutcome};
 use crate::transport::naming::routing_token;
 
 pub(crate) async fn drive_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let permits = Arc::new(Semaphore::new(shared.config.max_concurrent_turns.max(1)));
-    let mut turns = JoinSet::new();
     let lease_ms = shared.config.lease.as_millis() as i64;
     loop {
         if *stop.borrow() {
             break;
         }
-        while turns.try_join_next().is_some() {}
-        let free = permits.available_permits() as u32;
-        let claimed = if free == 0 {
-            Vec::new()
-        } else {
-            let now = shared.clock.now();
-            match shared
-                .store
-                .claim_runs(
-                    &shared.scope,
-                    &shared.config.owner,
-                    now,
-                    lease_ms,
-                    free,
-                    shared.config.max_recoveries,
-                )
-                .await
-            {
-                Ok(runs) => runs,
-                Err(e) => {
-                    tracing::warn!(error = %e, "claiming runs failed; retrying shortly");
-                    Vec::new()
-                }
+        let free = shared.turns.available_permits() as u32;
+        if free == 0 {
+            // Every slot is busy: wait for one to come free rather than polling.
+            tokio::select! {
+                slot = shared.turns.clone().acquire_owned() => drop(slot),
+                _ = stop.changed() => {}
+            }
+            continue;
+        }
+        let now = shared.clock.now();
+        let claimed = match shared
+            .store
+            .claim_runs(
+                &shared.scope,
+                &shared.config.owner,
+                now,
+                lease_ms,
+                free,
+                shared.config.max_recoveries,
+            )
+            .await
+        {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming runs failed; retrying shortly");
+                Vec::new()
             }
         };
         if claimed.is_empty() {
+            // Any suspend committed from here on pokes us, until we know what we wait for.
+            shared.plan_wake(Millis::MAX);
             let wait = idle_wait(&shared).await;
+            shared.plan_wake(shared.clock.now() + wait.as_millis() as i64);
             tokio::select! {
                 _ = shared.wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => {}
-                Some(_) = turns.join_next(), if !turns.is_empty() => {}
             }
+            // Awake: whatever was committed meanwhile is seen by the next claim.
+            shared.plan_wake(Millis::MIN);
             continue;
         }
         for run in claimed {
-            let Ok(permit) = permits.clone().acquire_owned().await else {
+            let Ok(slot) = shared.turns.clone().acquire_owned().await else {
                 break;
             };
-            turns.spawn(process(shared.clone(), run, permit));
+            spawn_turns(shared.clone(), run, slot);
         }
     }
-    // Turns already running finish and persist; their runs are not left half-applied.
-    while turns.join_next().await.is_some() {}
 }
 
 /// How long to sleep with nothing to do: until the next timer or lease expiry, at most
@@ -87,16 +89,34 @@ async fn idle_wait(shared: &Shared) -> Duration {
     }
 }
 
-async fn process(shared: Arc<Shared>, run: Run, _permit: OwnedSemaphorePermit) {
-    shared.in_flight().insert(run.id.clone());
-    shared.emit(&run, TenantEventKind::RunRunning, None).await;
-    if let Err(e) = turn(&shared, &run).await {
-        tracing::warn!(run_id = %run.id, error = %e, "turn failed; the run is retried when its lease expires");
-    }
-    shared.in_flight().remove(&run.id);
+/// Executes turns of `run`, which this engine has claimed, until it stops being runnable: a
+/// run woken while its turn executed stays claimed and turns again at once. `slot` is held
+/// throughout, so shutdown can wait for it.
+pub(crate) fn spawn_turns(shared: Arc<Shared>, run: Run, slot: OwnedSemaphorePermit) {
+    tokio::spawn(async move {
+        let id = run.id.clone();
+        shared.in_flight().insert(id.clone());
+        shared.emit(&run, TenantEventKind::RunRunning, None).await;
+        let mut run = run;
+        loop {
+            match turn(&shared, &run).await {
+                // Shutting down: the lease is released and a restart resumes the run.
+                Ok(Some(next)) if shared.is_accepting() => run = next,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(run_id = %id, error = %e, "turn failed; the run is retried when its lease expires");
+                    break;
+                }
+            }
+        }
+        shared.in_flight().remove(&id);
+        drop(slot);
+    });
 }
 
-async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError> {
+/// Executes one turn of `run` and persists it. `Some(run)` when the run stayed claimed for
+/// another turn.
+async fn turn(shared: &Shared, run: &Run) -> Result<Option<Run>, crate::store::StoreError> {
     let (commit, tasks) = match shared.registry.get(&run.workflow, run.workflow_version) {
         None => {
             let reason = StepFailure::new(format!(
@@ -123,13 +143,14 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
         }
     };
     let mut children_started: Vec<_> = commit.children.iter().map(|c| c.id.clone()).collect();
+    let cancelled = commit.cancel_runs.clone();
     if let TurnOutcome::Continue(next) = &commit.outcome {
         children_started.push(next.id.clone());
     }
     let now = shared.clock.now();
     let Some(updated) = shared
         .store
-        .commit_turn(&shared.config.owner, &run.id, commit, now)
+        .commit_turn(&shared.claim(), &run.id, commit, now)
         .await?
     else {
         // Cancelled while the turn ran: finish the cancellation now that the turn is over.
@@ -147,8 +168,11 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
                 tracing::warn!(run_id = %run.id, "lost the lease during a turn; its outcome was discarded")
             }
         }
-        return Ok(());
+        return Ok(None);
     };
+    for id in &cancelled {
+        shared.announce_cancel(id).await;
+    }
     // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched.
     for task in tasks {
         if let Err(e) = shared.transport.dispatch(task).await {
@@ -161,15 +185,20 @@ async fn turn(shared: &Shared, run: &Run) -> Result<(), crate::store::StoreError
             shared.emit(&child, TenantEventKind::RunStarted, None).await;
         }
     }
-    if started_children
-        || (updated.status == RunStatus::Suspended && updated.wake_at.is_some_and(|w| w <= now))
-    {
+    if started_children {
         shared.wake.notify_one();
+    }
+    if updated.status == RunStatus::Running {
+        // Woken during the turn: still ours, and owed another turn.
+        return Ok(Some(updated));
+    }
+    if let Some(at) = updated.wake_at {
+        shared.wake_by(at);
     }
     shared
         .emit(&updated, TenantEventKind::for_status(updated.status), None)
         .await;
-    Ok(())
+    Ok(None)
 }
 
 /// Turns a decision into the durable commit and the tasks to dispatch after it.
@@ -184,6 +213,7 @@ fn plan(
     let mut redispatched = Vec::new();
     let mut consumed_signals = Vec::new();
     let mut timed_out_signals = Vec::new();
+    let mut timed_out_steps = Vec::new();
     let mut children = Vec::new();
     let mut cancel_runs = Vec::new();
     let mut tasks = Vec::new();
@@ -194,6 +224,7 @@ fn plan(
                 name,
                 input,
                 retry,
+                timeout_ms,
             } => {
                 let group = routing_token(&name, Some(&run.namespace));
                 tasks.push(RemoteTask {
@@ -220,6 +251,7 @@ fn plan(
                     started_at: None,
                     finished_at: None,
                     retry_policy: retry,
+                    timeout_ms,
                 });
             }
             Command::RecordStep {
@@ -254,6 +286,7 @@ fn plan(
                     started_at: Some(started_at),
                     finished_at: Some(finished_at),
                     retry_policy: None,
+                    timeout_ms: None,
                 });
             }
             Command::Sleep { seq, ms } => checkpoints.push(NewCheckpoint {
@@ -270,6 +303,7 @@ fn plan(
                 started_at: Some(now),
                 finished_at: None,
                 retry_policy: None,
+                timeout_ms: None,
             }),
             Command::FireTimer { seq } => fired_timers.push(seq),
             Command::CancelRun { id } => cancel_runs.push(id),
@@ -311,6 +345,7 @@ fn plan(
                 consumed_signals.push((signal_id, seq));
             }
             Command::SignalTimedOut { seq } => timed_out_signals.push(seq),
+            Command::StepTimedOut { seq } => timed_out_steps.push(seq),
             Command::StartChild {
                 seq,
                 workflow,
@@ -344,6 +379,7 @@ fn plan(
                     started_at: None,
                     finished_at: None,
                     retry_policy: None,
+                    timeout_ms: None,
                 });
             }
         }
@@ -382,6 +418,7 @@ fn plan(
             fired_timers,
             consumed_signals,
             timed_out_signals,
+            timed_out_steps,
             children,
             cancel_runs,
             outcome,
@@ -405,6 +442,7 @@ fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCh
         started_at: Some(now),
         finished_at: None,
         retry_policy: None,
+        timeout_ms: None,
     }
 }
 

@@ -151,6 +151,12 @@ impl Engine {
             redispatch::redispatch_due(&self.shared, now).await?;
         }
         sweep::sweep_once(&self.shared).await?;
+        let served = self.shared.registry.workflow_versions();
+        let now = self.shared.clock.now();
+        for run in self.shared.store.unblock_runs(&self.shared.scope, &served, now).await? {
+            tracing::info!(run_id = %run.id, workflow = %run.workflow, version = run.workflow_version, "un-parked a blocked run: its version is served here now");
+            self.shared.emit(&run, TenantEventKind::RunStarted, None).await;
+        }
         let s = &self.shared;
         let handles = vec![
             tokio::spawn(sweep::sweep_loop(s.clone(), self.stop.subscribe())),
@@ -167,12 +173,14 @@ impl Engine {
             tokio::spawn(lease::renew_loop(s.clone(), self.stop.subscribe())),
         ];
         *self.loops.lock().unwrap_or_else(|p| p.into_inner()) = Some(handles);
+        s.set_accepting(true);
         Ok(())
     }
 
     /// Stops claiming new work, lets running turns finish and persist, applies results that
     /// already arrived, and releases this engine's leases so a restart resumes at once.
     pub async fn shutdown(&self) {
+        self.shared.set_accepting(false);
         let _ = self.stop.send(true);
         let handles = self.loops.lock().unwrap_or_else(|p| p.into_inner()).take();
         for h in handles.into_iter().flatten() {
@@ -180,6 +188,8 @@ impl Engine {
                 tracing::error!(error = %e, "an engine loop ended abnormally");
             }
         }
+        // Turns already executing finish and persist; their runs are not left half-applied.
+        self.shared.turns_finished().await;
         let now = self.shared.clock.now();
         match self
             .shared
@@ -261,6 +271,9 @@ impl Engine {
                     .await?
             }
         };
+        if let Some(run) = &run {
+            self.shared.announce_cancel(&run.id).await;
+        }
         self.controlled(scope, id, run).await
     }
 
@@ -325,17 +338,24 @@ impl Engine {
         }
     }
 
-    /// Inserts a new run, announces it to its tenant and pokes the drive loop.
+    /// Inserts a new run and announces it to its tenant. With a free turn slot the run is
+    /// inserted already claimed and its first turn starts here at once; otherwise the drive loop
+    /// is poked.
     async fn create(&self, new: NewRun) -> Result<Run, EngineError> {
-        let run = self
-            .shared
+        let shared = &self.shared;
+        let slot = shared.try_turn_slot();
+        let claim = slot.as_ref().map(|_| shared.claim());
+        let run = shared
             .store
-            .create_run(new, self.shared.clock.now())
+            .create_run(new, shared.clock.now(), claim.as_ref())
             .await?;
-        self.shared
-            .emit(&run, TenantEventKind::RunStarted, None)
-            .await;
-        self.shared.wake.notify_one();
+        shared.emit(&run, TenantEventKind::RunStarted, None).await;
+        match slot {
+            Some(slot) if run.status == RunStatus::Running => {
+                drive::spawn_turns(shared.clone(), run.clone(), slot)
+            }
+            _ => shared.wake.notify_one(),
+        }
         Ok(run)
     }
 

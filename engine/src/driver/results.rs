@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
+use super::drive::spawn_turns;
 use super::shared::Shared;
 use crate::model::{CheckpointStatus, StepResult, TenantEventKind};
 use crate::transport::Subscription;
@@ -14,33 +16,42 @@ pub(crate) async fn results_loop(
     mut results: Subscription<StepResult>,
     mut stop: watch::Receiver<bool>,
 ) {
+    // Results are applied concurrently, so the store commits a burst of them together.
+    let mut applying = JoinSet::new();
     loop {
         tokio::select! {
             _ = stop.changed() => break,
             next = results.next() => match next {
-                Some(result) => apply(&shared, result).await,
-                None => return,
+                Some(result) => {
+                    applying.spawn(apply(shared.clone(), result));
+                    while applying.try_join_next().is_some() {}
+                }
+                None => break,
             },
         }
     }
     // Results that already arrived are applied before stopping, so their steps do not re-run.
     while let Some(Some(result)) = results.next().now_or_never() {
-        apply(&shared, result).await;
+        applying.spawn(apply(shared.clone(), result));
     }
+    while applying.join_next().await.is_some() {}
 }
 
-async fn apply(shared: &Shared, result: StepResult) {
+async fn apply(shared: Arc<Shared>, result: StepResult) {
     if result.step_id != format!("{}:{}", result.run_id, result.seq) {
         tracing::warn!(step_id = %result.step_id, run_id = %result.run_id, seq = result.seq, "dropping a result whose stepId does not match runId:seq");
         return;
     }
+    // With a free turn slot, the run is claimed in the same write and its turn runs here at
+    // once; otherwise the drive loop picks it up.
+    let slot = shared.try_turn_slot();
+    let claim = slot.as_ref().map(|_| shared.claim());
     match shared
         .store
-        .apply_step_result(&result, shared.clock.now())
+        .apply_step_result(&result, shared.clock.now(), claim.as_ref())
         .await
     {
         Ok(Some(applied)) => {
-            shared.wake.notify_one();
             let kind = if applied.checkpoint.status == CheckpointStatus::Completed {
                 TenantEventKind::StepCompleted
             } else {
@@ -49,6 +60,10 @@ async fn apply(shared: &Shared, result: StepResult) {
             shared
                 .emit(&applied.run, kind, Some(applied.checkpoint.seq))
                 .await;
+            match slot {
+                Some(slot) if applied.claimed => spawn_turns(shared.clone(), applied.run, slot),
+                _ => shared.wake.notify_one(),
+            }
         }
         Ok(None) => {
             tracing::debug!(run_id = %result.run_id, seq = result.seq, "ignored a late or duplicate step result")

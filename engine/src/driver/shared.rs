@@ -1,12 +1,15 @@
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::EngineConfig;
-use crate::model::{Run, RunId, Scope, TenantEvent, TenantEventKind};
+use crate::model::{
+    ControlMessage, ControlNotice, Millis, Run, RunId, Scope, TenantEvent, TenantEventKind,
+};
 use crate::runtime::{Clock, Registry};
-use crate::store::Store;
+use crate::store::{Claim, Store};
 use crate::transport::Transport;
 
 /// What every loop of one engine shares.
@@ -20,6 +23,15 @@ pub(crate) struct Shared {
     pub scope: Scope,
     /// Poked when a run may have become runnable, so the drive loop does not wait for its tick.
     pub wake: Notify,
+    /// When the idle drive loop will next look (epoch ms), so a turn that suspends a run
+    /// until sooner can poke it.
+    planned_wake: AtomicI64,
+    /// One per turn that may execute at once; every turn holds one, so taking them all waits
+    /// for every turn to finish.
+    pub turns: Arc<Semaphore>,
+    /// Whether the engine's loops run: only then may a start or a result claim a run directly
+    /// (someone must run the turn it then owes).
+    accepting: AtomicBool,
     /// Runs whose turn is executing here; their leases are renewed.
     in_flight: Mutex<HashSet<RunId>>,
 }
@@ -41,15 +53,78 @@ impl Shared {
             transport,
             registry,
             clock,
-            config,
             scope,
             wake: Notify::new(),
+            planned_wake: AtomicI64::new(Millis::MAX),
+            turns: Arc::new(Semaphore::new(config.max_concurrent_turns.max(1))),
+            accepting: AtomicBool::new(false),
             in_flight: Mutex::default(),
+            config,
+        }
+    }
+
+    /// This engine's lease, from now.
+    pub fn claim(&self) -> Claim {
+        Claim {
+            scope: self.scope.clone(),
+            owner: self.config.owner.clone(),
+            until: self.clock.now() + self.config.lease.as_millis() as i64,
+        }
+    }
+
+    /// A turn slot for a run claimed directly (by its start or its result), if one is free and
+    /// the engine is running; otherwise the drive loop picks the run up.
+    pub fn try_turn_slot(&self) -> Option<OwnedSemaphorePermit> {
+        let permit = self.turns.clone().try_acquire_owned().ok()?;
+        // Checked after taking the slot: shutdown clears the flag, then waits for every slot.
+        self.is_accepting().then_some(permit)
+    }
+
+    /// Whether the engine is running (not stopped or stopping).
+    pub fn is_accepting(&self) -> bool {
+        self.accepting.load(Ordering::SeqCst)
+    }
+
+    /// Lets starts and results claim runs directly (or stops them, at shutdown).
+    pub fn set_accepting(&self, on: bool) {
+        self.accepting.store(on, Ordering::SeqCst);
+    }
+
+    /// Notes when the idle drive loop will next look.
+    pub fn plan_wake(&self, at: Millis) {
+        self.planned_wake.store(at, Ordering::SeqCst);
+    }
+
+    /// Pokes the drive loop if `at` is sooner than it planned to look.
+    pub fn wake_by(&self, at: Millis) {
+        if at < self.planned_wake.load(Ordering::SeqCst) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Waits until no turn is executing.
+    pub async fn turns_finished(&self) {
+        let all = self.config.max_concurrent_turns.max(1) as u32;
+        if let Ok(permits) = self.turns.acquire_many(all).await {
+            drop(permits);
         }
     }
 
     pub fn in_flight(&self) -> MutexGuard<'_, HashSet<RunId>> {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tells every worker on the control channel that run `id` was cancelled, so its in-flight
+    /// steps can stop. Only a hint (results of a cancelled run are dropped anyway), so a
+    /// transport error is logged, not raised.
+    pub async fn announce_cancel(&self, id: &RunId) {
+        let message = ControlMessage {
+            from: Some(self.config.owner.clone()),
+            notice: ControlNotice::Cancel { run_id: id.clone() },
+        };
+        if let Err(e) = self.transport.publish_control(message).await {
+            tracing::warn!(run_id = %id, error = %e, "could not announce a cancellation");
+        }
     }
 
     /// Publishes the run's current status to its tenant. Losing an event only delays a live

@@ -126,4 +126,7 @@ pub struct Checkpoint {
     /// How a failed remote step is retried.
     #[serde(default)]
     pub retry_policy: Option<RetryPolicy>,
+    /// How long one try of a remote step may take before it counts as failed (`timeout`).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }

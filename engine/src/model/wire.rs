@@ -157,3 +157,38 @@ mod tests {
         );
     }
 }
+
+/// A broadcast on the control channel (`P-control`, wire §2.5): every process hears every
+/// message and drops its own echo by `from`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ControlMessage {
+    /// The sending instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// What it says.
+    #[serde(flatten)]
+    pub notice: ControlNotice,
+}
+
+/// What a control message says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ControlNotice {
+    /// The run was cancelled: its in-flight steps should stop, and a turn replaying it bails.
+    #[serde(rename_all = "camelCase")]
+    Cancel {
+        /// The cancelled run.
+        run_id: RunId,
+    },
+    /// Work was queued for the run (informational; workers ignore it).
+    #[serde(rename_all = "camelCase")]
+    Enqueued {
+        /// The run.
+        run_id: RunId,
+    },
+    /// A step event (progress) from a worker, passed through as sent.
+    Event {
+        /// The event.
+        event: Value,
+    },
+}

@@ -8,8 +8,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::cancel::Cancellations;
 use super::error::decode;
-use super::{Clock, Command, StepError, WorkflowError};
+use super::{Clock, Command, StepError, StepOptions, WorkflowError};
 use crate::model::{
     BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy,
     RunId, StepFailure,
@@ -137,22 +138,25 @@ impl WorkflowContext {
         self.step_with(name, input, RetryPolicy::default()).await
     }
 
-    /// [`WorkflowContext::step`] with an explicit retry policy.
+    /// [`WorkflowContext::step`] with explicit [`StepOptions`] (or just a [`RetryPolicy`]): a
+    /// try with no result within `timeout` fails with code `timeout` and is retried by the policy.
     pub async fn step_with<I, O>(
         &self,
         name: &str,
         input: &I,
-        retry: RetryPolicy,
+        options: impl Into<StepOptions>,
     ) -> Result<O, StepError>
     where
         I: Serialize + ?Sized,
         O: DeserializeOwned,
     {
+        let StepOptions { retry, timeout } = options.into();
+        let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
         match replay {
             Replay::Resolved(cp) => resolved(*cp, name),
             Replay::Waiting => {
-                self.plan_retry(seq, name);
+                self.plan_waiting_step(seq, name);
                 self.suspend().await
             }
             Replay::New => {
@@ -161,46 +165,64 @@ impl WorkflowContext {
                         "the input of step `{name}` cannot be serialised: {e}"
                     ))
                 })?;
-                self.state().commands.push(Command::Call {
-                    seq,
-                    name: name.to_owned(),
-                    input,
-                    retry: Some(retry),
-                });
+                {
+                    let mut st = self.state();
+                    if let Some(ms) = timeout_ms {
+                        let at = st.now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
+                        st.wake_by(at);
+                    }
+                    st.commands.push(Command::Call {
+                        seq,
+                        name: name.to_owned(),
+                        input,
+                        retry: Some(retry),
+                        timeout_ms,
+                    });
+                }
                 self.suspend().await
             }
         }
     }
 
-    /// A retry waiting out its backoff (a pending step with no dispatch time): dispatch it once
-    /// due, else make the run wake for it.
-    fn plan_retry(&self, seq: u32, name: &str) {
+    /// A remote step still waiting: a retry waiting out its backoff (no dispatch time) is
+    /// dispatched once due; a dispatched try that outlived its timeout is timed out; otherwise
+    /// the run wakes for whichever comes first.
+    fn plan_waiting_step(&self, seq: u32, name: &str) {
         let mut st = self.state();
         if st.nondeterminism.is_some() {
             return;
         }
-        let Some((due, input, attempts)) = st
-            .history
-            .get(&seq)
-            .filter(|c| c.enqueued_at.is_none())
-            .map(|c| {
-                (
-                    c.wake_at,
-                    c.input.clone().unwrap_or(Value::Null),
-                    c.attempts,
-                )
-            })
-        else {
+        let Some(cp) = st.history.get(&seq) else {
             return;
         };
-        match due {
-            Some(at) if at > st.now => st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at))),
-            _ => st.commands.push(Command::RetryStep {
-                seq,
-                name: name.to_owned(),
-                input,
-                attempt: attempts,
-            }),
+        let (sent, due, timeout, attempts) = (cp.enqueued_at, cp.wake_at, cp.timeout_ms, cp.attempts);
+        let input = cp.input.clone().unwrap_or(Value::Null);
+        match (sent, due) {
+            (Some(sent), _) => {
+                let Some(ms) = timeout else {
+                    return;
+                };
+                let deadline = sent.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
+                if deadline <= st.now {
+                    st.commands.push(Command::StepTimedOut { seq });
+                } else {
+                    st.wake_by(deadline);
+                }
+            }
+            (None, Some(at)) if at > st.now => st.wake_by(at),
+            (None, _) => {
+                // Dispatched again now: its timeout counts from now.
+                if let Some(ms) = timeout {
+                    let deadline = st.now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
+                    st.wake_by(deadline);
+                }
+                st.commands.push(Command::RetryStep {
+                    seq,
+                    name: name.to_owned(),
+                    input,
+                    attempt: attempts,
+                });
+            }
         }
     }
 
@@ -280,7 +302,7 @@ impl WorkflowContext {
                         false
                     }
                     Some(at) => {
-                        st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at)));
+                        st.wake_by(at);
                         true
                     }
                     None => true,
@@ -290,7 +312,7 @@ impl WorkflowContext {
                 let mut st = self.state();
                 let at = st.now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
                 st.commands.push(Command::Sleep { seq, ms });
-                st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at)));
+                st.wake_by(at);
                 true
             }
         };
@@ -332,7 +354,7 @@ impl WorkflowContext {
                     SignalWait::TimedOut
                 } else {
                     if let Some(at) = deadline {
-                        st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at)));
+                        st.wake_by(at);
                     }
                     SignalWait::Suspend
                 }
@@ -346,7 +368,7 @@ impl WorkflowContext {
                         timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
                     if let Some(ms) = timeout_ms {
                         let at = st.now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
-                        st.next_wake = Some(st.next_wake.map_or(at, |w| w.min(at)));
+                        st.wake_by(at);
                     }
                     st.commands.push(Command::WaitSignal {
                         seq,
@@ -521,6 +543,11 @@ enum SignalWait {
 }
 
 impl TurnState {
+    /// Makes the run wake by `at` at the latest.
+    fn wake_by(&mut self, at: Millis) {
+        self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
+    }
+
     /// Takes the oldest buffered signal named `name` for the wait at `seq`.
     fn take_signal(&mut self, seq: u32, name: &str) -> Option<Value> {
         let at = self.signals.iter().position(|s| s.name == name)?;
@@ -564,6 +591,21 @@ pub struct StepContext {
     pub attempt: u32,
     /// The routing token the task came on.
     pub group: String,
+    pub(crate) cancellations: Arc<Cancellations>,
+}
+
+impl StepContext {
+    /// Whether the step's run was cancelled while the step runs (the control plane broadcasts
+    /// it). A long handler checks this, or awaits [`StepContext::cancelled`], to stop early;
+    /// its result would be dropped anyway.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellations.is_cancelled(&self.run_id)
+    }
+
+    /// Resolves when the step's run is cancelled: `select!` it against long work.
+    pub async fn cancelled(&self) {
+        self.cancellations.wait(&self.run_id).await
+    }
 }
 
 /// The id of the child started at `seq` of `parent`: `<parent>.child.<seq>`, or, for a parent id

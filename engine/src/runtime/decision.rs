@@ -23,6 +23,9 @@ pub enum Command {
         /// decision-issued calls are not retried).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry: Option<RetryPolicy>,
+        /// How long one try may take (an extension: absent on the aviary wire).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
     },
     /// A failed step's backoff has passed: dispatch it again. Not on the aviary wire.
     #[serde(rename_all = "camelCase")]
@@ -87,6 +90,12 @@ pub enum Command {
     #[serde(rename_all = "camelCase")]
     SignalTimedOut {
         /// Position of the wait.
+        seq: u32,
+    },
+    /// The current try of the remote step at `seq` outlived its timeout. Not on the aviary wire.
+    #[serde(rename_all = "camelCase")]
+    StepTimedOut {
+        /// Position of the step.
         seq: u32,
     },
     /// Start a child run `<run_id>.child.<seq>` of `workflow` (in the parent's namespace) and

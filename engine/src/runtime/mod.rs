@@ -2,10 +2,12 @@
 //! [`Registry`] of workflows and steps, one deterministic turn of replay ([`turn`]), and the
 //! embedded step [`Worker`]. Nothing here knows which store or transport is in use.
 
+mod cancel;
 mod clock;
 mod context;
 mod decision;
 mod error;
+mod options;
 mod registry;
 pub mod turn;
 mod worker;
@@ -14,5 +16,6 @@ pub use clock::{Clock, SystemClock};
 pub use context::{Gather, StepContext, WorkflowContext, child_run_id};
 pub use decision::{Command, Decision, DecisionStatus};
 pub use error::{StepError, WorkflowError};
+pub use options::StepOptions;
 pub use registry::{RegisteredWorkflow, Registry};
 pub use worker::{Worker, WorkerConfig};

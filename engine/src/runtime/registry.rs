@@ -125,6 +125,17 @@ impl Registry {
         names
     }
 
+    /// Every registered `(workflow, version)`, sorted.
+    pub fn workflow_versions(&self) -> Vec<(String, u32)> {
+        let mut all: Vec<(String, u32)> = self
+            .workflows
+            .iter()
+            .flat_map(|(name, versions)| versions.keys().map(|v| (name.clone(), *v)))
+            .collect();
+        all.sort();
+        all
+    }
+
     /// Registered step names, sorted.
     pub fn step_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.steps.keys().cloned().collect();

@@ -9,7 +9,10 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::{Clock, Registry, StepContext};
-use crate::model::{RemoteTask, StepFailure, StepOutcome, StepResult};
+use super::cancel::Cancellations;
+use crate::model::{
+    ControlMessage, ControlNotice, RemoteTask, StepFailure, StepOutcome, StepResult,
+};
 use crate::transport::{Partitions, TaskSubscription, Transport, TransportError};
 
 /// How a worker runs.
@@ -41,6 +44,25 @@ impl Worker {
         };
         let mut tasks = transport.consume_tasks(subscription).await?;
         let (stop, mut stopped) = watch::channel(false);
+        let cancellations = Arc::new(Cancellations::default());
+        let mut control = transport.subscribe_control().await?;
+        let listener = {
+            let (cancellations, mut stopped) = (cancellations.clone(), stopped.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = stopped.changed() => return,
+                        message = control.next() => match message {
+                            Some(ControlMessage { notice: ControlNotice::Cancel { run_id }, .. }) => {
+                                cancellations.cancel(run_id)
+                            }
+                            Some(_) => {}
+                            None => return,
+                        },
+                    }
+                }
+            })
+        };
         let permits = Arc::new(Semaphore::new(config.concurrency.max(1)));
         let task = tokio::spawn(async move {
             let mut running = JoinSet::new();
@@ -53,10 +75,14 @@ impl Worker {
                     _ = stopped.changed() => break,
                     t = tasks.next() => match t { Some(t) => t, None => break },
                 };
-                let (registry, transport, clock) =
-                    (registry.clone(), transport.clone(), clock.clone());
+                let (registry, transport, clock, cancellations) = (
+                    registry.clone(),
+                    transport.clone(),
+                    clock.clone(),
+                    cancellations.clone(),
+                );
                 running.spawn(async move {
-                    let result = execute(&registry, &*clock, task).await;
+                    let result = execute(&registry, &*clock, cancellations, task).await;
                     if let Err(e) = transport.publish_result(result).await {
                         tracing::warn!(error = %e, "could not publish a step result; the engine will redispatch the step");
                     }
@@ -66,6 +92,7 @@ impl Worker {
             }
             // Let in-flight handlers finish and report, so their work is not repeated.
             while running.join_next().await.is_some() {}
+            listener.abort();
         });
         Ok(Worker { stop, task })
     }
@@ -79,7 +106,12 @@ impl Worker {
     }
 }
 
-async fn execute(registry: &Registry, clock: &dyn Clock, task: RemoteTask) -> StepResult {
+async fn execute(
+    registry: &Registry,
+    clock: &dyn Clock,
+    cancellations: Arc<Cancellations>,
+    task: RemoteTask,
+) -> StepResult {
     let started_at = clock.now();
     let outcome = match registry.step_handler(&task.name) {
         None => StepOutcome::Failed {
@@ -94,6 +126,7 @@ async fn execute(registry: &Registry, clock: &dyn Clock, task: RemoteTask) -> St
                 step_id: task.step_id.clone(),
                 attempt: task.attempt,
                 group: task.group.clone(),
+                cancellations,
             };
             let call = std::panic::AssertUnwindSafe(handler(
                 ctx,

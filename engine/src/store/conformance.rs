@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{NewCheckpoint, NewRun, Store, StoreError, TurnCommit, TurnOutcome};
+use super::{Claim, NewCheckpoint, NewRun, Store, StoreError, TurnCommit, TurnOutcome};
 use crate::model::{
     CheckpointKind, CheckpointStatus, Namespace, RunId, RunQuery, RunStatus, Scope, StepOutcome,
     StepResult,
@@ -26,6 +26,14 @@ fn new_run(id: &str, namespace: &str) -> NewRun {
     )
 }
 
+fn lease(owner: &str) -> Claim {
+    Claim {
+        scope: Scope::All,
+        owner: owner.to_owned(),
+        until: 10_000,
+    }
+}
+
 fn pending_step(seq: u32) -> NewCheckpoint {
     NewCheckpoint {
         seq,
@@ -41,13 +49,14 @@ fn pending_step(seq: u32) -> NewCheckpoint {
         started_at: None,
         finished_at: None,
         retry_policy: None,
+        timeout_ms: None,
     }
 }
 
 /// A created run reads back field for field, and its id cannot be reused.
 pub async fn created_runs_read_back_and_ids_are_unique(store: Arc<dyn Store>) {
     let run = store
-        .create_run(new_run("r1", "acme"), 100)
+        .create_run(new_run("r1", "acme"), 100, None)
         .await
         .expect("create");
     assert_eq!(run.status, RunStatus::Pending);
@@ -60,7 +69,7 @@ pub async fn created_runs_read_back_and_ids_are_unique(store: Arc<dyn Store>) {
         .expect("get")
         .expect("exists");
     assert_eq!(again, run, "a run must read back exactly as created");
-    let dup = store.create_run(new_run("r1", "globex"), 101).await;
+    let dup = store.create_run(new_run("r1", "globex"), 101, None).await;
     assert!(
         matches!(dup, Err(StoreError::Conflict(_))),
         "reusing a run id must be a conflict, got {dup:?}"
@@ -70,11 +79,11 @@ pub async fn created_runs_read_back_and_ids_are_unique(store: Arc<dyn Store>) {
 /// Reads through a namespace scope never see another namespace's runs or checkpoints.
 pub async fn scoped_reads_never_cross_namespaces(store: Arc<dyn Store>) {
     store
-        .create_run(new_run("a1", "acme"), 1)
+        .create_run(new_run("a1", "acme"), 1, None)
         .await
         .expect("create");
     store
-        .create_run(new_run("g1", "globex"), 2)
+        .create_run(new_run("g1", "globex"), 2, None)
         .await
         .expect("create");
     let acme = Scope::Only(ns("acme"));
@@ -121,7 +130,7 @@ pub async fn scoped_reads_never_cross_namespaces(store: Arc<dyn Store>) {
 pub async fn pages_follow_the_keyset_order(store: Arc<dyn Store>) {
     for i in 0..7 {
         store
-            .create_run(new_run(&format!("p{i}"), "acme"), 1000 + (i / 2))
+            .create_run(new_run(&format!("p{i}"), "acme"), 1000 + (i / 2), None)
             .await
             .expect("create");
     }
@@ -151,12 +160,12 @@ pub async fn pages_follow_the_keyset_order(store: Arc<dyn Store>) {
 /// Filters on status and workflow apply.
 pub async fn list_filters_apply(store: Arc<dyn Store>) {
     store
-        .create_run(new_run("f1", "acme"), 1)
+        .create_run(new_run("f1", "acme"), 1, None)
         .await
         .expect("create");
     let mut other = new_run("f2", "acme");
     other.workflow = "other".into();
-    store.create_run(other, 2).await.expect("create");
+    store.create_run(other, 2, None).await.expect("create");
     let q = RunQuery {
         workflow: Some("other".into()),
         ..RunQuery::default()
@@ -182,7 +191,7 @@ pub async fn list_filters_apply(store: Arc<dyn Store>) {
 /// only the owner can commit its turn.
 pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
     store
-        .create_run(new_run("l1", "acme"), 1)
+        .create_run(new_run("l1", "acme"), 1, None)
         .await
         .expect("create");
     let a = store
@@ -207,12 +216,12 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
     assert_eq!(b.len(), 1, "an expired lease is taken over");
     let commit = TurnCommit::new(TurnOutcome::Complete(json!(1)));
     let stale = store
-        .commit_turn("a", &b[0].id, commit.clone(), 120)
+        .commit_turn(&lease("a"), &b[0].id, commit.clone(), 120)
         .await
         .expect("commit");
     assert!(stale.is_none(), "the old owner's commit must be refused");
     let done = store
-        .commit_turn("b", &b[0].id, commit, 121)
+        .commit_turn(&lease("b"), &b[0].id, commit, 121)
         .await
         .expect("commit")
         .expect("owner commits");
@@ -231,7 +240,7 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
 /// A step result is applied exactly once, wakes the run, and is dropped once the run ended.
 pub async fn step_results_apply_once(store: Arc<dyn Store>) {
     store
-        .create_run(new_run("s1", "acme"), 1)
+        .create_run(new_run("s1", "acme"), 1, None)
         .await
         .expect("create");
     let id = RunId::parse("s1").expect("id");
@@ -244,7 +253,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     let run = store
-        .commit_turn("a", &id, commit, 20)
+        .commit_turn(&lease("a"), &id, commit, 20)
         .await
         .expect("commit")
         .expect("held");
@@ -272,7 +281,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         },
     };
     let applied = store
-        .apply_step_result(&result, 30)
+        .apply_step_result(&result, 30, None)
         .await
         .expect("apply")
         .expect("first result applies");
@@ -281,7 +290,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
     assert_eq!(applied.run.wake_at, Some(30), "the run is woken");
     assert!(
         store
-            .apply_step_result(&result, 31)
+            .apply_step_result(&result, 31, None)
             .await
             .expect("apply")
             .is_none(),
@@ -297,7 +306,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
 /// A result that lands while a turn runs is not lost: the turn's suspend wakes at once.
 pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
     store
-        .create_run(new_run("w1", "acme"), 1)
+        .create_run(new_run("w1", "acme"), 1, None)
         .await
         .expect("create");
     let id = RunId::parse("w1").expect("id");
@@ -307,7 +316,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         .expect("claim");
     store
         .commit_turn(
-            "a",
+            &lease("a"),
             &id,
             TurnCommit {
                 checkpoints: vec![pending_step(0)],
@@ -331,13 +340,13 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         outcome: StepOutcome::Completed { output: json!(1) },
     };
     store
-        .apply_step_result(&result, 22)
+        .apply_step_result(&result, 22, None)
         .await
         .expect("apply")
         .expect("applies while running");
     let run = store
         .commit_turn(
-            "a",
+            &lease("a"),
             &id,
             TurnCommit::new(TurnOutcome::Suspend { wake_at: None }),
             23,
@@ -345,13 +354,19 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         .await
         .expect("commit")
         .expect("held");
-    assert_eq!(run.wake_at, Some(23), "the suspend must wake immediately");
+    assert_eq!(
+        run.status,
+        RunStatus::Running,
+        "the woken run must stay claimed for its next turn"
+    );
+    assert_eq!(run.locked_by.as_deref(), Some("a"));
+    assert_eq!(run.wake_at, None);
 }
 
 /// Releasing leases makes the runs claimable at once, by anyone.
 pub async fn released_leases_are_claimable_at_once(store: Arc<dyn Store>) {
     store
-        .create_run(new_run("x1", "acme"), 1)
+        .create_run(new_run("x1", "acme"), 1, None)
         .await
         .expect("create");
     store
@@ -373,7 +388,7 @@ pub async fn released_leases_are_claimable_at_once(store: Arc<dyn Store>) {
 /// it as `dead`, with the reason, and nothing claims it again.
 pub async fn exhausted_recoveries_bury_the_run(store: Arc<dyn Store>) {
     store
-        .create_run(new_run("d1", "acme"), 1)
+        .create_run(new_run("d1", "acme"), 1, None)
         .await
         .expect("create");
     let mut t = 10;
@@ -425,6 +440,175 @@ pub async fn exhausted_recoveries_bury_the_run(store: Arc<dyn Store>) {
     );
 }
 
+/// A start may claim its run at once, but only inside the claimer's scope.
+pub async fn starts_claim_their_run_inside_the_scope(store: Arc<dyn Store>) {
+    let mine = Claim {
+        scope: Scope::Only(ns("acme")),
+        ..lease("a")
+    };
+    let run = store
+        .create_run(new_run("e1", "acme"), 5, Some(&mine))
+        .await
+        .expect("create");
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.locked_by.as_deref(), Some("a"));
+    assert_eq!(run.locked_until, Some(10_000));
+    assert!(
+        store
+            .claim_runs(&Scope::All, "b", 6, 100, 10, 5)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a run claimed at start is not claimed again"
+    );
+    let other = store
+        .create_run(new_run("e2", "globex"), 5, Some(&mine))
+        .await
+        .expect("create");
+    assert_eq!(
+        other.status,
+        RunStatus::Pending,
+        "a claim never reaches outside its scope"
+    );
+    assert_eq!(other.locked_by, None);
+}
+
+/// A result claims the suspended run it wakes (inside the claimer's scope only); a duplicate
+/// result claims nothing.
+pub async fn results_claim_the_runs_they_wake(store: Arc<dyn Store>) {
+    for (id, namespace) in [("c1", "acme"), ("c2", "globex")] {
+        store
+            .create_run(new_run(id, namespace), 1, Some(&lease("a")))
+            .await
+            .expect("create");
+        let commit = TurnCommit {
+            checkpoints: vec![pending_step(0)],
+            ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+        };
+        store
+            .commit_turn(&lease("a"), &RunId::parse(id).expect("id"), commit, 2)
+            .await
+            .expect("commit")
+            .expect("held");
+    }
+    let acme_driver = Claim {
+        scope: Scope::Only(ns("acme")),
+        ..lease("b")
+    };
+    let result = |id: &str| StepResult {
+        run_id: RunId::parse(id).expect("id"),
+        seq: 0,
+        step_id: format!("{id}:0"),
+        started_at: None,
+        outcome: StepOutcome::Completed { output: json!(1) },
+    };
+    let applied = store
+        .apply_step_result(&result("c1"), 3, Some(&acme_driver))
+        .await
+        .expect("apply")
+        .expect("applies");
+    assert!(applied.claimed);
+    assert_eq!(applied.run.status, RunStatus::Running);
+    assert_eq!(applied.run.locked_by.as_deref(), Some("b"));
+    let again = store
+        .apply_step_result(&result("c1"), 4, Some(&lease("c")))
+        .await
+        .expect("apply");
+    assert!(again.is_none(), "a duplicate is ignored");
+    let run = store
+        .get_run(&Scope::All, &RunId::parse("c1").expect("id"))
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(
+        run.locked_by.as_deref(),
+        Some("b"),
+        "a duplicate result must not move the lease"
+    );
+    let foreign = store
+        .apply_step_result(&result("c2"), 5, Some(&acme_driver))
+        .await
+        .expect("apply")
+        .expect("applies");
+    assert!(!foreign.claimed, "a claim never reaches outside its scope");
+    assert_eq!(foreign.run.status, RunStatus::Suspended);
+    assert_eq!(foreign.run.wake_at, Some(5), "but the run is woken");
+}
+
+/// A turn that suspends on a timer already due stays claimed instead of sleeping.
+pub async fn a_due_timer_keeps_the_run_claimed(store: Arc<dyn Store>) {
+    let run = store
+        .create_run(new_run("t1", "acme"), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    let later = store
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(50) }),
+            2,
+        )
+        .await
+        .expect("commit")
+        .expect("held");
+    assert_eq!(later.status, RunStatus::Suspended);
+    assert_eq!(later.locked_by, None);
+    let claimed = store
+        .claim_runs(&Scope::All, "a", 50, 100, 10, 5)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    let due = store
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(51) }),
+            60,
+        )
+        .await
+        .expect("commit")
+        .expect("held");
+    assert_eq!(due.status, RunStatus::Running);
+    assert_eq!(due.locked_until, Some(10_000));
+}
+
+/// A blocked run is un-parked only by a process serving its exact version, inside its scope.
+pub async fn blocked_runs_unpark_when_their_version_is_served(store: Arc<dyn Store>) {
+    let run = store
+        .create_run(new_run("b1", "acme"), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    let reason = crate::model::StepFailure::new("no worker serves wf v1").with_code("no_worker");
+    let blocked = store
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            TurnCommit::new(TurnOutcome::Block(reason)),
+            2,
+        )
+        .await
+        .expect("commit")
+        .expect("held");
+    assert_eq!(blocked.status, RunStatus::Blocked);
+    let other_version = store
+        .unblock_runs(&Scope::All, &[("wf".into(), 2), ("other".into(), 1)], 3)
+        .await
+        .expect("unblock");
+    assert!(other_version.is_empty(), "only the pinned version un-parks it");
+    let other_tenant = store
+        .unblock_runs(&Scope::Only(ns("globex")), &[("wf".into(), 1)], 3)
+        .await
+        .expect("unblock");
+    assert!(other_tenant.is_empty(), "never outside the scope");
+    let unparked = store
+        .unblock_runs(&Scope::Only(ns("acme")), &[("wf".into(), 1)], 4)
+        .await
+        .expect("unblock");
+    assert_eq!(unparked.len(), 1);
+    assert_eq!(unparked[0].status, RunStatus::Pending);
+    assert_eq!(unparked[0].error, None);
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]
@@ -439,7 +623,11 @@ macro_rules! store_conformance {
             step_results_apply_once,
             results_during_a_turn_wake_the_run,
             released_leases_are_claimable_at_once,
-            exhausted_recoveries_bury_the_run
+            exhausted_recoveries_bury_the_run,
+            starts_claim_their_run_inside_the_scope,
+            results_claim_the_runs_they_wake,
+            a_due_timer_keeps_the_run_claimed,
+            blocked_runs_unpark_when_their_version_is_served
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

@@ -25,7 +25,8 @@ use crate::model::{
 pub use accounts::{Accounts, NewUser, User};
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, TurnCommit, TurnOutcome,
+    Claim, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, TurnCommit,
+    TurnOutcome,
 };
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]
@@ -41,8 +42,11 @@ pub trait Store: Send + Sync + 'static {
     /// Whether reads can be confined to one namespace (see [`ScopedStore`]).
     fn supports_scoping(&self) -> bool;
 
-    /// Inserts a new `pending` run. Fails with [`StoreError::Conflict`] when the id exists.
-    async fn create_run(&self, run: NewRun, now: Millis) -> StoreResult<Run>;
+    /// Inserts a new run: `pending`, or with `claim`, already `running` under that lease (the
+    /// starter runs its first turn at once). Fails with [`StoreError::Conflict`] when the id
+    /// exists.
+    async fn create_run(&self, run: NewRun, now: Millis, claim: Option<&Claim>)
+    -> StoreResult<Run>;
 
     /// One run, if it exists and `scope` admits its namespace.
     async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>>;
@@ -84,21 +88,27 @@ pub trait Store: Send + Sync + 'static {
     async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64>;
 
     /// Persists the outcome of a turn atomically: new checkpoints (existing `seq`s are kept) and
-    /// the run's next status. `None` when `owner` no longer holds the run's lease.
+    /// the run's next status. `None` when `lease.owner` no longer holds the run's lease.
+    ///
+    /// A run that would suspend but was woken during the turn (a result or signal landed, or its
+    /// timer is already due) stays `running` under `lease` instead: the caller runs its next
+    /// turn at once.
     async fn commit_turn(
         &self,
-        owner: &str,
+        lease: &Claim,
         id: &RunId,
         commit: TurnCommit,
         now: Millis,
     ) -> StoreResult<Option<Run>>;
 
     /// Records a remote step's result, once: only a checkpoint still waiting accepts it, and the
-    /// run is woken. `None` when the result was late or a duplicate.
+    /// run is woken; a suspended run in `claim`'s scope is claimed for it. `None` when the
+    /// result was late or a duplicate.
     async fn apply_step_result(
         &self,
         result: &StepResult,
         now: Millis,
+        claim: Option<&Claim>,
     ) -> StoreResult<Option<StepApplied>>;
 
     /// Remote steps still waiting for a result that were last dispatched at or before
@@ -146,6 +156,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// The run's buffered, not yet consumed signals, in delivery order.
     async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>>;
+
+    /// Un-parks `blocked` runs in `scope` whose `(workflow, version)` is in `served` (a process
+    /// that runs them has started): they go back to `pending`. Returns them.
+    async fn unblock_runs(
+        &self,
+        scope: &Scope,
+        served: &[(String, u32)],
+        now: Millis,
+    ) -> StoreResult<Vec<Run>>;
 
     /// Gives up `owner`'s leases so another driver (or a restart) takes the runs over at once.
     async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64>;

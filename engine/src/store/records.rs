@@ -2,7 +2,7 @@ use serde_json::{Map, Value};
 
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy, Run, RunId,
-    RunStatus, StepFailure,
+    RunStatus, Scope, StepFailure,
 };
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
@@ -90,6 +90,8 @@ pub struct NewCheckpoint {
     pub finished_at: Option<Millis>,
     /// How a failed remote step is retried.
     pub retry_policy: Option<RetryPolicy>,
+    /// How long one try of a remote step may take.
+    pub timeout_ms: Option<u64>,
 }
 
 /// Where a run goes after a turn.
@@ -124,6 +126,9 @@ pub struct TurnCommit {
     pub consumed_signals: Vec<(i64, u32)>,
     /// Signal waits (by `seq`) whose timeout passed: their checkpoints fail with `timeout`.
     pub timed_out_signals: Vec<u32>,
+    /// Remote steps (by `seq`) whose try outlived its timeout: the try fails with `timeout` and
+    /// is retried by the step's policy; the run turns again at once to see the outcome.
+    pub timed_out_steps: Vec<u32>,
     /// Child runs to start (an existing id is kept: a replay never starts a child twice).
     pub children: Vec<NewRun>,
     /// Runs (this run's children) to cancel: waiting ones end `cancelled`, running ones go
@@ -151,6 +156,7 @@ impl TurnCommit {
             fired_timers: Vec::new(),
             consumed_signals: Vec::new(),
             timed_out_signals: Vec::new(),
+            timed_out_steps: Vec::new(),
             children: Vec::new(),
             cancel_runs: Vec::new(),
             outcome,
@@ -169,11 +175,25 @@ pub enum SignalSent {
     NotFound,
 }
 
+/// A driver's lease, offered with a write that may make a run runnable, so the run is claimed
+/// in that same transaction instead of in a separate claim round trip.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    /// The namespaces the driver may claim runs of.
+    pub scope: Scope,
+    /// The lease holder.
+    pub owner: String,
+    /// When the lease runs out unless renewed.
+    pub until: Millis,
+}
+
 /// A result that was accepted, with the run it woke.
 #[derive(Clone, Debug)]
 pub struct StepApplied {
-    /// The run after the wake-up.
+    /// The run after the wake-up: `running` under the offered [`Claim`] when it was claimed.
     pub run: Run,
+    /// Whether the run was claimed for the caller, who now owes it a turn.
+    pub claimed: bool,
     /// The checkpoint after the result.
     pub checkpoint: Checkpoint,
 }

@@ -13,7 +13,7 @@ use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
     TransportResult,
 };
-use crate::model::{RemoteTask, Scope, StepResult, TenantEvent};
+use crate::model::{ControlMessage, RemoteTask, Scope, StepResult, TenantEvent};
 
 const EVENT_BUFFER: usize = 4096;
 
@@ -28,6 +28,7 @@ struct Inner {
     results_tx: mpsc::UnboundedSender<StepResult>,
     results_rx: Mutex<Option<mpsc::UnboundedReceiver<StepResult>>>,
     events: broadcast::Sender<TenantEvent>,
+    control: broadcast::Sender<ControlMessage>,
 }
 
 #[derive(Default)]
@@ -66,12 +67,14 @@ impl MemoryTransport {
     pub fn new() -> Self {
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (control, _) = broadcast::channel(EVENT_BUFFER);
         MemoryTransport {
             inner: Arc::new(Inner {
                 router: Mutex::new(Router::default()),
                 results_tx,
                 results_rx: Mutex::new(Some(results_rx)),
                 events,
+                control,
             }),
         }
     }
@@ -187,6 +190,27 @@ impl Transport for MemoryTransport {
             futures::future::ready(keep)
         });
         Ok(Box::pin(stream))
+    }
+
+    async fn publish_control(&self, message: ControlMessage) -> TransportResult<()> {
+        // No subscribers is fine: no worker is running here.
+        let _ = self.inner.control.send(message);
+        Ok(())
+    }
+
+    async fn subscribe_control(&self) -> TransportResult<Subscription<ControlMessage>> {
+        let rx = self.inner.control.subscribe();
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(message) => return Some((message, rx)),
+                    // A notice missed by a slow reader is only a lost hint: the engine also
+                    // drops results for cancelled runs.
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })))
     }
 
     fn retains_tasks(&self) -> bool {

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use futures::Stream;
 
-use crate::model::{Namespace, RemoteTask, Scope, StepResult, TenantEvent};
+use crate::model::{ControlMessage, Namespace, RemoteTask, Scope, StepResult, TenantEvent};
 
 pub use memory::MemoryTransport;
 
@@ -88,6 +88,12 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Watches events of the namespaces `scope` admits.
     async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>>;
+
+    /// Broadcasts a control message (a cancel notice) to every process, this one included.
+    async fn publish_control(&self, message: ControlMessage) -> TransportResult<()>;
+
+    /// Hears every control message from now on (nothing is replayed to a late subscriber).
+    async fn subscribe_control(&self) -> TransportResult<Subscription<ControlMessage>>;
 
     /// Whether queued tasks survive a restart of this process. When they do not (in-process),
     /// the engine re-dispatches every waiting step at start-up.
