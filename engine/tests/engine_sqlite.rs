@@ -956,7 +956,9 @@ async fn a_step_try_that_outlives_its_timeout_is_retried_then_fails_for_good() {
     let o = options.clone();
     r.workflow("sluggish-wf", 1, move |ctx: WorkflowContext, _: Value| {
         let o = o.clone();
-        async move { Ok::<_, WorkflowError>(ctx.step_with::<_, Value>("sluggish", &json!({}), o).await?) }
+        async move {
+            Ok::<_, WorkflowError>(ctx.step_with::<_, Value>("sluggish", &json!({}), o).await?)
+        }
     });
     r.workflow("hangs-wf", 1, move |ctx: WorkflowContext, _: Value| {
         let o = options.clone();
@@ -974,7 +976,11 @@ async fn a_step_try_that_outlives_its_timeout_is_retried_then_fails_for_good() {
     assert_eq!(done.output, Some(json!(2)), "the second try's answer wins");
     let cp = &h.store.checkpoints(&Scope::All, &ok.id).await.unwrap()[0];
     assert_eq!((cp.status, cp.attempts), (CheckpointStatus::Completed, 2));
-    assert_eq!(cp.timeout_ms, Some(150), "the timeout is stored with the step");
+    assert_eq!(
+        cp.timeout_ms,
+        Some(150),
+        "the timeout is stored with the step"
+    );
 
     let failed = wait_for(&h.store, &hung.id, RunStatus::Failed).await;
     assert_eq!(failed.error.unwrap().code.as_deref(), Some("timeout"));

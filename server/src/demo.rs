@@ -217,17 +217,20 @@ fn record_effect(ctx: &StepContext) {
         .open(dir.join("executions.log"))
         .and_then(|mut f| f.write_all(line.as_bytes()));
     // The effect, applied at most once per step id however often the step is delivered.
-    let applied = std::fs::create_dir_all(dir.join("applied")).and_then(|()| {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(dir.join("applied").join(ctx.step_id.replace(['/', '\\'], "_")))
-        {
-            Ok(mut f) => f.write_all(line.as_bytes()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(e),
-        }
-    });
+    let applied =
+        std::fs::create_dir_all(dir.join("applied")).and_then(
+            |()| match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(
+                    dir.join("applied")
+                        .join(ctx.step_id.replace(['/', '\\'], "_")),
+                ) {
+                Ok(mut f) => f.write_all(line.as_bytes()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(e),
+            },
+        );
     if let Err(e) = logged.and(applied) {
         tracing::warn!(dir = %dir.display(), error = %e, "could not record a demo step effect");
     }

@@ -153,9 +153,16 @@ impl Engine {
         sweep::sweep_once(&self.shared).await?;
         let served = self.shared.registry.workflow_versions();
         let now = self.shared.clock.now();
-        for run in self.shared.store.unblock_runs(&self.shared.scope, &served, now).await? {
+        for run in self
+            .shared
+            .store
+            .unblock_runs(&self.shared.scope, &served, now)
+            .await?
+        {
             tracing::info!(run_id = %run.id, workflow = %run.workflow, version = run.workflow_version, "un-parked a blocked run: its version is served here now");
-            self.shared.emit(&run, TenantEventKind::RunStarted, None).await;
+            self.shared
+                .emit(&run, TenantEventKind::RunStarted, None)
+                .await;
         }
         let s = &self.shared;
         let handles = vec![

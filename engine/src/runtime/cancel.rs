@@ -92,7 +92,10 @@ mod tests {
         });
         c.cancel(b.clone());
         tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "another run's cancel must not wake it");
+        assert!(
+            !waiter.is_finished(),
+            "another run's cancel must not wake it"
+        );
         c.cancel(a.clone());
         waiter.await.expect("woken");
         assert!(c.is_cancelled(&a) && c.is_cancelled(&b));

@@ -195,7 +195,8 @@ impl WorkflowContext {
         let Some(cp) = st.history.get(&seq) else {
             return;
         };
-        let (sent, due, timeout, attempts) = (cp.enqueued_at, cp.wake_at, cp.timeout_ms, cp.attempts);
+        let (sent, due, timeout, attempts) =
+            (cp.enqueued_at, cp.wake_at, cp.timeout_ms, cp.attempts);
         let input = cp.input.clone().unwrap_or(Value::Null);
         match (sent, due) {
             (Some(sent), _) => {

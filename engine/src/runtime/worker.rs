@@ -8,8 +8,8 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::{Clock, Registry, StepContext};
 use super::cancel::Cancellations;
+use super::{Clock, Registry, StepContext};
 use crate::model::{
     ControlMessage, ControlNotice, RemoteTask, StepFailure, StepOutcome, StepResult,
 };

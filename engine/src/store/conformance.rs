@@ -594,7 +594,10 @@ pub async fn blocked_runs_unpark_when_their_version_is_served(store: Arc<dyn Sto
         .unblock_runs(&Scope::All, &[("wf".into(), 2), ("other".into(), 1)], 3)
         .await
         .expect("unblock");
-    assert!(other_version.is_empty(), "only the pinned version un-parks it");
+    assert!(
+        other_version.is_empty(),
+        "only the pinned version un-parks it"
+    );
     let other_tenant = store
         .unblock_runs(&Scope::Only(ns("globex")), &[("wf".into(), 1)], 3)
         .await

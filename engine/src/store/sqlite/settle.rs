@@ -1,36 +1,37 @@
 //! Resolving waits: step retries, pending checkpoints and a parent's wait on its child.
 
-use sqlx::SqliteConnection;
-use sqlx::sqlite::SqliteRow;
+use rusqlite::{Connection, params};
 
-use super::rows::{CHECKPOINT_COLS, db, from_json, to_json};
+use super::rows::{CHECKPOINT_COLS, checkpoint_from_row, db, from_json, to_json};
+use super::sql::{Sql, optional};
 use crate::model::{
-    CheckpointKind, CheckpointStatus, Millis, RetryPolicy, Run, RunId, RunStatus, StepFailure,
-    StepResult,
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, RetryPolicy, Run, RunId, RunStatus,
+    StepFailure, StepResult,
 };
 use crate::store::StoreResult;
 
 /// If the failed step may be retried (retryable error, tries left in its policy), keeps its
 /// checkpoint pending with the backoff as `wake_at` and no dispatch time; the run's next turn
 /// dispatches it once due. Returns the updated checkpoint, or `None` when the failure is final.
-pub(super) async fn schedule_retry(
-    conn: &mut SqliteConnection,
+pub(super) fn schedule_retry(
+    conn: &Connection,
     result: &StepResult,
     error: &StepFailure,
     now: Millis,
-) -> StoreResult<Option<SqliteRow>> {
+) -> StoreResult<Option<Checkpoint>> {
     if !error.is_retryable() {
         return Ok(None);
     }
-    let row: Option<(i64, Option<String>)> = sqlx::query_as(
-        "SELECT attempts, retry_policy FROM checkpoints \
-         WHERE run_id = ? AND seq = ? AND kind = 'remote_step' AND status IN ('pending', 'running')",
-    )
-    .bind(result.run_id.as_str())
-    .bind(i64::from(result.seq))
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db)?;
+    let row = optional(
+        conn.prepare_cached(
+            "SELECT attempts, retry_policy FROM checkpoints \
+             WHERE run_id = ? AND seq = ? AND kind = 'remote_step' AND status IN ('pending', 'running')",
+        )
+        .map_err(db)?
+        .query_row(params![result.run_id.as_str(), i64::from(result.seq)], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?))
+        }),
+    )?;
     let Some((attempts, Some(policy))) = row else {
         return Ok(None);
     };
@@ -42,21 +43,21 @@ pub(super) async fn schedule_retry(
     let spread: f64 = rand::random::<f64>() * 2.0 - 1.0;
     let due =
         now.saturating_add(i64::try_from(policy.delay_ms(attempts, spread)).unwrap_or(i64::MAX));
-    let sql = format!(
-        "UPDATE checkpoints SET attempts = attempts + 1, enqueued_at = NULL, wake_at = ?, error = ?, \
-         started_at = COALESCE(?, started_at) \
-         WHERE run_id = ? AND seq = ? AND kind = 'remote_step' AND status IN ('pending', 'running') \
-         RETURNING {CHECKPOINT_COLS}"
-    );
-    sqlx::query(&sql)
-        .bind(due)
+    let mut sql =
+        Sql::new("UPDATE checkpoints SET attempts = attempts + 1, enqueued_at = NULL, wake_at = ");
+    sql.bind(due)
+        .push(", error = ")
         .bind(to_json(error))
+        .push(", started_at = COALESCE(")
         .bind(result.started_at)
-        .bind(result.run_id.as_str())
+        .push(", started_at) WHERE run_id = ")
+        .bind(result.run_id.as_str().to_owned())
+        .push(" AND seq = ")
         .bind(i64::from(result.seq))
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db)
+        .push(&format!(
+            " AND kind = 'remote_step' AND status IN ('pending', 'running') RETURNING {CHECKPOINT_COLS}"
+        ));
+    sql.one(conn, checkpoint_from_row)
 }
 
 /// How a pending checkpoint resolves: completed (with an output, JSON text) or failed (with
@@ -68,8 +69,8 @@ pub(super) enum Resolution {
 
 /// Resolves checkpoint `(run, seq)` of `kind` if it is still pending; returns how many rows
 /// changed (0 when it was already resolved, so a late or repeated resolution is a no-op).
-pub(super) async fn resolve_pending(
-    conn: &mut SqliteConnection,
+pub(super) fn resolve_pending(
+    conn: &Connection,
     run: &RunId,
     seq: i64,
     kind: CheckpointKind,
@@ -80,21 +81,23 @@ pub(super) async fn resolve_pending(
         Resolution::Completed(output) => (CheckpointStatus::Completed, output, None),
         Resolution::Failed(error) => (CheckpointStatus::Failed, None, Some(error)),
     };
-    let done = sqlx::query(
-        "UPDATE checkpoints SET status = ?, output = ?, error = ?, finished_at = ? \
-         WHERE run_id = ? AND seq = ? AND kind = ? AND status = 'pending'",
-    )
-    .bind(status.as_str())
-    .bind(output)
-    .bind(error)
-    .bind(now)
-    .bind(run.as_str())
-    .bind(seq)
-    .bind(kind.as_str())
-    .execute(&mut *conn)
-    .await
-    .map_err(db)?;
-    Ok(done.rows_affected())
+    let changed = conn
+        .prepare_cached(
+            "UPDATE checkpoints SET status = ?, output = ?, error = ?, finished_at = ? \
+             WHERE run_id = ? AND seq = ? AND kind = ? AND status = 'pending'",
+        )
+        .map_err(db)?
+        .execute(params![
+            status.as_str(),
+            output,
+            error,
+            now,
+            run.as_str(),
+            seq,
+            kind.as_str()
+        ])
+        .map_err(db)?;
+    Ok(changed as u64)
 }
 
 /// Whether a child ending in `status` settles its parent's wait: every terminal status but
@@ -103,10 +106,25 @@ pub(super) fn settles_parent(status: RunStatus) -> bool {
     status.is_terminal() && status != RunStatus::Continued
 }
 
+/// Marks run `id` as woken: a suspended run becomes due now, a running one turns again after
+/// its current turn.
+pub(super) fn wake(conn: &Connection, id: &RunId, now: Millis) -> StoreResult<u64> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE runs SET needs_wake = 1, updated_at = ?1, \
+             wake_at = CASE WHEN status = 'suspended' THEN ?1 ELSE wake_at END \
+             WHERE id = ?2 AND status IN ('pending', 'suspended', 'running')",
+        )
+        .map_err(db)?
+        .execute(params![now, id.as_str()])
+        .map_err(db)?;
+    Ok(changed as u64)
+}
+
 /// Resolves the parent's wait on `child` with the child's outcome and wakes the parent, in the
 /// child's final transaction (so a parent never misses its child's end).
-pub(super) async fn settle_parent(
-    conn: &mut SqliteConnection,
+pub(super) fn settle_parent(
+    conn: &Connection,
     parent: &RunId,
     child: &Run,
     now: Millis,
@@ -130,20 +148,8 @@ pub(super) async fn settle_parent(
             Resolution::Failed(to_json(&failure))
         }
     };
-    let settled =
-        resolve_pending(conn, parent, seq, CheckpointKind::Child, resolution, now).await?;
-    if settled > 0 {
-        sqlx::query(
-            "UPDATE runs SET needs_wake = 1, updated_at = ?, \
-             wake_at = CASE WHEN status = 'suspended' THEN ? ELSE wake_at END \
-             WHERE id = ? AND status IN ('pending', 'suspended', 'running')",
-        )
-        .bind(now)
-        .bind(now)
-        .bind(parent.as_str())
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
+    if resolve_pending(conn, parent, seq, CheckpointKind::Child, resolution, now)? > 0 {
+        wake(conn, parent, now)?;
     }
     Ok(())
 }

@@ -1,22 +1,21 @@
-//! Group commit: every write of one store goes through a single task that owns the write
+//! Group commit: every write of one store goes through a single thread that owns the write
 //! connection and commits whatever writes are queued together in one transaction.
 //!
-//! SQLite has one writer, and most of a small write's cost is the transaction around it (the
-//! `BEGIN`/`COMMIT` round trips and the WAL append). Under load many turns, results and starts
-//! are queued at once; committing them together turns N transactions into one, while a lone
-//! write still commits at once (nothing waits for a batch to fill). Each write runs inside its
-//! own savepoint, so one write that fails or backs out (a compare-and-set that missed) never
-//! undoes its neighbours, and no caller hears "done" before the transaction is durable.
+//! SQLite has one writer, and most of a small write's cost is the transaction around it. Under
+//! load many turns, results and starts are queued at once; committing them together turns N
+//! transactions into one, while a lone write still commits at once (nothing waits for a batch
+//! to fill). Each write runs inside its own savepoint, so one write that fails or backs out (a
+//! compare-and-set that missed) never undoes its neighbours, and no caller hears "done" before
+//! the transaction committed. The thread calls SQLite directly: a statement costs microseconds,
+//! with one hand-off per write rather than one per statement.
 
-use futures::future::BoxFuture;
-use sqlx::{Connection, SqliteConnection};
-use tokio::sync::{mpsc, oneshot};
+use rusqlite::Connection;
+use tokio::sync::oneshot;
 
-use super::rows::db;
 use crate::store::{StoreError, StoreResult};
 
 /// The most writes committed in one transaction; bounds how long one commit holds the lock.
-const MAX_BATCH: usize = 256;
+const MAX_BATCH: usize = 512;
 
 /// What a write decided about its own changes.
 pub(super) enum Wrote<T> {
@@ -28,17 +27,19 @@ pub(super) enum Wrote<T> {
 
 /// A queued write, type-erased so one queue carries every kind.
 trait Job: Send {
-    /// Runs the write on the writer's connection.
-    fn run<'c>(self: Box<Self>, conn: &'c mut SqliteConnection) -> BoxFuture<'c, Ran>;
+    /// Runs the write inside the open transaction.
+    fn run(self: Box<Self>, conn: &Connection) -> Ran;
     /// Answers the caller that the write was never run.
     fn refuse(self: Box<Self>, why: &str);
 }
 
-/// A job that ran: whether to keep its changes, and its caller's answer once the batch's fate
-/// is known.
+/// Answers a job's caller once the batch's fate is known: `Some(why)` if the commit failed.
+type Answer = Box<dyn FnOnce(Option<&str>) + Send>;
+
+/// A job that ran: whether to keep its changes, and how to answer its caller.
 struct Ran {
     keep: bool,
-    answer: Box<dyn FnOnce(Option<&str>) + Send>,
+    answer: Answer,
 }
 
 struct Queued<T, F> {
@@ -49,27 +50,23 @@ struct Queued<T, F> {
 impl<T, F> Job for Queued<T, F>
 where
     T: Send + 'static,
-    F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<Wrote<T>>>
-        + Send
-        + 'static,
+    F: FnOnce(&Connection) -> StoreResult<Wrote<T>> + Send + 'static,
 {
-    fn run<'c>(self: Box<Self>, conn: &'c mut SqliteConnection) -> BoxFuture<'c, Ran> {
+    fn run(self: Box<Self>, conn: &Connection) -> Ran {
         let Queued { body, reply } = *self;
-        Box::pin(async move {
-            let outcome = body(conn).await;
-            let keep = matches!(outcome, Ok(Wrote::Keep(_)));
-            let answer = Box::new(move |commit_error: Option<&str>| {
-                let answer = match (outcome, commit_error) {
-                    (Err(e), _) => Err(e),
-                    (Ok(Wrote::Keep(_)), Some(e)) => Err(not_written(e)),
-                    // Backed out, so a failed commit changes nothing for it.
-                    (Ok(Wrote::Keep(v) | Wrote::Discard(v)), _) => Ok(v),
-                };
-                // The caller may have stopped waiting; the write stands either way.
-                let _ = reply.send(answer);
-            });
-            Ran { keep, answer }
-        })
+        let outcome = body(conn);
+        let keep = matches!(outcome, Ok(Wrote::Keep(_)));
+        let answer: Answer = Box::new(move |commit_error: Option<&str>| {
+            let answer = match (outcome, commit_error) {
+                (Err(e), _) => Err(e),
+                (Ok(Wrote::Keep(_)), Some(e)) => Err(not_written(e)),
+                // Backed out, so a failed commit changes nothing for it.
+                (Ok(Wrote::Keep(v) | Wrote::Discard(v)), _) => Ok(v),
+            };
+            // The caller may have stopped waiting; the write stands either way.
+            let _ = reply.send(answer);
+        });
+        Ran { keep, answer }
     }
 
     fn refuse(self: Box<Self>, why: &str) {
@@ -77,33 +74,37 @@ where
     }
 }
 
-/// The sending side of the writer task. Cloning shares the one task.
+/// The sending side of the writer thread. Cloning shares the one thread, which ends when every
+/// clone is dropped.
 #[derive(Clone)]
 pub(super) struct Writer {
-    jobs: mpsc::UnboundedSender<Box<dyn Job>>,
+    jobs: flume::Sender<Box<dyn Job>>,
 }
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer").finish_non_exhaustive()
+        f.debug_struct("Writer")
+            .field("queued", &self.jobs.len())
+            .finish()
     }
 }
 
 impl Writer {
-    /// Starts the writer task on `conn`. It ends when every [`Writer`] is dropped.
-    pub(super) fn start(conn: SqliteConnection) -> Self {
-        let (jobs, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(conn, rx));
-        Writer { jobs }
+    /// Starts the writer thread on `conn`.
+    pub(super) fn start(conn: Connection) -> StoreResult<Self> {
+        let (jobs, rx) = flume::unbounded();
+        std::thread::Builder::new()
+            .name("durable-sqlite-writer".into())
+            .spawn(move || run(&conn, &rx))
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        Ok(Writer { jobs })
     }
 
     /// Runs `body` in the next group transaction and answers once that has committed.
     pub(super) async fn write<T, F>(&self, body: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<Wrote<T>>>
-            + Send
-            + 'static,
+        F: FnOnce(&Connection) -> StoreResult<Wrote<T>> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         self.jobs
@@ -121,9 +122,9 @@ fn not_written(why: &str) -> StoreError {
     StoreError::Unavailable(format!("the write was not committed: {why}").into())
 }
 
-async fn run(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>) {
+fn run(conn: &Connection, rx: &flume::Receiver<Box<dyn Job>>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = rx.recv().await {
+    while let Some(first) = super::readers::next_job(rx) {
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -131,18 +132,15 @@ async fn run(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<Box<dyn
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, &mut batch).await;
-    }
-    if let Err(e) = conn.close().await {
-        tracing::debug!(error = %e, "closing the store's write connection failed");
+        commit_batch(conn, &mut batch);
     }
 }
 
 /// Runs `batch` in one transaction and answers every job. A lone job needs no savepoint: backing
 /// it out is rolling the transaction back.
-async fn commit_batch(conn: &mut SqliteConnection, batch: &mut Vec<Box<dyn Job>>) {
+fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>) {
     let alone = batch.len() == 1;
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let why = e.to_string();
         tracing::warn!(error = %why, "could not begin a write transaction");
         for job in batch.drain(..) {
@@ -158,21 +156,18 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: &mut Vec<Box<dyn Job>>
             job.refuse(why);
             continue;
         }
-        if !alone && let Err(e) = exec(conn, "SAVEPOINT job").await {
+        if !alone && let Err(e) = conn.execute_batch("SAVEPOINT job") {
             let why = e.to_string();
             job.refuse(&why);
             broken = Some(why);
             continue;
         }
-        let ran = job.run(conn).await;
+        let ran = job.run(conn);
         if !alone {
             let end = if ran.keep {
-                exec(conn, "RELEASE job").await
+                conn.execute_batch("RELEASE job")
             } else {
-                match exec(conn, "ROLLBACK TO job").await {
-                    Ok(()) => exec(conn, "RELEASE job").await,
-                    Err(e) => Err(e),
-                }
+                conn.execute_batch("ROLLBACK TO job; RELEASE job")
             };
             if let Err(e) = end {
                 broken = Some(e.to_string());
@@ -182,15 +177,15 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: &mut Vec<Box<dyn Job>>
         answers.push(ran);
     }
     let end = match (&broken, any_kept) {
-        (None, true) => exec(conn, "COMMIT").await.map_err(|e| e.to_string()),
-        (None, false) => exec(conn, "ROLLBACK").await.map_err(|e| e.to_string()),
+        (None, true) => conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
+        (None, false) => conn.execute_batch("ROLLBACK").map_err(|e| e.to_string()),
         (Some(e), _) => Err(e.clone()),
     };
     let error = match end {
         Ok(()) => None,
         Err(e) => {
             tracing::warn!(error = %e, "a group write transaction failed; its writes were rolled back");
-            if let Err(rb) = exec(conn, "ROLLBACK").await {
+            if let Err(rb) = conn.execute_batch("ROLLBACK") {
                 tracing::debug!(error = %rb, "rollback after a failed commit");
             }
             Some(e)
@@ -199,9 +194,4 @@ async fn commit_batch(conn: &mut SqliteConnection, batch: &mut Vec<Box<dyn Job>>
     for ran in answers {
         (ran.answer)(error.as_deref());
     }
-}
-
-async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> StoreResult<()> {
-    sqlx::query(sql).execute(&mut *conn).await.map_err(db)?;
-    Ok(())
 }

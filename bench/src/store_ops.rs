@@ -1,0 +1,101 @@
+//! The store's hot-path operations one at a time on the embedded SQLite store: what one write
+//! and one read cost, which bounds how fast a run can go end to end.
+//!
+//! `cargo run --release -p durable-bench --bin store_ops [-- N]`
+
+use std::time::{Duration, Instant};
+
+use durable::model::{
+    CheckpointKind, CheckpointStatus, Namespace, RunId, Scope, StepOutcome, StepResult,
+};
+use durable::store::{Claim, NewCheckpoint, NewRun, SqliteStore, Store, TurnCommit, TurnOutcome};
+use serde_json::json;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = std::env::args()
+        .nth(1)
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(2000);
+    let dir = tempfile::tempdir()?;
+    let store = SqliteStore::connect(&format!("sqlite://{}/ops.db", dir.path().display())).await?;
+    let claim = Claim {
+        scope: Scope::All,
+        owner: "bench".into(),
+        until: i64::MAX / 2,
+    };
+    let mut create = Vec::with_capacity(n);
+    let mut read = Vec::with_capacity(n);
+    let mut commit = Vec::with_capacity(n);
+    let mut apply = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = RunId::parse(&format!("r{i}"))?;
+        let new = NewRun::top_level(id.clone(), Namespace::default(), "wf", 1, json!({"i": i}));
+        let t = Instant::now();
+        store.create_run(new, 1, Some(&claim)).await?;
+        create.push(t.elapsed());
+        let t = Instant::now();
+        store.checkpoints(&Scope::All, &id).await?;
+        store.buffered_signals(&id).await?;
+        read.push(t.elapsed());
+        let step = NewCheckpoint {
+            seq: 0,
+            kind: CheckpointKind::RemoteStep,
+            name: "add".into(),
+            status: CheckpointStatus::Pending,
+            worker_group: Some("add".into()),
+            input: Some(json!(i)),
+            output: None,
+            error: None,
+            wake_at: None,
+            enqueued_at: Some(2),
+            started_at: None,
+            finished_at: None,
+            retry_policy: None,
+            timeout_ms: None,
+        };
+        let turn = TurnCommit {
+            checkpoints: vec![step],
+            ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+        };
+        let t = Instant::now();
+        store.commit_turn(&claim, &id, turn, 2).await?;
+        commit.push(t.elapsed());
+        let result = StepResult {
+            run_id: id.clone(),
+            seq: 0,
+            step_id: format!("{id}:0"),
+            started_at: Some(3),
+            outcome: StepOutcome::Completed { output: json!(i) },
+        };
+        let t = Instant::now();
+        store.apply_step_result(&result, 4, Some(&claim)).await?;
+        apply.push(t.elapsed());
+    }
+    println!("| SQLite store, one at a time ({n} each) | p50 | p99 |");
+    println!("| --- | --- | --- |");
+    for (name, mut v) in [
+        ("create_run (claimed)", create),
+        ("read history (checkpoints + signals)", read),
+        ("commit_turn (one step)", commit),
+        ("apply_step_result (claims)", apply),
+    ] {
+        v.sort();
+        println!(
+            "| {name} | {:.3} ms | {:.3} ms |",
+            ms(pct(&v, 50.0)),
+            ms(pct(&v, 99.0))
+        );
+    }
+    Ok(())
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((p / 100.0) * (sorted.len().saturating_sub(1)) as f64).round() as usize;
+    sorted.get(i).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

@@ -1,0 +1,267 @@
+//! Run lifecycle writes other than turns and results: claims, leases, sweeps, control verbs
+//! and signals. Each runs inside the writer's transaction.
+
+use rusqlite::{Connection, params};
+use serde_json::Value;
+
+use super::rows::{RUN_COLS, db, run_by_id, run_from_row, to_json};
+use super::settle::{settle_parent, settles_parent, wake};
+use super::sql::Sql;
+use super::writer::Wrote;
+use crate::model::{Millis, Run, RunId, RunStatus, Scope, StepFailure};
+use crate::store::{RunPatch, SignalSent, StoreResult};
+
+/// How [`claim_runs`] leases what it takes.
+pub(super) struct ClaimRequest {
+    pub scope: Scope,
+    pub owner: String,
+    pub now: Millis,
+    pub lease_ms: i64,
+    pub limit: u32,
+    pub max_recoveries: u32,
+}
+
+pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
+    let mut sql = Sql::new(
+        "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
+         status = 'running', needs_wake = 0, wake_at = NULL, attempt = attempt + 1, locked_by = ",
+    );
+    sql.bind(req.owner.clone())
+        .push(", locked_until = ")
+        .bind(req.now + req.lease_ms)
+        .push(", updated_at = ")
+        .bind(req.now)
+        .push(" WHERE id IN (SELECT id FROM runs WHERE (status = 'pending' OR (status = 'suspended' AND wake_at <= ")
+        .bind(req.now)
+        .push(") OR (status = 'running' AND locked_until < ")
+        .bind(req.now)
+        .push(" AND recoveries < ")
+        .bind(i64::from(req.max_recoveries))
+        .push("))")
+        .scope("namespace", &req.scope)
+        .push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
+        .bind(i64::from(req.limit))
+        .push(&format!(") RETURNING {RUN_COLS}"));
+    Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
+}
+
+pub(super) fn sweep_abandoned(
+    conn: &Connection,
+    scope: &Scope,
+    max_recoveries: u32,
+    now: Millis,
+) -> StoreResult<Wrote<Vec<Run>>> {
+    let dead = StepFailure::new(format!(
+        "the run's driver stopped {max_recoveries} times while running it; it was given up as dead \
+         (retry it once the cause is fixed)"
+    ))
+    .with_code("dead");
+    let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
+    sql.bind(to_json(&dead))
+        .push(", finished_at = ")
+        .bind(now)
+        .push(", updated_at = ")
+        .bind(now)
+        .push(
+            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+             WHERE status = 'running' AND locked_until < ",
+        )
+        .bind(now)
+        .push(" AND recoveries >= ")
+        .bind(i64::from(max_recoveries))
+        .scope("namespace", scope)
+        .push(&format!(" RETURNING {RUN_COLS}"));
+    let mut ended = sql.all(conn, run_from_row)?;
+    let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
+    sql.bind(now)
+        .push(", updated_at = ")
+        .bind(now)
+        .push(
+            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+             WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
+        )
+        .bind(now)
+        .push(")")
+        .scope("namespace", scope)
+        .push(&format!(" RETURNING {RUN_COLS}"));
+    ended.extend(sql.all(conn, run_from_row)?);
+    for run in &ended {
+        if let Some(parent) = &run.parent_run_id {
+            settle_parent(conn, parent, run, now)?;
+        }
+    }
+    Ok(Wrote::Keep(ended))
+}
+
+pub(super) fn renew_leases(
+    conn: &Connection,
+    owner: &str,
+    ids: &[RunId],
+    until: Millis,
+) -> StoreResult<Wrote<u64>> {
+    let mut sql = Sql::new("UPDATE runs SET locked_until = ");
+    sql.bind(until)
+        .push(" WHERE status = 'running' AND locked_by = ")
+        .bind(owner.to_owned())
+        .push(" AND id IN (")
+        .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
+        .push(")");
+    Ok(Wrote::Keep(sql.execute(conn)?))
+}
+
+pub(super) fn mark_dispatched(
+    conn: &Connection,
+    id: &RunId,
+    seq: u32,
+    now: Millis,
+) -> StoreResult<Wrote<()>> {
+    conn.prepare_cached(
+        "UPDATE checkpoints SET enqueued_at = ? WHERE run_id = ? AND seq = ? AND status = 'pending'",
+    )
+    .map_err(db)?
+    .execute(params![now, id.as_str(), i64::from(seq)])
+    .map_err(db)?;
+    Ok(Wrote::Keep(()))
+}
+
+pub(super) fn update_run_if(
+    conn: &Connection,
+    scope: &Scope,
+    id: &RunId,
+    expected: &[RunStatus],
+    patch: &RunPatch,
+    now: Millis,
+) -> StoreResult<Wrote<Option<Run>>> {
+    if expected.is_empty() {
+        return Ok(Wrote::Discard(None));
+    }
+    let finished_at = patch.status.is_terminal().then_some(now);
+    let mut sql = Sql::new("UPDATE runs SET status = ");
+    sql.bind(patch.status.as_str().to_owned())
+        .push(", updated_at = ")
+        .bind(now)
+        .push(", finished_at = COALESCE(finished_at, ")
+        .bind(finished_at)
+        .push(")");
+    if let Some(error) = &patch.error {
+        sql.push(", error = ").bind(to_json(error));
+    }
+    if patch.status.is_terminal() {
+        sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
+    }
+    sql.push(" WHERE id = ")
+        .bind(id.as_str().to_owned())
+        .scope("namespace", scope)
+        .push(" AND status IN (")
+        .bind_list(expected.iter().map(|s| s.as_str().to_owned()))
+        .push(&format!(") RETURNING {RUN_COLS}"));
+    let Some(run) = sql.one(conn, run_from_row)? else {
+        return Ok(Wrote::Discard(None));
+    };
+    if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
+        settle_parent(conn, parent, &run, now)?;
+    }
+    Ok(Wrote::Keep(Some(run)))
+}
+
+pub(super) fn retry_run(
+    conn: &Connection,
+    scope: &Scope,
+    id: &RunId,
+    now: Millis,
+) -> StoreResult<Wrote<Option<Run>>> {
+    let mut sql = Sql::new(
+        "UPDATE runs SET status = 'pending', error = NULL, output = NULL, finished_at = NULL, \
+         wake_at = NULL, needs_wake = 0, recoveries = 0, locked_by = NULL, locked_until = NULL, \
+         updated_at = ",
+    );
+    sql.bind(now)
+        .push(" WHERE id = ")
+        .bind(id.as_str().to_owned())
+        .scope("namespace", scope)
+        .push(&format!(
+            " AND status IN ('failed', 'dead') RETURNING {RUN_COLS}"
+        ));
+    let Some(run) = sql.one(conn, run_from_row)? else {
+        return Ok(Wrote::Discard(None));
+    };
+    conn.prepare_cached(
+        "DELETE FROM checkpoints WHERE run_id = ?1 AND seq >= \
+         (SELECT MIN(seq) FROM checkpoints WHERE run_id = ?1 AND status = 'failed')",
+    )
+    .map_err(db)?
+    .execute([id.as_str()])
+    .map_err(db)?;
+    Ok(Wrote::Keep(Some(run)))
+}
+
+pub(super) fn send_signal(
+    conn: &Connection,
+    scope: &Scope,
+    id: &RunId,
+    name: &str,
+    payload: &Value,
+    now: Millis,
+) -> StoreResult<Wrote<SignalSent>> {
+    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+    sql.bind(id.as_str().to_owned()).scope("namespace", scope);
+    let Some(run) = sql.one(conn, run_from_row)? else {
+        return Ok(Wrote::Discard(SignalSent::NotFound));
+    };
+    if run.status.is_terminal() {
+        return Ok(Wrote::Discard(SignalSent::RunFinished(run)));
+    }
+    conn.prepare_cached(
+        "INSERT INTO signals (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)",
+    )
+    .map_err(db)?
+    .execute(params![id.as_str(), name, to_json(payload), now])
+    .map_err(db)?;
+    wake(conn, id, now)?;
+    let run = run_by_id(conn, id)?.unwrap_or(run);
+    Ok(Wrote::Keep(SignalSent::Delivered(run)))
+}
+
+pub(super) fn unblock_runs(
+    conn: &Connection,
+    scope: &Scope,
+    served: &[(String, u32)],
+    now: Millis,
+) -> StoreResult<Wrote<Vec<Run>>> {
+    if served.is_empty() {
+        return Ok(Wrote::Discard(Vec::new()));
+    }
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
+    sql.bind(now)
+        .push(" WHERE status = 'blocked'")
+        .scope("namespace", scope)
+        .push(" AND (");
+    for (i, (workflow, version)) in served.iter().enumerate() {
+        if i > 0 {
+            sql.push(" OR ");
+        }
+        sql.push("(workflow = ")
+            .bind(workflow.clone())
+            .push(" AND workflow_version = ")
+            .bind(i64::from(*version))
+            .push(")");
+    }
+    sql.push(&format!(") RETURNING {RUN_COLS}"));
+    Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
+}
+
+pub(super) fn release_leases(
+    conn: &Connection,
+    owner: &str,
+    now: Millis,
+) -> StoreResult<Wrote<u64>> {
+    let released = conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = ? \
+             WHERE status = 'running' AND locked_by = ?",
+        )
+        .map_err(db)?
+        .execute(params![now, owner])
+        .map_err(db)?;
+    Ok(Wrote::Keep(released as u64))
+}

@@ -1,0 +1,139 @@
+//! Reads, each on a reader connection and confined to a [`Scope`].
+
+use rusqlite::Connection;
+
+use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, col, from_json, run_from_row};
+use super::sql::Sql;
+use crate::model::{
+    BufferedSignal, Checkpoint, Cursor, Millis, Namespace, Run, RunId, RunPage, RunQuery,
+    RunStatus, Scope, StatusCount,
+};
+use crate::store::{PendingStep, StoreError, StoreResult};
+
+pub(super) fn get_run(conn: &Connection, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+    sql.bind(id.as_str().to_owned()).scope("namespace", scope);
+    sql.one(conn, run_from_row)
+}
+
+pub(super) fn list_runs(
+    conn: &Connection,
+    scope: &Scope,
+    query: &RunQuery,
+) -> StoreResult<RunPage> {
+    let limit = query.page_size();
+    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE 1 = 1"));
+    sql.scope("namespace", scope);
+    if let Some(status) = query.status {
+        sql.push(" AND status = ").bind(status.as_str().to_owned());
+    }
+    if let Some(workflow) = &query.workflow {
+        sql.push(" AND workflow = ").bind(workflow.clone());
+    }
+    if let Some(Cursor { created_at, id }) = &query.cursor {
+        sql.push(" AND (created_at < ")
+            .bind(*created_at)
+            .push(" OR (created_at = ")
+            .bind(*created_at)
+            .push(" AND id < ")
+            .bind(id.as_str().to_owned())
+            .push("))");
+    }
+    sql.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+        .bind(i64::from(limit) + 1);
+    let mut runs = sql.all(conn, run_from_row)?;
+    let next_cursor = if runs.len() > limit as usize {
+        runs.truncate(limit as usize);
+        runs.last().map(Cursor::after)
+    } else {
+        None
+    };
+    Ok(RunPage { runs, next_cursor })
+}
+
+pub(super) fn count_by_status(conn: &Connection, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
+    let mut sql = Sql::new("SELECT status, COUNT(*) AS n FROM runs WHERE 1 = 1");
+    sql.scope("namespace", scope).push(" GROUP BY status");
+    let mut counts = sql.all(conn, |row| {
+        let status: String = col(row, "status")?;
+        Ok(StatusCount {
+            status: status
+                .parse::<RunStatus>()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            count: col::<i64>(row, "n")? as u64,
+        })
+    })?;
+    counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
+    Ok(counts)
+}
+
+pub(super) fn checkpoints(
+    conn: &Connection,
+    scope: &Scope,
+    id: &RunId,
+) -> StoreResult<Vec<Checkpoint>> {
+    let mut sql = Sql::new(format!(
+        "SELECT {CHECKPOINT_COLS} FROM checkpoints WHERE run_id = (SELECT id FROM runs WHERE id = "
+    ));
+    sql.bind(id.as_str().to_owned())
+        .scope("namespace", scope)
+        .push(") ORDER BY seq");
+    sql.all(conn, checkpoint_from_row)
+}
+
+pub(super) fn pending_remote_steps(
+    conn: &Connection,
+    scope: &Scope,
+    dispatched_before: Millis,
+    limit: u32,
+) -> StoreResult<Vec<PendingStep>> {
+    let cols = CHECKPOINT_COLS
+        .split(", ")
+        .map(|c| format!("c.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut sql = Sql::new(format!(
+        "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
+         WHERE c.kind = 'remote_step' AND c.status = 'pending' \
+         AND r.status IN ('suspended', 'running') AND (c.enqueued_at <= "
+    ));
+    sql.bind(dispatched_before)
+        // A retry waiting out its backoff is the turn's to send; this is only the safety net.
+        .push(" OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ")
+        .bind(dispatched_before)
+        .push(")))")
+        .scope("r.namespace", scope)
+        .push(" ORDER BY c.enqueued_at LIMIT ")
+        .bind(i64::from(limit));
+    sql.all(conn, |row| {
+        let ns: Option<String> = col(row, "run_namespace")?;
+        Ok(PendingStep {
+            namespace: Namespace::from_stored(ns.as_deref()),
+            checkpoint: checkpoint_from_row(row)?,
+        })
+    })
+}
+
+pub(super) fn next_wake_at(conn: &Connection, scope: &Scope) -> StoreResult<Option<Millis>> {
+    let mut sql = Sql::new(
+        "SELECT MIN(CASE WHEN status = 'suspended' THEN wake_at ELSE locked_until END) AS due FROM runs \
+         WHERE ((status = 'suspended' AND wake_at IS NOT NULL) OR status = 'running')",
+    );
+    sql.scope("namespace", scope);
+    Ok(sql
+        .one(conn, |row| col::<Option<Millis>>(row, "due"))?
+        .flatten())
+}
+
+pub(super) fn buffered_signals(conn: &Connection, id: &RunId) -> StoreResult<Vec<BufferedSignal>> {
+    let mut sql = Sql::new("SELECT id, name, payload FROM signals WHERE run_id = ");
+    sql.bind(id.as_str().to_owned())
+        .push(" AND consumed_seq IS NULL ORDER BY id");
+    sql.all(conn, |row| {
+        Ok(BufferedSignal {
+            id: col(row, "id")?,
+            name: col(row, "name")?,
+            payload: from_json(&col::<String>(row, "payload")?, "signal payload")?,
+        })
+    })
+}

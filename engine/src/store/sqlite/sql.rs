@@ -1,0 +1,104 @@
+//! A small SQL builder: text with `?` placeholders and the values bound to them, in order, so
+//! dynamic filters (scope, status lists, keyset cursors) never splice a value into the text.
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
+
+use super::rows::db;
+use crate::model::Scope;
+use crate::store::StoreResult;
+
+/// SQL text and its bound values.
+#[derive(Debug, Default)]
+pub(super) struct Sql {
+    text: String,
+    args: Vec<Value>,
+}
+
+impl Sql {
+    /// Starts with `text`.
+    pub(super) fn new(text: impl Into<String>) -> Self {
+        Sql {
+            text: text.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Appends literal SQL.
+    pub(super) fn push(&mut self, text: &str) -> &mut Self {
+        self.text.push_str(text);
+        self
+    }
+
+    /// Appends a `?` bound to `value`.
+    pub(super) fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
+        self.text.push('?');
+        self.args.push(value.into());
+        self
+    }
+
+    /// Appends `?, ?, …` bound to `values`.
+    pub(super) fn bind_list<V: Into<Value>>(
+        &mut self,
+        values: impl IntoIterator<Item = V>,
+    ) -> &mut Self {
+        for (i, v) in values.into_iter().enumerate() {
+            if i > 0 {
+                self.text.push_str(", ");
+            }
+            self.bind(v);
+        }
+        self
+    }
+
+    /// Appends ` AND <namespace matches scope>` for column `col`. `default` also matches legacy
+    /// NULL / `''` rows; [`Scope::All`] adds nothing (no restriction, never `IS NULL`).
+    pub(super) fn scope(&mut self, col: &str, scope: &Scope) -> &mut Self {
+        match scope.namespace() {
+            None => self,
+            Some(ns) if ns.is_default() => self.push(&format!(
+                " AND ({col} = 'default' OR {col} IS NULL OR {col} = '')"
+            )),
+            Some(ns) => self
+                .push(&format!(" AND {col} = "))
+                .bind(ns.as_str().to_owned()),
+        }
+    }
+
+    /// Runs it and maps every row.
+    pub(super) fn all<T>(
+        &self,
+        conn: &Connection,
+        map: impl Fn(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        let mut stmt = conn.prepare_cached(&self.text).map_err(db)?;
+        let mut rows = stmt.query(params_from_iter(&self.args)).map_err(db)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(db)? {
+            out.push(map(row)?);
+        }
+        Ok(out)
+    }
+
+    /// Runs it and maps the first row, if any.
+    pub(super) fn one<T>(
+        &self,
+        conn: &Connection,
+        map: impl Fn(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let mut stmt = conn.prepare_cached(&self.text).map_err(db)?;
+        let mut rows = stmt.query(params_from_iter(&self.args)).map_err(db)?;
+        rows.next().map_err(db)?.map(map).transpose()
+    }
+
+    /// Runs it; returns how many rows changed.
+    pub(super) fn execute(&self, conn: &Connection) -> StoreResult<u64> {
+        let mut stmt = conn.prepare_cached(&self.text).map_err(db)?;
+        Ok(stmt.execute(params_from_iter(&self.args)).map_err(db)? as u64)
+    }
+}
+
+/// `query_row` that answers `None` for no row.
+pub(super) fn optional<T>(result: rusqlite::Result<T>) -> StoreResult<Option<T>> {
+    result.optional().map_err(db)
+}
