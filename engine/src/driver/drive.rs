@@ -12,7 +12,7 @@ use crate::model::{
 };
 use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
-use crate::store::{NewCheckpoint, NewRun, RunPatch, TurnCommit, TurnOutcome};
+use crate::store::{Committed, History, NewCheckpoint, NewRun, RunPatch, TurnCommit, TurnOutcome};
 use crate::transport::naming::routing_token;
 
 pub(crate) async fn drive_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -67,7 +67,7 @@ pub(crate) async fn drive_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
             let Ok(slot) = shared.turns.clone().acquire_owned().await else {
                 break;
             };
-            spawn_turns(shared.clone(), run, slot);
+            spawn_turns(shared.clone(), run, None, slot);
         }
     }
 }
@@ -90,18 +90,27 @@ async fn idle_wait(shared: &Shared) -> Duration {
 }
 
 /// Executes turns of `run`, which this engine has claimed, until it stops being runnable: a
-/// run woken while its turn executed stays claimed and turns again at once. `slot` is held
-/// throughout, so shutdown can wait for it.
-pub(crate) fn spawn_turns(shared: Arc<Shared>, run: Run, slot: OwnedSemaphorePermit) {
+/// run woken while its turn executed stays claimed and turns again at once. `history` is what
+/// the first turn replays when the claim already read it (else the turn reads it). `slot` is
+/// held throughout, so shutdown can wait for it.
+pub(crate) fn spawn_turns(
+    shared: Arc<Shared>,
+    run: Run,
+    history: Option<History>,
+    slot: OwnedSemaphorePermit,
+) {
     tokio::spawn(async move {
         let id = run.id.clone();
         shared.in_flight().insert(id.clone());
         shared.emit(&run, TenantEventKind::RunRunning, None).await;
-        let mut run = run;
+        let (mut run, mut history) = (run, history);
         loop {
-            match turn(&shared, &run).await {
+            match turn(&shared, &run, history.take()).await {
                 // Shutting down: the lease is released and a restart resumes the run.
-                Ok(Some(next)) if shared.is_accepting() => run = next,
+                Ok(Some((next, replay))) if shared.is_accepting() => {
+                    run = next;
+                    history = Some(replay);
+                }
                 Ok(_) => break,
                 Err(e) => {
                     tracing::warn!(run_id = %id, error = %e, "turn failed; the run is retried when its lease expires");
@@ -114,9 +123,13 @@ pub(crate) fn spawn_turns(shared: Arc<Shared>, run: Run, slot: OwnedSemaphorePer
     });
 }
 
-/// Executes one turn of `run` and persists it. `Some(run)` when the run stayed claimed for
-/// another turn.
-async fn turn(shared: &Shared, run: &Run) -> Result<Option<Run>, crate::store::StoreError> {
+/// Executes one turn of `run` (replaying `history`, read here when `None`) and persists it.
+/// `Some` when the run stayed claimed for another turn, with what that turn replays.
+async fn turn(
+    shared: &Shared,
+    run: &Run,
+    history: Option<History>,
+) -> Result<Option<(Run, History)>, crate::store::StoreError> {
     let (commit, tasks) = match shared.registry.get(&run.workflow, run.workflow_version) {
         None => {
             let reason = StepFailure::new(format!(
@@ -127,14 +140,22 @@ async fn turn(shared: &Shared, run: &Run) -> Result<Option<Run>, crate::store::S
             (TurnCommit::new(TurnOutcome::Block(reason)), Vec::new())
         }
         Some(workflow) => {
-            let history = shared.store.checkpoints(&shared.scope, &run.id).await?;
-            let signals = shared.store.buffered_signals(&run.id).await?;
+            let History {
+                checkpoints,
+                signals,
+            } = match history {
+                Some(history) => history,
+                None => History {
+                    checkpoints: shared.store.checkpoints(&shared.scope, &run.id).await?,
+                    signals: shared.store.buffered_signals(&run.id).await?,
+                },
+            };
             let now = shared.clock.now();
             let input = TurnInput {
                 run_id: run.id.clone(),
                 namespace: run.namespace.clone(),
                 input: run.input.clone(),
-                history,
+                history: checkpoints,
                 signals,
                 now,
             };
@@ -148,7 +169,10 @@ async fn turn(shared: &Shared, run: &Run) -> Result<Option<Run>, crate::store::S
         children_started.push(next.id.clone());
     }
     let now = shared.clock.now();
-    let Some(updated) = shared
+    let Some(Committed {
+        run: updated,
+        next_turn,
+    }) = shared
         .store
         .commit_turn(&shared.claim(), &run.id, commit, now)
         .await?
@@ -188,9 +212,9 @@ async fn turn(shared: &Shared, run: &Run) -> Result<Option<Run>, crate::store::S
     if started_children {
         shared.wake.notify_one();
     }
-    if updated.status == RunStatus::Running {
+    if let Some(replay) = next_turn {
         // Woken during the turn: still ours, and owed another turn.
-        return Ok(Some(updated));
+        return Ok(Some((updated, replay)));
     }
     if let Some(at) = updated.wake_at {
         shared.wake_by(at);

@@ -9,7 +9,7 @@ use super::shared::Shared;
 use super::{drive, lease, redispatch, results, sweep};
 use crate::model::{Namespace, Run, RunId, RunStatus, Scope, StepFailure, TenantEventKind};
 use crate::runtime::{Clock, Registry, SystemClock};
-use crate::store::{NewRun, RunPatch, SignalSent, Store, StoreError};
+use crate::store::{History, NewRun, RunPatch, SignalSent, Store, StoreError};
 use crate::transport::{Transport, TransportError};
 
 /// How an engine runs.
@@ -358,8 +358,9 @@ impl Engine {
             .await?;
         shared.emit(&run, TenantEventKind::RunStarted, None).await;
         match slot {
+            // A new run has no history yet: its first turn needs no read.
             Some(slot) if run.status == RunStatus::Running => {
-                drive::spawn_turns(shared.clone(), run.clone(), slot)
+                drive::spawn_turns(shared.clone(), run.clone(), Some(History::default()), slot)
             }
             _ => shared.wake.notify_one(),
         }

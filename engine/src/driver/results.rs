@@ -60,8 +60,10 @@ async fn apply(shared: Arc<Shared>, result: StepResult) {
             shared
                 .emit(&applied.run, kind, Some(applied.checkpoint.seq))
                 .await;
-            match slot {
-                Some(slot) if applied.claimed => spawn_turns(shared.clone(), applied.run, slot),
+            match (slot, applied.claimed) {
+                (Some(slot), Some(history)) => {
+                    spawn_turns(shared.clone(), applied.run, Some(history), slot)
+                }
                 _ => shared.wake.notify_one(),
             }
         }

@@ -224,7 +224,8 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
         .commit_turn(&lease("b"), &b[0].id, commit, 121)
         .await
         .expect("commit")
-        .expect("owner commits");
+        .expect("owner commits")
+        .run;
     assert_eq!(done.status, RunStatus::Completed);
     assert_eq!(done.finished_at, Some(121));
     assert!(
@@ -256,7 +257,8 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         .commit_turn(&lease("a"), &id, commit, 20)
         .await
         .expect("commit")
-        .expect("held");
+        .expect("held")
+        .run;
     assert_eq!(run.status, RunStatus::Suspended);
     assert_eq!(run.wake_at, None);
     let pending = store
@@ -353,7 +355,8 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         )
         .await
         .expect("commit")
-        .expect("held");
+        .expect("held")
+        .run;
     assert_eq!(
         run.status,
         RunStatus::Running,
@@ -507,7 +510,13 @@ pub async fn results_claim_the_runs_they_wake(store: Arc<dyn Store>) {
         .await
         .expect("apply")
         .expect("applies");
-    assert!(applied.claimed);
+    let history = applied.claimed.expect("claimed, with its history");
+    assert_eq!(history.checkpoints.len(), 1);
+    assert_eq!(
+        history.checkpoints[0].status,
+        CheckpointStatus::Completed,
+        "the history handed over already holds the result"
+    );
     assert_eq!(applied.run.status, RunStatus::Running);
     assert_eq!(applied.run.locked_by.as_deref(), Some("b"));
     let again = store
@@ -530,7 +539,10 @@ pub async fn results_claim_the_runs_they_wake(store: Arc<dyn Store>) {
         .await
         .expect("apply")
         .expect("applies");
-    assert!(!foreign.claimed, "a claim never reaches outside its scope");
+    assert!(
+        foreign.claimed.is_none(),
+        "a claim never reaches outside its scope"
+    );
     assert_eq!(foreign.run.status, RunStatus::Suspended);
     assert_eq!(foreign.run.wake_at, Some(5), "but the run is woken");
 }
@@ -550,7 +562,8 @@ pub async fn a_due_timer_keeps_the_run_claimed(store: Arc<dyn Store>) {
         )
         .await
         .expect("commit")
-        .expect("held");
+        .expect("held")
+        .run;
     assert_eq!(later.status, RunStatus::Suspended);
     assert_eq!(later.locked_by, None);
     let claimed = store
@@ -567,7 +580,8 @@ pub async fn a_due_timer_keeps_the_run_claimed(store: Arc<dyn Store>) {
         )
         .await
         .expect("commit")
-        .expect("held");
+        .expect("held")
+        .run;
     assert_eq!(due.status, RunStatus::Running);
     assert_eq!(due.locked_until, Some(10_000));
 }
@@ -588,7 +602,8 @@ pub async fn blocked_runs_unpark_when_their_version_is_served(store: Arc<dyn Sto
         )
         .await
         .expect("commit")
-        .expect("held");
+        .expect("held")
+        .run;
     assert_eq!(blocked.status, RunStatus::Blocked);
     let other_version = store
         .unblock_runs(&Scope::All, &[("wf".into(), 2), ("other".into(), 1)], 3)

@@ -25,8 +25,8 @@ use crate::model::{
 pub use accounts::{Accounts, NewUser, User};
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    Claim, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, TurnCommit,
-    TurnOutcome,
+    Claim, Committed, History, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent,
+    StepApplied, TurnCommit, TurnOutcome,
 };
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]
@@ -99,7 +99,7 @@ pub trait Store: Send + Sync + 'static {
         id: &RunId,
         commit: TurnCommit,
         now: Millis,
-    ) -> StoreResult<Option<Run>>;
+    ) -> StoreResult<Option<Committed>>;
 
     /// Records a remote step's result, once: only a checkpoint still waiting accepts it, and the
     /// run is woken; a suspended run in `claim`'s scope is claimed for it. `None` when the

@@ -1,8 +1,8 @@
 use serde_json::{Map, Value};
 
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy, Run, RunId,
-    RunStatus, Scope, StepFailure,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy,
+    Run, RunId, RunStatus, Scope, StepFailure,
 };
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
@@ -187,13 +187,34 @@ pub struct Claim {
     pub until: Millis,
 }
 
+/// What a run's next turn replays, read in the same transaction that claimed the run, so the
+/// turn needs no read of its own.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct History {
+    /// The run's checkpoints in `seq` order.
+    pub checkpoints: Vec<Checkpoint>,
+    /// Its buffered, unconsumed signals in delivery order.
+    pub signals: Vec<BufferedSignal>,
+}
+
+/// A turn that was persisted.
+#[derive(Clone, Debug)]
+pub struct Committed {
+    /// The run after the turn.
+    pub run: Run,
+    /// `Some` when the run was woken during the turn and stays claimed (`running`): what its
+    /// next turn replays.
+    pub next_turn: Option<History>,
+}
+
 /// A result that was accepted, with the run it woke.
 #[derive(Clone, Debug)]
 pub struct StepApplied {
     /// The run after the wake-up: `running` under the offered [`Claim`] when it was claimed.
     pub run: Run,
-    /// Whether the run was claimed for the caller, who now owes it a turn.
-    pub claimed: bool,
+    /// `Some` when the run was claimed for the caller, who now owes it a turn: what that turn
+    /// replays.
+    pub claimed: Option<History>,
     /// The checkpoint after the result.
     pub checkpoint: Checkpoint,
 }

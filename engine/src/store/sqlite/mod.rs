@@ -32,8 +32,8 @@ use self::lifecycle::ClaimRequest;
 use self::readers::Readers;
 use self::writer::{Writer, Wrote};
 use super::{
-    Claim, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store, StoreError, StoreResult,
-    TurnCommit,
+    Claim, Committed, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store, StoreError,
+    StoreResult, TurnCommit,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
@@ -228,7 +228,7 @@ impl Store for SqliteStore {
         id: &RunId,
         commit: TurnCommit,
         now: Millis,
-    ) -> StoreResult<Option<Run>> {
+    ) -> StoreResult<Option<Committed>> {
         let (lease, id) = (lease.clone(), id.clone());
         self.writer
             .write(move |conn| turn::commit_turn(conn, &lease, &id, &commit, now))

@@ -8,7 +8,7 @@ use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Millis, Namespace, Run, RunId, RunPage, RunQuery,
     RunStatus, Scope, StatusCount,
 };
-use crate::store::{PendingStep, StoreError, StoreResult};
+use crate::store::{History, PendingStep, StoreError, StoreResult};
 
 pub(super) fn get_run(conn: &Connection, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -123,6 +123,18 @@ pub(super) fn next_wake_at(conn: &Connection, scope: &Scope) -> StoreResult<Opti
     Ok(sql
         .one(conn, |row| col::<Option<Millis>>(row, "due"))?
         .flatten())
+}
+
+/// What run `id`'s next turn replays (unscoped: the caller's write already checked the run).
+pub(super) fn history(conn: &Connection, id: &RunId) -> StoreResult<History> {
+    let mut sql = Sql::new(format!(
+        "SELECT {CHECKPOINT_COLS} FROM checkpoints WHERE run_id = "
+    ));
+    sql.bind(id.as_str().to_owned()).push(" ORDER BY seq");
+    Ok(History {
+        checkpoints: sql.all(conn, checkpoint_from_row)?,
+        signals: buffered_signals(conn, id)?,
+    })
 }
 
 pub(super) fn buffered_signals(conn: &Connection, id: &RunId) -> StoreResult<Vec<BufferedSignal>> {

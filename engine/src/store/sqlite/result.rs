@@ -2,6 +2,7 @@
 
 use rusqlite::Connection;
 
+use super::reads::history;
 use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, col, run_from_row, to_json};
 use super::settle::schedule_retry;
 use super::sql::Sql;
@@ -23,6 +24,7 @@ pub(super) fn apply_step_result(
     if let StepOutcome::Failed { error } = &result.outcome
         && let Some(checkpoint) = schedule_retry(conn, result, error, now)?
     {
+        let claimed = claimed.then(|| history(conn, &result.run_id)).transpose()?;
         return Ok(Wrote::Keep(Some(StepApplied {
             run,
             claimed,
@@ -56,6 +58,7 @@ pub(super) fn apply_step_result(
         // Duplicate or unknown step: roll the wake-up (and any claim) back.
         return Ok(Wrote::Discard(None));
     };
+    let claimed = claimed.then(|| history(conn, &result.run_id)).transpose()?;
     Ok(Wrote::Keep(Some(StepApplied {
         run,
         claimed,

@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, params};
 
+use super::reads::history;
 use super::rows::{RUN_COLS, db, insert_run, run_by_id, run_from_row, to_json};
 use super::settle::{Resolution, resolve_pending, schedule_retry, settle_parent, settles_parent};
 use super::sql::{Sql, optional};
@@ -10,7 +11,7 @@ use super::writer::Wrote;
 use crate::model::{
     CheckpointKind, Millis, Run, RunId, RunStatus, StepFailure, StepOutcome, StepResult,
 };
-use crate::store::{Claim, StoreResult, TurnCommit, TurnOutcome};
+use crate::store::{Claim, Committed, StoreResult, TurnCommit, TurnOutcome};
 
 /// [`crate::store::Store::commit_turn`] inside the writer's transaction.
 pub(super) fn commit_turn(
@@ -19,7 +20,7 @@ pub(super) fn commit_turn(
     id: &RunId,
     commit: &TurnCommit,
     now: Millis,
-) -> StoreResult<Wrote<Option<Run>>> {
+) -> StoreResult<Wrote<Option<Committed>>> {
     let Some(run) = update_run(conn, lease, id, commit, now)? else {
         return Ok(Wrote::Keep(None));
     };
@@ -88,7 +89,11 @@ pub(super) fn commit_turn(
     if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
         settle_parent(conn, parent, &run, now)?;
     }
-    Ok(Wrote::Keep(Some(run)))
+    let next_turn = match run.status {
+        RunStatus::Running => Some(history(conn, id)?),
+        _ => None,
+    };
+    Ok(Wrote::Keep(Some(Committed { run, next_turn })))
 }
 
 /// Moves the run to its next status if `lease` still holds it. A run woken during the turn (a
