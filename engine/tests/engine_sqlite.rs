@@ -1105,3 +1105,127 @@ async fn runs_stay_on_their_version_and_unpark_when_a_process_serves_it() {
     assert_eq!(done.workflow_version, 1);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_steps_dispatch_together_and_their_racing_results_are_each_applied_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let executions = Arc::new(AtomicU32::new(0));
+    let mut r = Registry::new();
+    let ex = executions.clone();
+    r.step("square", move |_ctx: StepContext, n: u64| {
+        let ex = ex.clone();
+        async move {
+            ex.fetch_add(1, Ordering::SeqCst);
+            // Results land in a different order than the steps were issued.
+            tokio::time::sleep(Duration::from_millis((7 * n) % 5)).await;
+            Ok::<_, StepError>(n * n)
+        }
+    });
+    r.workflow("squares", 1, |ctx: WorkflowContext, n: u64| async move {
+        let first = (1..=n).map(|i| {
+            let ctx = ctx.clone();
+            async move { ctx.step::<_, u64>("square", &i).await }
+        });
+        let squares = futures::future::try_join_all(first).await?;
+        // A second fan-out after the join, so results also race a suspended run.
+        let second = squares.iter().map(|s| {
+            let ctx = ctx.clone();
+            let s = *s;
+            async move { ctx.step::<_, u64>("square", &(s % 7)).await }
+        });
+        let again = futures::future::try_join_all(second).await?;
+        Ok::<_, WorkflowError>(json!({ "sum": squares.iter().sum::<u64>(), "again": again.len() }))
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        let run = h
+            .engine
+            .start_run(StartRun {
+                workflow: "squares".into(),
+                input: json!(5),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        ids.push(run.id);
+    }
+    for id in &ids {
+        let done = wait_for(&h.store, id, RunStatus::Completed).await;
+        assert_eq!(done.output, Some(json!({ "sum": 55, "again": 5 })));
+        let cps = h.store.checkpoints(&Scope::All, id).await.unwrap();
+        assert_eq!(cps.len(), 10);
+        assert!(
+            cps.iter()
+                .all(|c| c.status == CheckpointStatus::Completed && c.attempts == 1)
+        );
+        let first_wave: Vec<_> = cps[..5].iter().map(|c| c.enqueued_at).collect();
+        assert!(
+            first_wave.iter().all(|at| *at == first_wave[0]),
+            "the five parallel steps are dispatched by one turn: {first_wave:?}"
+        );
+    }
+    assert_eq!(
+        executions.load(Ordering::SeqCst),
+        40 * 10,
+        "every step ran exactly once"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_child_of_a_parent_recovered_by_an_operator_keeps_the_parents_namespace() {
+    use durable::model::RunId;
+    use durable::runtime::Clock;
+    use durable::store::{Claim, NewRun};
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = store_at(&dir.path().join("db")).await;
+    // A tenant engine claimed the parent and died: its lease runs out in 100 ms.
+    let now = SystemClock.now();
+    let acme = Namespace::tenant("acme").unwrap();
+    let parent = store
+        .create_run(
+            NewRun::top_level(
+                RunId::parse("parent-1").unwrap(),
+                acme.clone(),
+                "parent",
+                1,
+                json!(null),
+            ),
+            now,
+            Some(&Claim {
+                scope: Scope::Only(acme.clone()),
+                owner: "crashed-acme-engine".into(),
+                until: now + 100,
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(parent.status, RunStatus::Running);
+    let mut r = Registry::new();
+    r.workflow("parent", 1, |ctx: WorkflowContext, _: Value| async move {
+        let kid: String = ctx.child("kid", &json!(null)).await?;
+        Ok::<_, WorkflowError>(json!({ "kid_ran_in": kid }))
+    });
+    r.workflow("kid", 1, |ctx: WorkflowContext, _: Value| async move {
+        Ok::<_, WorkflowError>(ctx.namespace().to_string())
+    });
+    // An operator engine (no namespace) recovers it.
+    let h = start(store.clone(), r).await;
+    let done = wait_for(&h.store, &parent.id, RunStatus::Completed).await;
+    assert_eq!(done.namespace, acme);
+    assert_eq!(done.output, Some(json!({ "kid_ran_in": "acme" })));
+    let kid = h
+        .store
+        .get_run(
+            &Scope::Only(acme.clone()),
+            &durable::runtime::child_run_id(&parent.id, 0),
+        )
+        .await
+        .unwrap()
+        .expect("the child is visible to acme");
+    assert_eq!(kid.namespace, acme, "not the operator's default");
+    assert_eq!(kid.parent_run_id.as_ref(), Some(&parent.id));
+    assert_eq!(kid.root_run_id, parent.id);
+    h.stop().await;
+}

@@ -8,7 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 use super::shared::Shared;
 use crate::model::{
     CheckpointKind, CheckpointStatus, Millis, RemoteTask, Run, RunId, RunStatus, StepFailure,
-    TenantEventKind,
+    StepResult, TenantEventKind,
 };
 use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
@@ -67,7 +67,7 @@ pub(crate) async fn drive_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
             let Ok(slot) = shared.turns.clone().acquire_owned().await else {
                 break;
             };
-            spawn_turns(shared.clone(), run, None, slot);
+            spawn_turns(shared.clone(), run, FirstTurn::Claimed(None), slot);
         }
     }
 }
@@ -89,47 +89,85 @@ async fn idle_wait(shared: &Shared) -> Duration {
     }
 }
 
-/// Executes turns of `run`, which this engine has claimed, until it stops being runnable: a
-/// run woken while its turn executed stays claimed and turns again at once. `history` is what
-/// the first turn replays when the claim already read it (else the turn reads it). `slot` is
-/// held throughout, so shutdown can wait for it.
+/// How the first turn of [`spawn_turns`] starts.
+pub(crate) enum FirstTurn {
+    /// The run is claimed; replay this history (read it when `None`).
+    Claimed(Option<History>),
+    /// The sticky fast path: the run is suspended as this engine left it; replay the cached
+    /// history with `result` applied and persist both in one write. If the store refuses (the
+    /// run changed meanwhile), `result` is applied the ordinary way.
+    Sticky(History, StepResult),
+}
+
+/// Executes turns of `run` until it stops being runnable: a run woken while its turn executed
+/// stays claimed and turns again at once. `slot` is held throughout, so shutdown can wait for
+/// it.
 pub(crate) fn spawn_turns(
     shared: Arc<Shared>,
     run: Run,
-    history: Option<History>,
+    first: FirstTurn,
     slot: OwnedSemaphorePermit,
 ) {
     tokio::spawn(async move {
         let id = run.id.clone();
         shared.in_flight().insert(id.clone());
         shared.emit(&run, TenantEventKind::RunRunning, None).await;
-        let (mut run, mut history) = (run, history);
-        loop {
-            match turn(&shared, &run, history.take()).await {
+        let (mut run, mut next) = match first {
+            FirstTurn::Claimed(history) => (run, Persist::Turn(history)),
+            FirstTurn::Sticky(history, result) => (run, Persist::WithResult(history, result)),
+        };
+        let refused = loop {
+            match turn(&shared, &run, next).await {
                 // Shutting down: the lease is released and a restart resumes the run.
-                Ok(Some((next, replay))) if shared.is_accepting() => {
-                    run = next;
-                    history = Some(replay);
+                Ok(TurnEnd::Again(again)) if shared.is_accepting() => {
+                    let (again, history) = *again;
+                    run = again;
+                    next = Persist::Turn(Some(history));
                 }
-                Ok(_) => break,
+                Ok(TurnEnd::Refused(result)) => break Some(result),
+                Ok(_) => break None,
                 Err(e) => {
                     tracing::warn!(run_id = %id, error = %e, "turn failed; the run is retried when its lease expires");
-                    break;
+                    break None;
                 }
             }
-        }
+        };
         shared.in_flight().remove(&id);
         drop(slot);
+        if let Some(result) = refused {
+            super::results::apply(shared, *result).await;
+        }
     });
 }
 
-/// Executes one turn of `run` (replaying `history`, read here when `None`) and persists it.
-/// `Some` when the run stayed claimed for another turn, with what that turn replays.
+/// What a turn replays and how it is persisted.
+enum Persist {
+    /// An ordinary turn of a claimed run (history read here when `None`).
+    Turn(Option<History>),
+    /// A sticky turn: history with `result` applied, persisted together with it.
+    WithResult(History, StepResult),
+}
+
+/// How a turn ended.
+enum TurnEnd {
+    /// The run stays claimed for another turn, replaying this history.
+    Again(Box<(Run, History)>),
+    /// Persisted, or the run was lost to cancellation or another driver.
+    Done,
+    /// The store refused a sticky turn; the result still has to be applied.
+    Refused(Box<StepResult>),
+}
+
+/// Executes one turn of `run` and persists it.
 async fn turn(
     shared: &Shared,
     run: &Run,
-    history: Option<History>,
-) -> Result<Option<(Run, History)>, crate::store::StoreError> {
+    persist: Persist,
+) -> Result<TurnEnd, crate::store::StoreError> {
+    let (history, with_result) = match persist {
+        Persist::Turn(history) => (history, None),
+        Persist::WithResult(history, result) => (Some(history), Some(result)),
+    };
     let (commit, tasks) = match shared.registry.get(&run.workflow, run.workflow_version) {
         None => {
             let reason = StepFailure::new(format!(
@@ -169,13 +207,29 @@ async fn turn(
         children_started.push(next.id.clone());
     }
     let now = shared.clock.now();
+    let committed = match &with_result {
+        None => {
+            shared
+                .store
+                .commit_turn(&shared.claim(), &run.id, commit, now)
+                .await?
+        }
+        Some(result) => {
+            let claim = shared.claim();
+            match shared
+                .store
+                .apply_result_and_commit(result, &claim, run.attempt, commit, now)
+                .await?
+            {
+                Some(committed) => Some(committed),
+                None => return Ok(TurnEnd::Refused(Box::new(result.clone()))),
+            }
+        }
+    };
     let Some(Committed {
         run: updated,
-        next_turn,
-    }) = shared
-        .store
-        .commit_turn(&shared.claim(), &run.id, commit, now)
-        .await?
+        history,
+    }) = committed
     else {
         // Cancelled while the turn ran: finish the cancellation now that the turn is over.
         let patch = RunPatch {
@@ -192,8 +246,13 @@ async fn turn(
                 tracing::warn!(run_id = %run.id, "lost the lease during a turn; its outcome was discarded")
             }
         }
-        return Ok(None);
+        return Ok(TurnEnd::Done);
     };
+    if let Some(result) = &with_result {
+        shared
+            .emit(&updated, TenantEventKind::StepCompleted, Some(result.seq))
+            .await;
+    }
     for id in &cancelled {
         shared.announce_cancel(id).await;
     }
@@ -212,17 +271,23 @@ async fn turn(
     if started_children {
         shared.wake.notify_one();
     }
-    if let Some(replay) = next_turn {
+    match (updated.status, history) {
         // Woken during the turn: still ours, and owed another turn.
-        return Ok(Some((updated, replay)));
-    }
-    if let Some(at) = updated.wake_at {
-        shared.wake_by(at);
+        (RunStatus::Running, Some(history)) => {
+            return Ok(TurnEnd::Again(Box::new((updated, history))));
+        }
+        (RunStatus::Suspended, Some(history)) => {
+            if let Some(at) = updated.wake_at {
+                shared.wake_by(at);
+            }
+            shared.sticky.park(updated.clone(), history);
+        }
+        _ => {}
     }
     shared
         .emit(&updated, TenantEventKind::for_status(updated.status), None)
         .await;
-    Ok(None)
+    Ok(TurnEnd::Done)
 }
 
 /// Turns a decision into the durable commit and the tasks to dispatch after it.

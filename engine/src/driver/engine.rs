@@ -360,7 +360,8 @@ impl Engine {
         match slot {
             // A new run has no history yet: its first turn needs no read.
             Some(slot) if run.status == RunStatus::Running => {
-                drive::spawn_turns(shared.clone(), run.clone(), Some(History::default()), slot)
+                let first = drive::FirstTurn::Claimed(Some(History::default()));
+                drive::spawn_turns(shared.clone(), run.clone(), first, slot)
             }
             _ => shared.wake.notify_one(),
         }

@@ -8,6 +8,7 @@ mod lease;
 mod redispatch;
 mod results;
 mod shared;
+mod sticky;
 mod sweep;
 
 pub use engine::{Control, Engine, EngineConfig, EngineError, StartRun};

@@ -6,8 +6,9 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::drive::spawn_turns;
+use super::drive::{FirstTurn, spawn_turns};
 use super::shared::Shared;
+use super::sticky::with_result;
 use crate::model::{CheckpointStatus, StepResult, TenantEventKind};
 use crate::transport::Subscription;
 
@@ -37,9 +38,24 @@ pub(crate) async fn results_loop(
     while applying.join_next().await.is_some() {}
 }
 
-async fn apply(shared: Arc<Shared>, result: StepResult) {
+/// Applies one step result: on the sticky fast path when this engine suspended the run and
+/// has a free turn slot, else recorded in the store, which claims the run for a turn here when
+/// a slot is free.
+pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
     if result.step_id != format!("{}:{}", result.run_id, result.seq) {
         tracing::warn!(step_id = %result.step_id, run_id = %result.run_id, seq = result.seq, "dropping a result whose stepId does not match runId:seq");
+        return;
+    }
+    if let Some(parked) = shared.sticky.take(&result.run_id)
+        && let Some(history) = with_result(parked.history, &result, shared.clock.now())
+        && let Some(slot) = shared.try_turn_slot()
+    {
+        spawn_turns(
+            shared.clone(),
+            parked.run,
+            FirstTurn::Sticky(history, result),
+            slot,
+        );
         return;
     }
     // With a free turn slot, the run is claimed in the same write and its turn runs here at
@@ -61,9 +77,12 @@ async fn apply(shared: Arc<Shared>, result: StepResult) {
                 .emit(&applied.run, kind, Some(applied.checkpoint.seq))
                 .await;
             match (slot, applied.claimed) {
-                (Some(slot), Some(history)) => {
-                    spawn_turns(shared.clone(), applied.run, Some(history), slot)
-                }
+                (Some(slot), Some(history)) => spawn_turns(
+                    shared.clone(),
+                    applied.run,
+                    FirstTurn::Claimed(Some(history)),
+                    slot,
+                ),
                 _ => shared.wake.notify_one(),
             }
         }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::EngineConfig;
+use super::sticky::Sticky;
 use crate::model::{
     ControlMessage, ControlNotice, Millis, Run, RunId, Scope, TenantEvent, TenantEventKind,
 };
@@ -32,6 +33,8 @@ pub(crate) struct Shared {
     /// Whether the engine's loops run: only then may a start or a result claim a run directly
     /// (someone must run the turn it then owes).
     accepting: AtomicBool,
+    /// Runs this engine last suspended, for the sticky fast path.
+    pub sticky: Sticky,
     /// Runs whose turn is executing here; their leases are renewed.
     in_flight: Mutex<HashSet<RunId>>,
 }
@@ -58,6 +61,7 @@ impl Shared {
             planned_wake: AtomicI64::new(Millis::MAX),
             turns: Arc::new(Semaphore::new(config.max_concurrent_turns.max(1))),
             accepting: AtomicBool::new(false),
+            sticky: Sticky::default(),
             in_flight: Mutex::default(),
             config,
         }

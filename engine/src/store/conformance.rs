@@ -627,6 +627,130 @@ pub async fn blocked_runs_unpark_when_their_version_is_served(store: Arc<dyn Sto
     assert_eq!(unparked[0].error, None);
 }
 
+/// The sticky fast path writes "result + turn" only for a run exactly as the caller left it.
+pub async fn sticky_turns_commit_only_an_untouched_run(store: Arc<dyn Store>) {
+    let suspend_on_step = |id: &'static str| {
+        let store = store.clone();
+        async move {
+            let run = store
+                .create_run(new_run(id, "acme"), 1, Some(&lease("a")))
+                .await
+                .expect("create");
+            let commit = TurnCommit {
+                checkpoints: vec![pending_step(0)],
+                ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+            };
+            let committed = store
+                .commit_turn(&lease("a"), &run.id, commit, 2)
+                .await
+                .expect("commit")
+                .expect("held");
+            let history = committed.history.expect("a suspended run's history");
+            assert_eq!(history.checkpoints.len(), 1);
+            committed.run
+        }
+    };
+    let result = |run: &crate::model::Run| StepResult {
+        run_id: run.id.clone(),
+        seq: 0,
+        step_id: format!("{}:0", run.id),
+        started_at: Some(3),
+        outcome: StepOutcome::Completed { output: json!(7) },
+    };
+    let done = || TurnCommit::new(TurnOutcome::Complete(json!("done")));
+
+    let untouched = suspend_on_step("k1").await;
+    let committed = store
+        .apply_result_and_commit(
+            &result(&untouched),
+            &lease("b"),
+            untouched.attempt,
+            done(),
+            4,
+        )
+        .await
+        .expect("write")
+        .expect("an untouched run takes the fast path");
+    assert_eq!(committed.run.status, RunStatus::Completed);
+    let cps = store
+        .checkpoints(&Scope::All, &untouched.id)
+        .await
+        .expect("read");
+    assert_eq!(cps[0].status, CheckpointStatus::Completed);
+    assert_eq!(cps[0].output, Some(json!(7)));
+    assert!(
+        store
+            .apply_result_and_commit(
+                &result(&untouched),
+                &lease("b"),
+                committed.run.attempt,
+                done(),
+                5
+            )
+            .await
+            .expect("write")
+            .is_none(),
+        "a finished run is refused"
+    );
+
+    let turned_elsewhere = suspend_on_step("k2").await;
+    let refused = store
+        .apply_result_and_commit(
+            &result(&turned_elsewhere),
+            &lease("b"),
+            turned_elsewhere.attempt + 1,
+            done(),
+            4,
+        )
+        .await
+        .expect("write");
+    assert!(
+        refused.is_none(),
+        "another claim since the cache was filled"
+    );
+    let woken = suspend_on_step("k3").await;
+    store
+        .send_signal(&Scope::All, &woken.id, "poke", &json!(1), 3)
+        .await
+        .expect("signal");
+    let refused = store
+        .apply_result_and_commit(&result(&woken), &lease("b"), woken.attempt, done(), 4)
+        .await
+        .expect("write");
+    assert!(
+        refused.is_none(),
+        "a run woken since must turn the ordinary way"
+    );
+    let outside = store
+        .apply_result_and_commit(
+            &result(&turned_elsewhere),
+            &Claim {
+                scope: Scope::Only(ns("globex")),
+                ..lease("b")
+            },
+            turned_elsewhere.attempt,
+            done(),
+            4,
+        )
+        .await
+        .expect("write");
+    assert!(outside.is_none(), "never outside the claim's scope");
+    for id in [&turned_elsewhere.id, &woken.id] {
+        let run = store
+            .get_run(&Scope::All, id)
+            .await
+            .expect("get")
+            .expect("exists");
+        assert_eq!(run.status, RunStatus::Suspended, "a refusal writes nothing");
+        let cps = store.checkpoints(&Scope::All, id).await.expect("read");
+        assert_eq!(
+            cps[0].status,
+            CheckpointStatus::Pending,
+            "a refusal writes nothing"
+        );
+    }
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]
@@ -645,7 +769,8 @@ macro_rules! store_conformance {
             starts_claim_their_run_inside_the_scope,
             results_claim_the_runs_they_wake,
             a_due_timer_keeps_the_run_claimed,
-            blocked_runs_unpark_when_their_version_is_served
+            blocked_runs_unpark_when_their_version_is_served,
+            sticky_turns_commit_only_an_untouched_run
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

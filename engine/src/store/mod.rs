@@ -111,6 +111,21 @@ pub trait Store: Send + Sync + 'static {
         claim: Option<&Claim>,
     ) -> StoreResult<Option<StepApplied>>;
 
+    /// The sticky fast path: records a step's `result` and persists `commit`, the turn the
+    /// caller computed from its cached copy of the run's history with that result applied, in
+    /// one write. Only if the run is exactly as the caller last left it: `suspended`, in
+    /// `lease.scope`, not woken since, and claimed `attempt` times (nobody else turned it). `None`
+    /// when anything differs, and nothing is written: the caller applies the result the
+    /// ordinary way.
+    async fn apply_result_and_commit(
+        &self,
+        result: &StepResult,
+        lease: &Claim,
+        attempt: u32,
+        commit: TurnCommit,
+        now: Millis,
+    ) -> StoreResult<Option<Committed>>;
+
     /// Remote steps still waiting for a result that were last dispatched at or before
     /// `dispatched_before` (their dispatch may be lost).
     async fn pending_remote_steps(

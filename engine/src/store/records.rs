@@ -200,11 +200,12 @@ pub struct History {
 /// A turn that was persisted.
 #[derive(Clone, Debug)]
 pub struct Committed {
-    /// The run after the turn.
+    /// The run after the turn: `running` when it was woken during the turn and stays claimed
+    /// for another.
     pub run: Run,
-    /// `Some` when the run was woken during the turn and stays claimed (`running`): what its
-    /// next turn replays.
-    pub next_turn: Option<History>,
+    /// The run's history after the commit while the run lives on (`running`: what its next turn
+    /// replays; `suspended`: what a driver may cache to replay the next turn without a read).
+    pub history: Option<History>,
 }
 
 /// A result that was accepted, with the run it woke.

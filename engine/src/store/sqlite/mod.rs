@@ -247,6 +247,22 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn apply_result_and_commit(
+        &self,
+        result: &StepResult,
+        lease: &Claim,
+        attempt: u32,
+        commit: TurnCommit,
+        now: Millis,
+    ) -> StoreResult<Option<Committed>> {
+        let (result, lease) = (result.clone(), lease.clone());
+        self.writer
+            .write(move |conn| {
+                result::apply_result_and_commit(conn, &result, &lease, attempt, &commit, now)
+            })
+            .await
+    }
+
     async fn pending_remote_steps(
         &self,
         scope: &Scope,

@@ -6,9 +6,10 @@ use super::reads::history;
 use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, col, run_from_row, to_json};
 use super::settle::schedule_retry;
 use super::sql::Sql;
+use super::turn;
 use super::writer::Wrote;
-use crate::model::{CheckpointStatus, Millis, Run, RunStatus, StepOutcome, StepResult};
-use crate::store::{Claim, StepApplied, StoreResult};
+use crate::model::{Checkpoint, CheckpointStatus, Millis, Run, RunStatus, StepOutcome, StepResult};
+use crate::store::{Claim, Committed, StepApplied, StoreResult, TurnCommit};
 
 /// [`crate::store::Store::apply_step_result`] inside the writer's transaction.
 pub(super) fn apply_step_result(
@@ -31,6 +32,24 @@ pub(super) fn apply_step_result(
             checkpoint,
         })));
     }
+    let Some(checkpoint) = record_result(conn, result, now)? else {
+        // Duplicate or unknown step: roll the wake-up (and any claim) back.
+        return Ok(Wrote::Discard(None));
+    };
+    let claimed = claimed.then(|| history(conn, &result.run_id)).transpose()?;
+    Ok(Wrote::Keep(Some(StepApplied {
+        run,
+        claimed,
+        checkpoint,
+    })))
+}
+
+/// Resolves the result's checkpoint if it still waits; `None` for a late or duplicate result.
+fn record_result(
+    conn: &Connection,
+    result: &StepResult,
+    now: Millis,
+) -> StoreResult<Option<Checkpoint>> {
     let (status, output, error) = match &result.outcome {
         StepOutcome::Completed { output } => {
             (CheckpointStatus::Completed, Some(to_json(output)), None)
@@ -54,16 +73,36 @@ pub(super) fn apply_step_result(
         .push(&format!(
             " AND kind = 'remote_step' AND status IN ('pending', 'running') RETURNING {CHECKPOINT_COLS}"
         ));
-    let Some(checkpoint) = sql.one(conn, checkpoint_from_row)? else {
-        // Duplicate or unknown step: roll the wake-up (and any claim) back.
+    sql.one(conn, checkpoint_from_row)
+}
+
+/// [`crate::store::Store::apply_result_and_commit`] inside the writer's transaction.
+pub(super) fn apply_result_and_commit(
+    conn: &Connection,
+    result: &StepResult,
+    lease: &Claim,
+    attempt: u32,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Wrote<Option<Committed>>> {
+    let mut sql = Sql::new("UPDATE runs SET status = 'running', locked_by = ");
+    sql.bind(lease.owner.clone())
+        .push(", locked_until = ")
+        .bind(lease.until)
+        .push(", attempt = attempt + 1, wake_at = NULL, updated_at = ")
+        .bind(now)
+        .push(" WHERE id = ")
+        .bind(result.run_id.as_str().to_owned())
+        .push(" AND status = 'suspended' AND needs_wake = 0 AND attempt = ")
+        .bind(i64::from(attempt))
+        .scope("namespace", &lease.scope);
+    if sql.execute(conn)? == 0 || record_result(conn, result, now)?.is_none() {
         return Ok(Wrote::Discard(None));
-    };
-    let claimed = claimed.then(|| history(conn, &result.run_id)).transpose()?;
-    Ok(Wrote::Keep(Some(StepApplied {
-        run,
-        claimed,
-        checkpoint,
-    })))
+    }
+    match turn::commit_turn(conn, lease, &result.run_id, commit, now)? {
+        Wrote::Keep(committed) => Ok(Wrote::Keep(committed)),
+        Wrote::Discard(_) => Ok(Wrote::Discard(None)),
+    }
 }
 
 /// Wakes the result's run, claiming it under `claim` when it is suspended and inside the

@@ -89,11 +89,11 @@ pub(super) fn commit_turn(
     if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
         settle_parent(conn, parent, &run, now)?;
     }
-    let next_turn = match run.status {
-        RunStatus::Running => Some(history(conn, id)?),
+    let history = match run.status {
+        RunStatus::Running | RunStatus::Suspended => Some(history(conn, id)?),
         _ => None,
     };
-    Ok(Wrote::Keep(Some(Committed { run, next_turn })))
+    Ok(Wrote::Keep(Some(Committed { run, history })))
 }
 
 /// Moves the run to its next status if `lease` still holds it. A run woken during the turn (a
