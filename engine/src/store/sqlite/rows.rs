@@ -57,60 +57,67 @@ pub(super) fn col<T: rusqlite::types::FromSql>(row: &Row<'_>, col: &str) -> Stor
         .map_err(|e| StoreError::Corrupt(format!("column `{col}`: {e}")))
 }
 
+/// Reads column `name` at position `idx` of [`RUN_COLS`] or [`CHECKPOINT_COLS`], which every
+/// query selects first and in that order (by position: a lookup by name scans every column).
+fn at<T: rusqlite::types::FromSql>(row: &Row<'_>, idx: usize, name: &str) -> StoreResult<T> {
+    row.get(idx)
+        .map_err(|e| StoreError::Corrupt(format!("column `{name}`: {e}")))
+}
+
 pub(super) fn run_from_row(row: &Row<'_>) -> StoreResult<Run> {
-    let status: String = col(row, "status")?;
+    let status: String = at(row, 4, "status")?;
     Ok(Run {
-        id: run_id(col(row, "id")?)?,
+        id: run_id(at(row, 0, "id")?)?,
         namespace: Namespace::from_stored(col::<Option<String>>(row, "namespace")?.as_deref()),
-        workflow: col(row, "workflow")?,
-        workflow_version: col::<i64>(row, "workflow_version")? as u32,
+        workflow: at(row, 2, "workflow")?,
+        workflow_version: at::<i64>(row, 3, "workflow_version")? as u32,
         status: status
             .parse()
             .map_err(|e: crate::model::UnknownStatus| StoreError::Corrupt(e.to_string()))?,
-        input: from_json(&col::<String>(row, "input")?, "run input")?,
-        output: opt_json(col(row, "output")?, "run output")?,
-        error: opt_json(col(row, "error")?, "run error")?,
-        tags: from_json(&col::<String>(row, "tags")?, "run tags")?,
+        input: from_json(&at::<String>(row, 5, "input")?, "run input")?,
+        output: opt_json(at(row, 6, "output")?, "run output")?,
+        error: opt_json(at(row, 7, "error")?, "run error")?,
+        tags: from_json(&at::<String>(row, 8, "tags")?, "run tags")?,
         search_attributes: from_json(
-            &col::<String>(row, "search_attributes")?,
+            &at::<String>(row, 9, "search_attributes")?,
             "run search attributes",
         )?,
-        parent_run_id: opt_run_id(col(row, "parent_run_id")?)?,
-        root_run_id: run_id(col(row, "root_run_id")?)?,
-        nesting_depth: col::<i64>(row, "nesting_depth")? as u32,
-        retry_of: opt_run_id(col(row, "retry_of")?)?,
-        continued_from: opt_run_id(col(row, "continued_from")?)?,
-        attempt: col::<i64>(row, "attempt")? as u32,
-        wake_at: col(row, "wake_at")?,
-        locked_by: col(row, "locked_by")?,
-        locked_until: col(row, "locked_until")?,
-        created_at: col(row, "created_at")?,
-        updated_at: col(row, "updated_at")?,
-        finished_at: col(row, "finished_at")?,
+        parent_run_id: opt_run_id(at(row, 10, "parent_run_id")?)?,
+        root_run_id: run_id(at(row, 11, "root_run_id")?)?,
+        nesting_depth: at::<i64>(row, 12, "nesting_depth")? as u32,
+        retry_of: opt_run_id(at(row, 13, "retry_of")?)?,
+        continued_from: opt_run_id(at(row, 14, "continued_from")?)?,
+        attempt: at::<i64>(row, 15, "attempt")? as u32,
+        wake_at: at(row, 16, "wake_at")?,
+        locked_by: at(row, 17, "locked_by")?,
+        locked_until: at(row, 18, "locked_until")?,
+        created_at: at(row, 19, "created_at")?,
+        updated_at: at(row, 20, "updated_at")?,
+        finished_at: at(row, 21, "finished_at")?,
     })
 }
 
 pub(super) fn checkpoint_from_row(row: &Row<'_>) -> StoreResult<Checkpoint> {
-    let kind: String = col(row, "kind")?;
-    let status: String = col(row, "status")?;
+    let kind: String = at(row, 2, "kind")?;
+    let status: String = at(row, 4, "status")?;
     Ok(Checkpoint {
-        run_id: run_id(col(row, "run_id")?)?,
-        seq: col::<i64>(row, "seq")? as u32,
+        run_id: run_id(at(row, 0, "run_id")?)?,
+        seq: at::<i64>(row, 1, "seq")? as u32,
         kind: CheckpointKind::parse(&kind)
             .ok_or_else(|| StoreError::Corrupt(format!("checkpoint kind `{kind}`")))?,
-        name: col(row, "name")?,
+        name: at(row, 3, "name")?,
         status: CheckpointStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("checkpoint status `{status}`")))?,
-        attempts: col::<i64>(row, "attempts")? as u32,
-        worker_group: col(row, "worker_group")?,
-        input: opt_json(col(row, "input")?, "checkpoint input")?,
-        output: opt_json(col(row, "output")?, "checkpoint output")?,
-        error: opt_json(col(row, "error")?, "checkpoint error")?,
-        wake_at: col(row, "wake_at")?,
-        enqueued_at: col(row, "enqueued_at")?,
-        started_at: col(row, "started_at")?,
-        finished_at: col(row, "finished_at")?,
-        retry_policy: opt_json(col(row, "retry_policy")?, "checkpoint retry policy")?,
+        attempts: at::<i64>(row, 5, "attempts")? as u32,
+        worker_group: at(row, 6, "worker_group")?,
+        input: opt_json(at(row, 7, "input")?, "checkpoint input")?,
+        output: opt_json(at(row, 8, "output")?, "checkpoint output")?,
+        error: opt_json(at(row, 9, "error")?, "checkpoint error")?,
+        wake_at: at(row, 10, "wake_at")?,
+        enqueued_at: at(row, 11, "enqueued_at")?,
+        started_at: at(row, 12, "started_at")?,
+        finished_at: at(row, 13, "finished_at")?,
+        retry_policy: opt_json(at(row, 14, "retry_policy")?, "checkpoint retry policy")?,
         timeout_ms: col::<Option<i64>>(row, "timeout_ms")?.map(|ms| ms.max(0) as u64),
     })
 }
