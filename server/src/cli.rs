@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use durable::model::{Namespace, Role};
-use durable::store::{Accounts, NewUser};
+use durable::store::NewUser;
 
 use crate::roles;
 use crate::secret;
@@ -184,7 +184,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Migrate => {
             roles::open_store(&cli.db.database_url).await?;
-            println!("migrations applied to {}", cli.db.database_url);
+            println!(
+                "migrations applied to {}",
+                roles::redact(&cli.db.database_url)
+            );
             Ok(())
         }
         Command::User(UserCommand::Add {
@@ -210,10 +213,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 (secret::generate_password(), true)
             };
-            let store = roles::open_store(&cli.db.database_url).await?;
+            let db = roles::open_store(&cli.db.database_url).await?;
             let hash = app::ssr::hash_password(&password)
                 .map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))?;
-            let user = store
+            let user = db
+                .accounts
                 .create_user(
                     NewUser {
                         email,
@@ -238,8 +242,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run_verb(&cli.db.database_url, args).await,
         Command::Token(TokenCommand::Issue { tenant }) => {
             let tenant = Namespace::tenant(&tenant)?;
-            let store = roles::open_store(&cli.db.database_url).await?;
-            let signer = secret::token_signer(&store).await?;
+            let db = roles::open_store(&cli.db.database_url).await?;
+            let signer = secret::token_signer(&*db.accounts).await?;
             println!("{}", signer.sign(&tenant));
             Ok(())
         }
@@ -280,9 +284,9 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     };
     let id_of = |raw: &str| RunId::parse(raw).map_err(anyhow::Error::from);
     // Changes are made in the database; a running server picks them up on its next poll.
-    let store = Arc::new(roles::open_store(database_url).await?);
+    let db = roles::open_store(database_url).await?;
     let engine = Engine::new(
-        store,
+        db.store,
         Arc::new(MemoryTransport::new()),
         Arc::new(crate::demo::registry()),
         EngineConfig::default(),

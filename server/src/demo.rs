@@ -239,7 +239,7 @@ fn record_effect(ctx: &StepContext) {
 /// On the very first start (no users yet): demo tenants `acme` and `globex`, an operator, an
 /// acme admin and a globex viewer (passwords printed once; `DURABLE_DEMO_PASSWORD` fixes them
 /// for automated tests), and a few runs.
-pub async fn seed(engine: &Engine, accounts: &impl Accounts) -> anyhow::Result<()> {
+pub async fn seed(engine: &Engine, accounts: &dyn Accounts) -> anyhow::Result<()> {
     if accounts.count_users().await? > 0 {
         return Ok(());
     }

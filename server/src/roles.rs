@@ -10,7 +10,7 @@ use app::ssr::AppState;
 use durable::driver::{Engine, EngineConfig};
 use durable::model::Namespace;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::store::SqliteStore;
+use durable::store::{Accounts, PgStore, SqliteStore, Store};
 use durable::transport::{MemoryTransport, Partitions, Transport};
 use leptos::config::get_configuration;
 use tokio::sync::watch;
@@ -30,25 +30,64 @@ pub struct ServeConfig {
     pub demo: bool,
 }
 
-/// Opens the configured database and applies migrations.
-pub async fn open_store(url: &str) -> anyhow::Result<SqliteStore> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        bail!("DATABASE_URL is PostgreSQL, which this build cannot use yet; use sqlite://PATH");
+/// The configured database: runs and checkpoints, and the dashboard's accounts.
+#[derive(Clone)]
+pub struct Database {
+    pub store: Arc<dyn Store>,
+    pub accounts: Arc<dyn Accounts>,
+}
+
+/// Whether `url` names PostgreSQL.
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// Opens the configured database (`sqlite://PATH` or `postgres://…`) and applies migrations.
+pub async fn open_store(url: &str) -> anyhow::Result<Database> {
+    if is_postgres(url) {
+        let store = Arc::new(
+            PgStore::connect(url)
+                .await
+                .with_context(|| format!("opening {}", redact(url)))?,
+        );
+        return Ok(Database {
+            store: store.clone(),
+            accounts: store,
+        });
     }
     if !url.starts_with("sqlite:") {
         bail!(
-            "DATABASE_URL `{url}` is not supported; use sqlite://PATH (for example sqlite://./data/durable.db)"
+            "DATABASE_URL `{}` is not supported; use sqlite://PATH (for example \
+             sqlite://./data/durable.db) or postgres://USER@HOST/DATABASE",
+            redact(url)
         );
     }
-    SqliteStore::connect(url)
-        .await
-        .with_context(|| format!("opening {url}"))
+    let store = Arc::new(
+        SqliteStore::connect(url)
+            .await
+            .with_context(|| format!("opening {url}"))?,
+    );
+    Ok(Database {
+        store: store.clone(),
+        accounts: store,
+    })
+}
+
+/// `url` without its password, for messages and logs.
+pub fn redact(url: &str) -> String {
+    match (url.split_once("://"), url.rsplit_once('@')) {
+        (Some((scheme, rest)), Some((_, host))) if rest.contains('@') => {
+            let user = rest.split(['@', ':']).next().unwrap_or("");
+            format!("{scheme}://{user}@{host}")
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// Runs the standalone server until SIGINT/SIGTERM, then drains in-flight work.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
-    let store = Arc::new(open_store(&cfg.database_url).await?);
-    let signer = secret::token_signer(&*store).await?;
+    let Database { store, accounts } = open_store(&cfg.database_url).await?;
+    let signer = secret::token_signer(&*accounts).await?;
     let registry = Arc::new(demo::registry());
     let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
     let engine = Engine::new(
@@ -79,7 +118,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     .await
     .context("starting the embedded worker")?;
     if cfg.demo {
-        demo::seed(&engine, &*store)
+        demo::seed(&engine, &*accounts)
             .await
             .context("creating demo data")?;
     }
@@ -94,7 +133,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         app: AppState {
             leptos_options,
             engine: engine.clone(),
-            accounts: store.clone(),
+            accounts,
         },
         signer,
         shutdown: stop_rx,

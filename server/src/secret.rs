@@ -12,7 +12,7 @@ const SECRET_KEY: &str = "tenant_token_secret";
 
 /// The signer for API tokens: `DURABLE_TENANT_SECRET` when set, else a random secret generated
 /// once and kept in the database, so tokens survive restarts.
-pub async fn token_signer(accounts: &impl Accounts) -> anyhow::Result<TokenSigner> {
+pub async fn token_signer(accounts: &dyn Accounts) -> anyhow::Result<TokenSigner> {
     let secret = match std::env::var("DURABLE_TENANT_SECRET") {
         Ok(s) if !s.is_empty() => s,
         _ => accounts

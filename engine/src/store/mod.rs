@@ -5,8 +5,14 @@
 //! Backends normalise their failures onto [`StoreError`].
 
 mod accounts;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod columns;
 mod error;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod records;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod rules;
 mod scoped;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -24,6 +30,10 @@ use crate::model::{
 
 pub use accounts::{Accounts, NewUser, User};
 pub use error::{StoreError, StoreResult};
+#[cfg(feature = "postgres")]
+pub use postgres::PgStore;
+#[cfg(all(feature = "postgres", any(test, feature = "test-util")))]
+pub use postgres::testing as postgres_testing;
 pub use records::{
     Claim, Committed, History, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent,
     StepApplied, TurnCommit, TurnOutcome,

@@ -17,10 +17,12 @@ use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use tokio::sync::watch;
 use tower_http::trace::TraceLayer;
+use tower_sessions::SessionStore;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, SessionManagerLayer};
-use tower_sessions_sqlx_store::SqliteStore as SessionStore;
+use tower_sessions_sqlx_store::sqlx::postgres::PgPoolOptions;
 use tower_sessions_sqlx_store::sqlx::sqlite::SqlitePoolOptions;
+use tower_sessions_sqlx_store::{PostgresStore as PostgresSessions, SqliteStore as SqliteSessions};
 
 use crate::auth;
 
@@ -41,32 +43,65 @@ impl FromRef<ServerState> for LeptosOptions {
     }
 }
 
-/// Sessions stored in the same database as the runs, expiring after 12 idle hours.
-pub async fn session_layer(
-    database_url: &str,
-) -> anyhow::Result<SessionManagerLayer<SessionStore>> {
+/// Dashboard sessions, stored in the same database as the runs.
+pub enum Sessions {
+    /// In the SQLite file.
+    Sqlite(SessionManagerLayer<SqliteSessions>),
+    /// In PostgreSQL, so any control plane behind a load balancer knows every session.
+    Postgres(SessionManagerLayer<PostgresSessions>),
+}
+
+/// Sessions in the configured database, expiring after 12 idle hours.
+pub async fn session_layer(database_url: &str) -> anyhow::Result<Sessions> {
+    if crate::roles::is_postgres(database_url) {
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect(database_url)
+            .await
+            .context("opening the session store")?;
+        let store = PostgresSessions::new(pool);
+        store
+            .migrate()
+            .await
+            .context("creating the session table")?;
+        return Ok(Sessions::Postgres(configure(store)));
+    }
     let pool = SqlitePoolOptions::new()
         .max_connections(2)
         .connect(database_url)
         .await
         .context("opening the session store")?;
-    let store = SessionStore::new(pool);
+    let store = SqliteSessions::new(pool);
     store
         .migrate()
         .await
         .context("creating the session table")?;
-    Ok(SessionManagerLayer::new(store)
+    Ok(Sessions::Sqlite(configure(store)))
+}
+
+fn configure<S: SessionStore>(store: S) -> SessionManagerLayer<S> {
+    SessionManagerLayer::new(store)
         .with_name("durable_session")
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
         .with_secure(std::env::var("DURABLE_SECURE_COOKIES").is_ok_and(|v| v == "true"))
         .with_expiry(Expiry::OnInactivity(
             tower_sessions::cookie::time::Duration::hours(12),
-        )))
+        ))
 }
 
 /// The whole HTTP surface.
-pub fn router(state: ServerState, sessions: SessionManagerLayer<SessionStore>) -> Router {
+pub fn router(state: ServerState, sessions: Sessions) -> Router {
+    match sessions {
+        Sessions::Sqlite(layer) => router_with(state, layer),
+        Sessions::Postgres(layer) => router_with(state, layer),
+    }
+}
+
+fn router_with<S: SessionStore + Clone>(
+    state: ServerState,
+    sessions: SessionManagerLayer<S>,
+) -> Router {
     let routes = generate_route_list(App);
     let app_state = state.app.clone();
     let context = move || provide_context(app_state.clone());

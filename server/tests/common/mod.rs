@@ -38,7 +38,11 @@ impl Server {
         let mut s = Server {
             child: spawn(dir, port, envs),
             base: format!("http://127.0.0.1:{port}"),
-            db_url: db_url(dir),
+            // A `DATABASE_URL` among `envs` (PostgreSQL) replaces the SQLite file.
+            db_url: envs
+                .iter()
+                .find(|(k, _)| *k == "DATABASE_URL")
+                .map_or_else(|| db_url(dir), |(_, v)| v.clone()),
             port,
             envs: envs
                 .iter()

@@ -8,8 +8,8 @@ use super::rows::{RUN_COLS, db, run_by_id, run_from_row, to_json};
 use super::settle::{settle_parent, settles_parent, wake};
 use super::sql::Sql;
 use super::writer::Wrote;
-use crate::model::{Millis, Run, RunId, RunStatus, Scope, StepFailure};
-use crate::store::{RunPatch, SignalSent, StoreResult};
+use crate::model::{Millis, Run, RunId, RunStatus, Scope};
+use crate::store::{RunPatch, SignalSent, StoreResult, rules};
 
 /// How [`claim_runs`] leases what it takes.
 pub(super) struct ClaimRequest {
@@ -51,11 +51,7 @@ pub(super) fn sweep_abandoned(
     max_recoveries: u32,
     now: Millis,
 ) -> StoreResult<Wrote<Vec<Run>>> {
-    let dead = StepFailure::new(format!(
-        "the run's driver stopped {max_recoveries} times while running it; it was given up as dead \
-         (retry it once the cause is fixed)"
-    ))
-    .with_code("dead");
+    let dead = rules::dead(max_recoveries);
     let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
     sql.bind(to_json(&dead))
         .push(", finished_at = ")

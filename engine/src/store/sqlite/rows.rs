@@ -10,13 +10,7 @@ use crate::model::{
 };
 use crate::store::{NewRun, StoreError, StoreResult};
 
-pub(super) const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input, \
-    output, error, tags, search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, \
-    continued_from, attempt, wake_at, locked_by, locked_until, created_at, updated_at, finished_at";
-
-pub(super) const CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, \
-    worker_group, input, output, error, wake_at, enqueued_at, started_at, finished_at, \
-    retry_policy, timeout_ms";
+pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};
 
 /// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], anything else
 /// leaves the database unavailable for this call.

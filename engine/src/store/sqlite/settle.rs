@@ -8,7 +8,7 @@ use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Millis, RetryPolicy, Run, RunId, RunStatus,
     StepFailure, StepResult,
 };
-use crate::store::StoreResult;
+use crate::store::{StoreResult, rules};
 
 /// If the failed step may be retried (retryable error, tries left in its policy), keeps its
 /// checkpoint pending with the backoff as `wake_at` and no dispatch time; the run's next turn
@@ -100,11 +100,7 @@ pub(super) fn resolve_pending(
     Ok(changed as u64)
 }
 
-/// Whether a child ending in `status` settles its parent's wait: every terminal status but
-/// `continued`, whose successor settles it instead.
-pub(super) fn settles_parent(status: RunStatus) -> bool {
-    status.is_terminal() && status != RunStatus::Continued
-}
+pub(super) use crate::store::rules::settles_parent;
 
 /// Marks run `id` as woken: a suspended run becomes due now, a running one turns again after
 /// its current turn.
@@ -129,22 +125,16 @@ pub(super) fn settle_parent(
     child: &Run,
     now: Millis,
 ) -> StoreResult<()> {
-    // `<parent>.child.<seq>`, or `<parent>.child.<seq>:c<n>` for its ContinueAsNew successors.
-    let Some(seq) = child
-        .id
-        .as_str()
-        .rsplit_once(".child.")
-        .and_then(|(_, s)| s.split(':').next())
-        .and_then(|s| s.parse::<i64>().ok())
-    else {
+    let Some(seq) = rules::child_seq(&child.id) else {
         return Ok(());
     };
     let resolution = match child.status {
         RunStatus::Completed => Resolution::Completed(Some(to_json(&child.output))),
         other => {
-            let failure = child.error.clone().unwrap_or_else(|| {
-                StepFailure::new(format!("child run {} ended {other}", child.id))
-            });
+            let failure = child
+                .error
+                .clone()
+                .unwrap_or_else(|| rules::child_ended(&child.id, other));
             Resolution::Failed(to_json(&failure))
         }
     };

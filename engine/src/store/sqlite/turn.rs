@@ -8,10 +8,8 @@ use super::rows::{RUN_COLS, db, insert_run, run_by_id, run_from_row, to_json};
 use super::settle::{Resolution, resolve_pending, schedule_retry, settle_parent, settles_parent};
 use super::sql::{Sql, optional};
 use super::writer::Wrote;
-use crate::model::{
-    CheckpointKind, Millis, Run, RunId, RunStatus, StepFailure, StepOutcome, StepResult,
-};
-use crate::store::{Claim, Committed, StoreResult, TurnCommit, TurnOutcome};
+use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, StepOutcome, StepResult};
+use crate::store::{Claim, Committed, StoreResult, TurnCommit, TurnOutcome, rules};
 
 /// [`crate::store::Store::commit_turn`] inside the writer's transaction.
 pub(super) fn commit_turn(
@@ -57,8 +55,7 @@ pub(super) fn commit_turn(
         resolve_pending(conn, id, i64::from(*seq), CheckpointKind::Signal, got, now)?;
     }
     for seq in &commit.timed_out_signals {
-        let timeout = StepFailure::new("the signal wait timed out").with_code("timeout");
-        let timed_out = Resolution::Failed(to_json(&timeout));
+        let timed_out = Resolution::Failed(to_json(&rules::signal_timed_out()));
         resolve_pending(
             conn,
             id,
@@ -199,8 +196,7 @@ fn cancel_children(
     if children.is_empty() {
         return Ok(());
     }
-    let cancelled = StepFailure::new(format!("cancelled: a sibling under run {id} failed"))
-        .with_code("cancelled");
+    let cancelled = rules::sibling_failed(id);
     for child in children {
         let mut sql = Sql::new(
             "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
@@ -231,10 +227,7 @@ fn cancel_children(
 /// again after the backoff), or failed for good. A result that arrives for a try that timed out
 /// is still accepted while the step waits for its retry.
 fn time_out_step(conn: &Connection, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {
-    let timeout = StepFailure::new(format!(
-        "step try timed out (no result within its timeout); seq {seq}"
-    ))
-    .with_code("timeout");
+    let timeout = rules::step_timed_out(seq);
     let result = StepResult {
         run_id: id.clone(),
         seq,

@@ -1,0 +1,87 @@
+//! Dashboard users and server settings.
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use super::PgStore;
+use super::rows::db;
+use crate::model::{Millis, Namespace, Role};
+use crate::store::{Accounts, NewUser, StoreError, StoreResult, User};
+
+const USER_COLS: &str = "id, email, tenant, role, password_hash";
+
+fn user_from_row(row: &PgRow) -> StoreResult<User> {
+    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+    let tenant: Option<String> = row.try_get(2).map_err(corrupt)?;
+    let role: String = row.try_get(3).map_err(corrupt)?;
+    Ok(User {
+        id: row.try_get(0).map_err(corrupt)?,
+        email: row.try_get(1).map_err(corrupt)?,
+        tenant: tenant.map(|t| Namespace::from_stored(Some(&t))),
+        role: role.parse::<Role>().map_err(StoreError::Corrupt)?,
+        password_hash: row.try_get(4).map_err(corrupt)?,
+    })
+}
+
+#[async_trait]
+impl Accounts for PgStore {
+    async fn create_user(&self, user: NewUser, now: Millis) -> StoreResult<User> {
+        let row = sqlx::query(&format!(
+            "INSERT INTO users (email, tenant, role, password_hash, created_at) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING {USER_COLS}"
+        ))
+        .bind(&user.email)
+        .bind(user.tenant.as_ref().map(Namespace::as_str))
+        .bind(user.role.as_str())
+        .bind(&user.password_hash)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| match db(e) {
+            StoreError::Conflict(_) => StoreError::Conflict(format!("user `{}`", user.email)),
+            other => other,
+        })?;
+        user_from_row(&row)
+    }
+
+    async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
+        let row = sqlx::query(&format!("SELECT {USER_COLS} FROM users WHERE email = $1"))
+            .bind(email)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn user_by_id(&self, id: i64) -> StoreResult<Option<User>> {
+        let row = sqlx::query(&format!("SELECT {USER_COLS} FROM users WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn count_users(&self) -> StoreResult<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(n as u64)
+    }
+
+    async fn setting_or_insert(&self, key: &str, make: String) -> StoreResult<String> {
+        // One statement, so two processes starting together agree on one value.
+        sqlx::query_scalar(
+            "WITH ins AS (INSERT INTO settings (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO NOTHING RETURNING value) \
+             SELECT value FROM ins UNION ALL SELECT value FROM settings WHERE key = $1 LIMIT 1",
+        )
+        .bind(key)
+        .bind(make)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db)
+    }
+}

@@ -1,0 +1,225 @@
+//! Run lifecycle writes other than turns and results: claims, leases, sweeps, control verbs
+//! and signals. Each runs inside one transaction.
+
+use serde_json::Value;
+use sqlx::PgConnection;
+
+use super::rows::{RUN_COLS, Sql, db, push_scope, run_by_id, run_from_row, to_value};
+use super::settle::{settle_parent, wake};
+use crate::model::{Millis, Run, RunId, RunStatus, Scope};
+use crate::store::rules::{self, settles_parent};
+use crate::store::{RunPatch, SignalSent, StoreResult};
+
+/// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
+/// database each take a disjoint set, and none waits for another's claim.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn claim_runs(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    owner: &str,
+    now: Millis,
+    lease_ms: i64,
+    limit: u32,
+    max_recoveries: u32,
+) -> StoreResult<Vec<Run>> {
+    let mut sql = Sql::new(
+        "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
+         status = 'running', needs_wake = FALSE, wake_at = NULL, attempt = attempt + 1, locked_by = ",
+    );
+    sql.push_bind(owner.to_owned());
+    sql.push(", locked_until = ").push_bind(now + lease_ms);
+    sql.push(", updated_at = ").push_bind(now);
+    sql.push(
+        " WHERE id IN (SELECT id FROM runs WHERE (status = 'pending' \
+         OR (status = 'suspended' AND wake_at <= ",
+    );
+    sql.push_bind(now);
+    sql.push(") OR (status = 'running' AND locked_until < ")
+        .push_bind(now);
+    sql.push(" AND recoveries < ")
+        .push_bind(max_recoveries as i32);
+    sql.push("))");
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
+        .push_bind(i64::from(limit));
+    sql.push(format!(" FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLS}"));
+    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
+    rows.iter().map(run_from_row).collect()
+}
+
+pub(super) async fn sweep_abandoned(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    max_recoveries: u32,
+    now: Millis,
+) -> StoreResult<Vec<Run>> {
+    let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
+    sql.push_bind(to_value(&rules::dead(max_recoveries)));
+    sql.push(", finished_at = ").push_bind(now);
+    sql.push(", updated_at = ").push_bind(now);
+    sql.push(
+        ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+         WHERE status = 'running' AND locked_until < ",
+    );
+    sql.push_bind(now);
+    sql.push(" AND recoveries >= ")
+        .push_bind(max_recoveries as i32);
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(format!(" RETURNING {RUN_COLS}"));
+    let mut ended = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
+    let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
+    sql.push_bind(now);
+    sql.push(", updated_at = ").push_bind(now);
+    sql.push(
+        ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+         WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
+    );
+    sql.push_bind(now);
+    sql.push(")");
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(format!(" RETURNING {RUN_COLS}"));
+    ended.extend(sql.build().fetch_all(&mut *conn).await.map_err(db)?);
+    let ended = ended
+        .iter()
+        .map(run_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    for run in &ended {
+        if let Some(parent) = &run.parent_run_id {
+            settle_parent(conn, parent, run, now).await?;
+        }
+    }
+    Ok(ended)
+}
+
+pub(super) async fn update_run_if(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    id: &RunId,
+    expected: &[RunStatus],
+    patch: &RunPatch,
+    now: Millis,
+) -> StoreResult<Option<Run>> {
+    if expected.is_empty() {
+        return Ok(None);
+    }
+    let finished_at = patch.status.is_terminal().then_some(now);
+    let mut sql = Sql::new("UPDATE runs SET status = ");
+    sql.push_bind(patch.status.as_str());
+    sql.push(", updated_at = ").push_bind(now);
+    sql.push(", finished_at = COALESCE(finished_at, ")
+        .push_bind(finished_at)
+        .push(")");
+    if let Some(error) = &patch.error {
+        sql.push(", error = ").push_bind(to_value(error));
+    }
+    if patch.status.is_terminal() {
+        sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
+    }
+    sql.push(" WHERE id = ").push_bind(id.as_str().to_owned());
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" AND status IN (");
+    let mut list = sql.separated(", ");
+    for status in expected {
+        list.push_bind(status.as_str());
+    }
+    sql.push(format!(") RETURNING {RUN_COLS}"));
+    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
+        return Ok(None);
+    };
+    let run = run_from_row(&row)?;
+    if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
+        settle_parent(conn, parent, &run, now).await?;
+    }
+    Ok(Some(run))
+}
+
+pub(super) async fn retry_run(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    id: &RunId,
+    now: Millis,
+) -> StoreResult<Option<Run>> {
+    let mut sql = Sql::new(
+        "UPDATE runs SET status = 'pending', error = NULL, output = NULL, finished_at = NULL, \
+         wake_at = NULL, needs_wake = FALSE, recoveries = 0, locked_by = NULL, locked_until = NULL, \
+         updated_at = ",
+    );
+    sql.push_bind(now);
+    sql.push(" WHERE id = ").push_bind(id.as_str().to_owned());
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(format!(
+        " AND status IN ('failed', 'dead') RETURNING {RUN_COLS}"
+    ));
+    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
+        return Ok(None);
+    };
+    sqlx::query(
+        "DELETE FROM checkpoints WHERE run_id = $1 AND seq >= \
+         (SELECT MIN(seq) FROM checkpoints WHERE run_id = $1 AND status = 'failed')",
+    )
+    .bind(id.as_str())
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(Some(run_from_row(&row)?))
+}
+
+pub(super) async fn send_signal(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    id: &RunId,
+    name: &str,
+    payload: &Value,
+    now: Millis,
+) -> StoreResult<SignalSent> {
+    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+    sql.push_bind(id.as_str().to_owned());
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" FOR UPDATE");
+    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
+        return Ok(SignalSent::NotFound);
+    };
+    let run = run_from_row(&row)?;
+    if run.status.is_terminal() {
+        return Ok(SignalSent::RunFinished(run));
+    }
+    sqlx::query("INSERT INTO signals (run_id, name, payload, created_at) VALUES ($1, $2, $3, $4)")
+        .bind(id.as_str())
+        .bind(name)
+        .bind(payload)
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    wake(conn, id, now).await?;
+    let run = run_by_id(conn, id).await?.unwrap_or(run);
+    Ok(SignalSent::Delivered(run))
+}
+
+pub(super) async fn unblock_runs(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    served: &[(String, u32)],
+    now: Millis,
+) -> StoreResult<Vec<Run>> {
+    if served.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
+    sql.push_bind(now);
+    sql.push(" WHERE status = 'blocked'");
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" AND (");
+    for (i, (workflow, version)) in served.iter().enumerate() {
+        if i > 0 {
+            sql.push(" OR ");
+        }
+        sql.push("(workflow = ").push_bind(workflow.clone());
+        sql.push(" AND workflow_version = ")
+            .push_bind(*version as i32);
+        sql.push(")");
+    }
+    sql.push(format!(") RETURNING {RUN_COLS}"));
+    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
+    rows.iter().map(run_from_row).collect()
+}

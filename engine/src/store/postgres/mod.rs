@@ -1,0 +1,303 @@
+//! The PostgreSQL store: several control planes share one database.
+//!
+//! Semantically identical to the SQLite store (the same conformance suite runs on both): the
+//! same namespace rules, compare-and-set transitions, leases and scoped reads. Each operation is
+//! one transaction on a pooled connection; runs are claimed with `FOR UPDATE SKIP LOCKED`, so
+//! control planes on one database drive disjoint sets of runs.
+
+mod accounts;
+mod lifecycle;
+mod reads;
+mod rows;
+mod settle;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
+mod turn;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+use self::rows::db;
+use super::{
+    Claim, Committed, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store, StoreError,
+    StoreResult, TurnCommit,
+};
+use crate::model::{
+    BufferedSignal, Checkpoint, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
+    StatusCount, StepResult,
+};
+
+/// The PostgreSQL [`Store`] and [`super::Accounts`].
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+/// Runs `$body` (an async block using `$conn: &mut PgConnection`) in a transaction, committing
+/// when it yields `Some`/a value and rolling back when an `Option` body yields `None`.
+macro_rules! in_tx {
+    ($pool:expr, |$conn:ident| $body:expr) => {{
+        let mut tx = $pool.begin().await.map_err(db)?;
+        let out = {
+            let $conn: &mut sqlx::PgConnection = &mut tx;
+            $body.await?
+        };
+        tx.commit().await.map_err(db)?;
+        Ok(out)
+    }};
+    (optional $pool:expr, |$conn:ident| $body:expr) => {{
+        let mut tx = $pool.begin().await.map_err(db)?;
+        let out = {
+            let $conn: &mut sqlx::PgConnection = &mut tx;
+            $body.await?
+        };
+        match out {
+            Some(out) => {
+                tx.commit().await.map_err(db)?;
+                Ok(Some(out))
+            }
+            None => {
+                tx.rollback().await.map_err(db)?;
+                Ok(None)
+            }
+        }
+    }};
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://…`) and applies the migrations.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        sqlx::migrate!("../migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migrate(Box::new(e)))?;
+        Ok(PgStore { pool })
+    }
+
+    /// Runs raw SQL; for tests that plant legacy rows.
+    #[cfg(any(test, feature = "test-util"))]
+    pub async fn execute_raw(&self, sql: &str) -> StoreResult<u64> {
+        Ok(sqlx::raw_sql(sql)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?
+            .rows_affected())
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn supports_scoping(&self) -> bool {
+        true
+    }
+
+    async fn create_run(
+        &self,
+        run: NewRun,
+        now: Millis,
+        claim: Option<&Claim>,
+    ) -> StoreResult<Run> {
+        // Only a driver of the run's namespace may take it.
+        let lease = claim
+            .filter(|c| c.scope.admits(&run.namespace))
+            .map(|c| (c.owner.as_str(), c.until));
+        let mut conn = self.pool.acquire().await.map_err(db)?;
+        rows::insert_run(&mut conn, &run, now, false, lease)
+            .await?
+            .ok_or_else(|| StoreError::Conflict(format!("run `{}`", run.id)))
+    }
+
+    async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        reads::get_run(&self.pool, scope, id).await
+    }
+
+    async fn list_runs(&self, scope: &Scope, query: &RunQuery) -> StoreResult<RunPage> {
+        reads::list_runs(&self.pool, scope, query).await
+    }
+
+    async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
+        reads::count_by_status(&self.pool, scope).await
+    }
+
+    async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
+        reads::checkpoints(&self.pool, scope, id).await
+    }
+
+    async fn claim_runs(
+        &self,
+        scope: &Scope,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Run>> {
+        in_tx!(self.pool, |conn| lifecycle::claim_runs(
+            conn,
+            scope,
+            owner,
+            now,
+            lease_ms,
+            limit,
+            max_recoveries
+        ))
+    }
+
+    async fn sweep_abandoned(
+        &self,
+        scope: &Scope,
+        max_recoveries: u32,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        in_tx!(self.pool, |conn| lifecycle::sweep_abandoned(
+            conn,
+            scope,
+            max_recoveries,
+            now
+        ))
+    }
+
+    async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
+        let done = sqlx::query(
+            "UPDATE runs SET locked_until = $1 WHERE status = 'running' AND locked_by = $2 \
+             AND id = ANY($3)",
+        )
+        .bind(until)
+        .bind(owner)
+        .bind(&ids)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn commit_turn(
+        &self,
+        lease: &Claim,
+        id: &RunId,
+        commit: TurnCommit,
+        now: Millis,
+    ) -> StoreResult<Option<Committed>> {
+        in_tx!(optional self.pool, |conn| turn::commit_turn(conn, lease, id, &commit, now))
+    }
+
+    async fn apply_step_result(
+        &self,
+        result: &StepResult,
+        now: Millis,
+        claim: Option<&Claim>,
+    ) -> StoreResult<Option<StepApplied>> {
+        in_tx!(optional self.pool, |conn| turn::apply_step_result(conn, result, now, claim))
+    }
+
+    async fn apply_result_and_commit(
+        &self,
+        result: &StepResult,
+        lease: &Claim,
+        attempt: u32,
+        commit: TurnCommit,
+        now: Millis,
+    ) -> StoreResult<Option<Committed>> {
+        in_tx!(optional self.pool, |conn| turn::apply_result_and_commit(
+            conn, result, lease, attempt, &commit, now
+        ))
+    }
+
+    async fn pending_remote_steps(
+        &self,
+        scope: &Scope,
+        dispatched_before: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<PendingStep>> {
+        reads::pending_remote_steps(&self.pool, scope, dispatched_before, limit).await
+    }
+
+    async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE checkpoints SET enqueued_at = $1 WHERE run_id = $2 AND seq = $3 AND status = 'pending'",
+        )
+        .bind(now)
+        .bind(id.as_str())
+        .bind(seq as i32)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {
+        reads::next_wake_at(&self.pool, scope).await
+    }
+
+    async fn update_run_if(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>> {
+        in_tx!(optional self.pool, |conn| lifecycle::update_run_if(
+            conn, scope, id, expected, &patch, now
+        ))
+    }
+
+    async fn retry_run(&self, scope: &Scope, id: &RunId, now: Millis) -> StoreResult<Option<Run>> {
+        in_tx!(optional self.pool, |conn| lifecycle::retry_run(conn, scope, id, now))
+    }
+
+    async fn send_signal(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<SignalSent> {
+        in_tx!(self.pool, |conn| lifecycle::send_signal(
+            conn, scope, id, name, payload, now
+        ))
+    }
+
+    async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>> {
+        reads::buffered_signals(&self.pool, id).await
+    }
+
+    async fn unblock_runs(
+        &self,
+        scope: &Scope,
+        served: &[(String, u32)],
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        in_tx!(self.pool, |conn| lifecycle::unblock_runs(
+            conn, scope, served, now
+        ))
+    }
+
+    async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = $1 \
+             WHERE status = 'running' AND locked_by = $2",
+        )
+        .bind(now)
+        .bind(owner)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected())
+    }
+}

@@ -1,0 +1,183 @@
+//! Reads, each confined to a [`Scope`].
+
+use sqlx::{PgConnection, PgPool, Row};
+
+use super::rows::{
+    CHECKPOINT_COLS, RUN_COLS, Sql, checkpoint_from_row, db, push_scope, run_from_row,
+};
+use crate::model::{
+    BufferedSignal, Checkpoint, Cursor, Millis, Namespace, Run, RunId, RunPage, RunQuery,
+    RunStatus, Scope, StatusCount,
+};
+use crate::store::{History, PendingStep, StoreError, StoreResult};
+
+pub(super) async fn get_run(pool: &PgPool, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+    sql.push_bind(id.as_str().to_owned());
+    push_scope(&mut sql, "namespace", scope);
+    let row = sql.build().fetch_optional(pool).await.map_err(db)?;
+    row.as_ref().map(run_from_row).transpose()
+}
+
+pub(super) async fn list_runs(
+    pool: &PgPool,
+    scope: &Scope,
+    query: &RunQuery,
+) -> StoreResult<RunPage> {
+    let limit = query.page_size();
+    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE TRUE"));
+    push_scope(&mut sql, "namespace", scope);
+    if let Some(status) = query.status {
+        sql.push(" AND status = ").push_bind(status.as_str());
+    }
+    if let Some(workflow) = &query.workflow {
+        sql.push(" AND workflow = ").push_bind(workflow.clone());
+    }
+    if let Some(Cursor { created_at, id }) = &query.cursor {
+        sql.push(" AND (created_at, id) < (")
+            .push_bind(*created_at)
+            .push(", ")
+            .push_bind(id.as_str().to_owned())
+            .push(")");
+    }
+    sql.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+        .push_bind(i64::from(limit) + 1);
+    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    let mut runs = rows
+        .iter()
+        .map(run_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    let next_cursor = if runs.len() > limit as usize {
+        runs.truncate(limit as usize);
+        runs.last().map(Cursor::after)
+    } else {
+        None
+    };
+    Ok(RunPage { runs, next_cursor })
+}
+
+pub(super) async fn count_by_status(pool: &PgPool, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
+    let mut sql = Sql::new("SELECT status, COUNT(*) AS n FROM runs WHERE TRUE");
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" GROUP BY status");
+    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+    let mut counts = rows
+        .iter()
+        .map(|row| {
+            let status: String = row.try_get(0).map_err(corrupt)?;
+            let n: i64 = row.try_get(1).map_err(corrupt)?;
+            Ok(StatusCount {
+                status: status
+                    .parse::<RunStatus>()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                count: n as u64,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
+    Ok(counts)
+}
+
+pub(super) async fn checkpoints(
+    pool: &PgPool,
+    scope: &Scope,
+    id: &RunId,
+) -> StoreResult<Vec<Checkpoint>> {
+    let mut sql = Sql::new(format!(
+        "SELECT {CHECKPOINT_COLS} FROM checkpoints WHERE run_id = (SELECT id FROM runs WHERE id = "
+    ));
+    sql.push_bind(id.as_str().to_owned());
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(") ORDER BY seq");
+    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    rows.iter().map(checkpoint_from_row).collect()
+}
+
+pub(super) async fn pending_remote_steps(
+    pool: &PgPool,
+    scope: &Scope,
+    dispatched_before: Millis,
+    limit: u32,
+) -> StoreResult<Vec<PendingStep>> {
+    let cols = CHECKPOINT_COLS
+        .split(',')
+        .map(|c| format!("c.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut sql = Sql::new(format!(
+        "SELECT {cols}, r.namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
+         WHERE c.kind = 'remote_step' AND c.status = 'pending' \
+         AND r.status IN ('suspended', 'running') AND (c.enqueued_at <= "
+    ));
+    sql.push_bind(dispatched_before);
+    // A retry waiting out its backoff is the turn's to send; this is only the safety net.
+    sql.push(" OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ");
+    sql.push_bind(dispatched_before);
+    sql.push(")))");
+    push_scope(&mut sql, "r.namespace", scope);
+    sql.push(" ORDER BY c.enqueued_at LIMIT ")
+        .push_bind(i64::from(limit));
+    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            let ns: Option<String> = row
+                .try_get(16)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            Ok(PendingStep {
+                namespace: Namespace::from_stored(ns.as_deref()),
+                checkpoint: checkpoint_from_row(row)?,
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn next_wake_at(pool: &PgPool, scope: &Scope) -> StoreResult<Option<Millis>> {
+    let mut sql = Sql::new(
+        "SELECT MIN(CASE WHEN status = 'suspended' THEN wake_at ELSE locked_until END) FROM runs \
+         WHERE ((status = 'suspended' AND wake_at IS NOT NULL) OR status = 'running')",
+    );
+    push_scope(&mut sql, "namespace", scope);
+    let row = sql.build().fetch_one(pool).await.map_err(db)?;
+    row.try_get(0)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Run `id`'s buffered, unconsumed signals in delivery order.
+pub(super) async fn buffered_signals<'e, E>(
+    executor: E,
+    id: &RunId,
+) -> StoreResult<Vec<BufferedSignal>>
+where
+    E: sqlx::PgExecutor<'e>,
+{
+    let rows: Vec<(i64, String, serde_json::Value)> = sqlx::query_as(
+        "SELECT id, name, payload FROM signals WHERE run_id = $1 AND consumed_seq IS NULL ORDER BY id",
+    )
+    .bind(id.as_str())
+    .fetch_all(executor)
+    .await
+    .map_err(db)?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, name, payload)| BufferedSignal { id, name, payload })
+        .collect())
+}
+
+/// What run `id`'s next turn replays (unscoped: the caller's write already checked the run).
+pub(super) async fn history(conn: &mut PgConnection, id: &RunId) -> StoreResult<History> {
+    let rows = sqlx::query(&format!(
+        "SELECT {CHECKPOINT_COLS} FROM checkpoints WHERE run_id = $1 ORDER BY seq"
+    ))
+    .bind(id.as_str())
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(History {
+        checkpoints: rows
+            .iter()
+            .map(checkpoint_from_row)
+            .collect::<StoreResult<_>>()?,
+        signals: buffered_signals(&mut *conn, id).await?,
+    })
+}

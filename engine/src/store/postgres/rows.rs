@@ -1,0 +1,194 @@
+//! Row mapping and the statements several operations share.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Postgres, QueryBuilder, Row};
+
+use crate::model::{
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus, Scope,
+};
+use crate::store::{NewRun, StoreError, StoreResult};
+
+pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};
+
+pub(super) type Sql = QueryBuilder<'static, Postgres>;
+
+/// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], anything else
+/// leaves the database unavailable for this call.
+pub(super) fn db(e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(d) = &e
+        && d.is_unique_violation()
+    {
+        return StoreError::Conflict(d.message().to_owned());
+    }
+    StoreError::Unavailable(Box::new(e))
+}
+
+/// Appends ` AND <namespace matches scope>` for column `col`. `default` also matches legacy
+/// NULL / `''` rows; [`Scope::All`] adds nothing (no restriction, never `IS NULL`).
+pub(super) fn push_scope(sql: &mut Sql, col: &str, scope: &Scope) {
+    match scope.namespace() {
+        None => {}
+        Some(ns) if ns.is_default() => {
+            sql.push(format!(
+                " AND ({col} = 'default' OR {col} IS NULL OR {col} = '')"
+            ));
+        }
+        Some(ns) => {
+            sql.push(format!(" AND {col} = "));
+            sql.push_bind(ns.as_str().to_owned());
+        }
+    }
+}
+
+fn get<T>(row: &PgRow, idx: usize, name: &str) -> StoreResult<T>
+where
+    T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+{
+    row.try_get(idx)
+        .map_err(|e| StoreError::Corrupt(format!("column `{name}`: {e}")))
+}
+
+fn json<T: DeserializeOwned>(value: Value, what: &str) -> StoreResult<T> {
+    serde_json::from_value(value).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn opt_json<T: DeserializeOwned>(value: Option<Value>, what: &str) -> StoreResult<Option<T>> {
+    value.map(|v| json(v, what)).transpose()
+}
+
+fn run_id(raw: String) -> StoreResult<RunId> {
+    RunId::parse(&raw).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn opt_run_id(raw: Option<String>) -> StoreResult<Option<RunId>> {
+    raw.map(run_id).transpose()
+}
+
+/// A run, from a row that selected [`RUN_COLS`] first (columns are read by position).
+pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
+    let status: String = get(row, 4, "status")?;
+    Ok(Run {
+        id: run_id(get(row, 0, "id")?)?,
+        namespace: Namespace::from_stored(get::<Option<String>>(row, 1, "namespace")?.as_deref()),
+        workflow: get(row, 2, "workflow")?,
+        workflow_version: get::<i32>(row, 3, "workflow_version")? as u32,
+        status: status
+            .parse()
+            .map_err(|e: crate::model::UnknownStatus| StoreError::Corrupt(e.to_string()))?,
+        input: get(row, 5, "input")?,
+        output: get(row, 6, "output")?,
+        error: opt_json(get(row, 7, "error")?, "run error")?,
+        tags: json(get(row, 8, "tags")?, "run tags")?,
+        search_attributes: json(get(row, 9, "search_attributes")?, "run search attributes")?,
+        parent_run_id: opt_run_id(get(row, 10, "parent_run_id")?)?,
+        root_run_id: run_id(get(row, 11, "root_run_id")?)?,
+        nesting_depth: get::<i32>(row, 12, "nesting_depth")? as u32,
+        retry_of: opt_run_id(get(row, 13, "retry_of")?)?,
+        continued_from: opt_run_id(get(row, 14, "continued_from")?)?,
+        attempt: get::<i32>(row, 15, "attempt")? as u32,
+        wake_at: get(row, 16, "wake_at")?,
+        locked_by: get(row, 17, "locked_by")?,
+        locked_until: get(row, 18, "locked_until")?,
+        created_at: get(row, 19, "created_at")?,
+        updated_at: get(row, 20, "updated_at")?,
+        finished_at: get(row, 21, "finished_at")?,
+    })
+}
+
+/// A checkpoint, from a row that selected [`CHECKPOINT_COLS`] first.
+pub(super) fn checkpoint_from_row(row: &PgRow) -> StoreResult<Checkpoint> {
+    let kind: String = get(row, 2, "kind")?;
+    let status: String = get(row, 4, "status")?;
+    Ok(Checkpoint {
+        run_id: run_id(get(row, 0, "run_id")?)?,
+        seq: get::<i32>(row, 1, "seq")? as u32,
+        kind: CheckpointKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("checkpoint kind `{kind}`")))?,
+        name: get(row, 3, "name")?,
+        status: CheckpointStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("checkpoint status `{status}`")))?,
+        attempts: get::<i32>(row, 5, "attempts")? as u32,
+        worker_group: get(row, 6, "worker_group")?,
+        input: get(row, 7, "input")?,
+        output: get(row, 8, "output")?,
+        error: opt_json(get(row, 9, "error")?, "checkpoint error")?,
+        wake_at: get(row, 10, "wake_at")?,
+        enqueued_at: get(row, 11, "enqueued_at")?,
+        started_at: get(row, 12, "started_at")?,
+        finished_at: get(row, 13, "finished_at")?,
+        retry_policy: opt_json(get(row, 14, "retry_policy")?, "checkpoint retry policy")?,
+        timeout_ms: get::<Option<i64>>(row, 15, "timeout_ms")?.map(|ms| ms.max(0) as u64),
+    })
+}
+
+/// JSON for a bind (serialising plain data cannot fail).
+pub(super) fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// Inserts a `pending` run, or with `lease` (`owner`, `until`) a `running` one locked by
+/// `owner`; with `keep_existing`, an existing id is left alone (and `None` returned) instead of
+/// failing with [`StoreError::Conflict`].
+pub(super) async fn insert_run(
+    conn: &mut PgConnection,
+    run: &NewRun,
+    now: Millis,
+    keep_existing: bool,
+    lease: Option<(&str, Millis)>,
+) -> StoreResult<Option<Run>> {
+    let status = if lease.is_some() {
+        RunStatus::Running
+    } else {
+        RunStatus::Pending
+    };
+    let mut sql = Sql::new(
+        "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
+         search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, continued_from, \
+         created_at, updated_at, locked_by, locked_until, attempt) ",
+    );
+    sql.push_values([run], |mut b, run| {
+        b.push_bind(run.id.as_str().to_owned())
+            .push_bind(run.namespace.as_str().to_owned())
+            .push_bind(run.workflow.clone())
+            .push_bind(run.workflow_version as i32)
+            .push_bind(status.as_str())
+            .push_bind(run.input.clone())
+            .push_bind(to_value(&run.tags))
+            .push_bind(to_value(&run.search_attributes))
+            .push_bind(run.parent_run_id.as_ref().map(|id| id.as_str().to_owned()))
+            .push_bind(run.root_run_id.as_str().to_owned())
+            .push_bind(run.nesting_depth as i32)
+            .push_bind(run.retry_of.as_ref().map(|id| id.as_str().to_owned()))
+            .push_bind(run.continued_from.as_ref().map(|id| id.as_str().to_owned()))
+            .push_bind(now)
+            .push_bind(now)
+            .push_bind(lease.map(|(owner, _)| owner.to_owned()))
+            .push_bind(lease.map(|(_, until)| until))
+            .push_bind(i32::from(lease.is_some()));
+    });
+    if keep_existing {
+        sql.push(" ON CONFLICT (id) DO NOTHING");
+    }
+    sql.push(format!(" RETURNING {RUN_COLS}"));
+    let row = sql
+        .build()
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| match db(e) {
+            StoreError::Conflict(_) => StoreError::Conflict(format!("run `{}`", run.id)),
+            other => other,
+        })?;
+    row.as_ref().map(run_from_row).transpose()
+}
+
+/// One run by id, whatever its namespace (for writes that already checked visibility).
+pub(super) async fn run_by_id(conn: &mut PgConnection, id: &RunId) -> StoreResult<Option<Run>> {
+    let row = sqlx::query(&format!("SELECT {RUN_COLS} FROM runs WHERE id = $1"))
+        .bind(id.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(run_from_row).transpose()
+}

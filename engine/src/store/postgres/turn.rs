@@ -1,0 +1,370 @@
+//! Persisting a turn, and recording a step result (alone or with the next turn), each in one
+//! transaction.
+
+use sqlx::PgConnection;
+
+use super::reads::history;
+use super::rows::{RUN_COLS, Sql, db, insert_run, push_scope, run_by_id, run_from_row, to_value};
+use super::settle::{Resolution, record_result, resolve_pending, schedule_retry, settle_parent};
+use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, StepOutcome, StepResult};
+use crate::store::rules::{self, settles_parent};
+use crate::store::{Claim, Committed, StepApplied, StoreResult, TurnCommit, TurnOutcome};
+
+/// [`crate::store::Store::commit_turn`] inside a transaction. `None` when the lease is gone or
+/// the turn's view was stale (a buffered signal it took was taken meanwhile): the caller rolls
+/// back.
+pub(super) async fn commit_turn(
+    conn: &mut PgConnection,
+    lease: &Claim,
+    id: &RunId,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Option<Committed>> {
+    let Some(run) = update_run(conn, lease, id, commit, now).await? else {
+        return Ok(None);
+    };
+    for cp in &commit.checkpoints {
+        sqlx::query(
+            "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
+             input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
+             timeout_ms) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+             ON CONFLICT (run_id, seq) DO NOTHING",
+        )
+        .bind(id.as_str())
+        .bind(cp.seq as i32)
+        .bind(cp.kind.as_str())
+        .bind(&cp.name)
+        .bind(cp.status.as_str())
+        .bind(cp.worker_group.as_deref())
+        .bind(cp.input.clone())
+        .bind(cp.output.clone())
+        .bind(cp.error.as_ref().map(to_value))
+        .bind(cp.wake_at)
+        .bind(cp.enqueued_at)
+        .bind(cp.started_at)
+        .bind(cp.finished_at)
+        .bind(cp.retry_policy.as_ref().map(to_value))
+        .bind(cp.timeout_ms.map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)))
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    }
+    for seq in &commit.redispatched {
+        sqlx::query(
+            "UPDATE checkpoints SET enqueued_at = $1 WHERE run_id = $2 AND seq = $3 \
+             AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
+        )
+        .bind(now)
+        .bind(id.as_str())
+        .bind(*seq as i32)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    }
+    for seq in &commit.fired_timers {
+        let fired = Resolution::Completed(None);
+        resolve_pending(conn, id, i64::from(*seq), CheckpointKind::Sleep, fired, now).await?;
+    }
+    for (signal_id, seq) in &commit.consumed_signals {
+        let payload: Option<serde_json::Value> = sqlx::query_scalar(
+            "UPDATE signals SET consumed_seq = $1 WHERE id = $2 AND run_id = $3 \
+             AND consumed_seq IS NULL RETURNING payload",
+        )
+        .bind(*seq as i32)
+        .bind(signal_id)
+        .bind(id.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+        let Some(payload) = payload else {
+            // Taken by another wait meanwhile: this turn's view was stale; discard it.
+            return Ok(None);
+        };
+        let got = Resolution::Completed(Some(payload));
+        resolve_pending(conn, id, i64::from(*seq), CheckpointKind::Signal, got, now).await?;
+    }
+    for seq in &commit.timed_out_signals {
+        let timed_out = Resolution::Failed(to_value(&rules::signal_timed_out()));
+        resolve_pending(
+            conn,
+            id,
+            i64::from(*seq),
+            CheckpointKind::Signal,
+            timed_out,
+            now,
+        )
+        .await?;
+    }
+    for seq in &commit.timed_out_steps {
+        time_out_step(conn, id, *seq, now).await?;
+    }
+    for child in &commit.children {
+        if insert_run(conn, child, now, true, None).await?.is_none()
+            && let Some(existing) = run_by_id(conn, &child.id).await?
+            && existing.status.is_terminal()
+        {
+            // A retried parent re-issued a child that already ended: settle the new wait now.
+            settle_parent(conn, id, &existing, now).await?;
+        }
+    }
+    if let TurnOutcome::Continue(next) = &commit.outcome {
+        insert_run(conn, next, now, true, None).await?;
+    }
+    for child in &commit.cancel_runs {
+        // Only this run's own children, never anything else.
+        let row = sqlx::query(&format!(
+            "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
+             error = $1, updated_at = $2, \
+             finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END, wake_at = NULL \
+             WHERE id = $3 AND parent_run_id = $4 \
+             AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"
+        ))
+        .bind(to_value(&rules::sibling_failed(id)))
+        .bind(now)
+        .bind(child.as_str())
+        .bind(id.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+        if let Some(row) = row {
+            let child = run_from_row(&row)?;
+            if settles_parent(child.status) {
+                settle_parent(conn, id, &child, now).await?;
+            }
+        }
+    }
+    if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
+        settle_parent(conn, parent, &run, now).await?;
+    }
+    let history = match run.status {
+        RunStatus::Running | RunStatus::Suspended => Some(history(conn, id).await?),
+        _ => None,
+    };
+    Ok(Some(Committed { run, history }))
+}
+
+/// Moves the run to its next status if `lease` still holds it; a run woken during the turn
+/// stays `running` under the same lease (see the SQLite store for the rule).
+async fn update_run(
+    conn: &mut PgConnection,
+    lease: &Claim,
+    id: &RunId,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Option<Run>> {
+    let (status, output, error, wake_at, finished_at) = match &commit.outcome {
+        TurnOutcome::Suspend { wake_at } => (RunStatus::Suspended, None, None, *wake_at, None),
+        TurnOutcome::Complete(out) => (
+            RunStatus::Completed,
+            Some(out.clone()),
+            None,
+            None,
+            Some(now),
+        ),
+        TurnOutcome::Fail(err) => (
+            RunStatus::Failed,
+            None,
+            Some(to_value(err)),
+            None,
+            Some(now),
+        ),
+        TurnOutcome::Block(reason) => {
+            (RunStatus::Blocked, None, Some(to_value(reason)), None, None)
+        }
+        TurnOutcome::Continue(next) => (
+            RunStatus::Continued,
+            Some(serde_json::json!({ "continuedAs": next.id })),
+            None,
+            None,
+            Some(now),
+        ),
+    };
+    let woken = "$1 = 'suspended' AND (needs_wake OR $10 OR ($2::BIGINT IS NOT NULL AND $2 <= $3))";
+    let row = sqlx::query(&format!(
+        "UPDATE runs SET \
+         status = CASE WHEN {woken} THEN 'running' ELSE $1 END, \
+         output = $4, error = $5, \
+         wake_at = CASE WHEN {woken} THEN NULL ELSE $2 END, \
+         attempt = attempt + (CASE WHEN {woken} THEN 1 ELSE 0 END), \
+         locked_until = CASE WHEN {woken} THEN $6 ELSE NULL END, \
+         locked_by = CASE WHEN {woken} THEN locked_by ELSE NULL END, \
+         needs_wake = FALSE, updated_at = $3, finished_at = $7 \
+         WHERE id = $8 AND status = 'running' AND locked_by = $9 RETURNING {RUN_COLS}"
+    ))
+    .bind(status.as_str())
+    .bind(wake_at)
+    .bind(now)
+    .bind(output)
+    .bind(error)
+    .bind(lease.until)
+    .bind(finished_at)
+    .bind(id.as_str())
+    .bind(&lease.owner)
+    .bind(!commit.timed_out_steps.is_empty())
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?;
+    row.as_ref().map(run_from_row).transpose()
+}
+
+/// Fails the current try of remote step `seq` with `timeout`: retried by its policy, or failed
+/// for good.
+async fn time_out_step(
+    conn: &mut PgConnection,
+    id: &RunId,
+    seq: u32,
+    now: Millis,
+) -> StoreResult<()> {
+    let timeout = rules::step_timed_out(seq);
+    let result = StepResult {
+        run_id: id.clone(),
+        seq,
+        step_id: format!("{id}:{seq}"),
+        started_at: None,
+        outcome: StepOutcome::Failed {
+            error: timeout.clone(),
+        },
+    };
+    if schedule_retry(conn, &result, &timeout, now)
+        .await?
+        .is_none()
+    {
+        let failed = Resolution::Failed(to_value(&timeout));
+        resolve_pending(
+            conn,
+            id,
+            i64::from(seq),
+            CheckpointKind::RemoteStep,
+            failed,
+            now,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// [`crate::store::Store::apply_step_result`] inside a transaction; `None` means roll back.
+pub(super) async fn apply_step_result(
+    conn: &mut PgConnection,
+    result: &StepResult,
+    now: Millis,
+    claim: Option<&Claim>,
+) -> StoreResult<Option<StepApplied>> {
+    let Some((run, claimed)) = wake_or_claim(conn, result, now, claim).await? else {
+        return Ok(None);
+    };
+    let checkpoint = match &result.outcome {
+        StepOutcome::Failed { error } => match schedule_retry(conn, result, error, now).await? {
+            Some(cp) => Some(cp),
+            None => record_result(conn, result, now).await?,
+        },
+        StepOutcome::Completed { .. } => record_result(conn, result, now).await?,
+    };
+    let Some(checkpoint) = checkpoint else {
+        // Duplicate or unknown step: roll the wake-up (and any claim) back.
+        return Ok(None);
+    };
+    let claimed = match claimed {
+        true => Some(history(conn, &result.run_id).await?),
+        false => None,
+    };
+    Ok(Some(StepApplied {
+        run,
+        claimed,
+        checkpoint,
+    }))
+}
+
+/// Wakes the result's run, claiming it under `claim` when it is suspended and inside the
+/// claim's scope. `None` when the run ended or is parked.
+async fn wake_or_claim(
+    conn: &mut PgConnection,
+    result: &StepResult,
+    now: Millis,
+    claim: Option<&Claim>,
+) -> StoreResult<Option<(Run, bool)>> {
+    let mut sql = Sql::new("UPDATE runs SET updated_at = ");
+    sql.push_bind(now);
+    match claim {
+        Some(claim) => {
+            // One predicate, repeated for each column (SET expressions all see the old row).
+            let claimable = |sql: &mut Sql| {
+                sql.push(" CASE WHEN (status = 'suspended'");
+                push_scope(sql, "namespace", &claim.scope);
+                sql.push(") THEN ");
+            };
+            sql.push(", status =");
+            claimable(&mut sql);
+            sql.push("'running' ELSE status END, locked_by =");
+            claimable(&mut sql);
+            sql.push_bind(claim.owner.clone());
+            sql.push(" ELSE locked_by END, locked_until =");
+            claimable(&mut sql);
+            sql.push_bind(claim.until);
+            sql.push(" ELSE locked_until END, attempt = attempt +");
+            claimable(&mut sql);
+            sql.push("1 ELSE 0 END, needs_wake =");
+            claimable(&mut sql);
+            sql.push("FALSE ELSE TRUE END, wake_at =");
+            claimable(&mut sql);
+            sql.push("NULL WHEN status = 'suspended' THEN ");
+            sql.push_bind(now);
+            sql.push(" ELSE wake_at END");
+        }
+        None => {
+            sql.push(", needs_wake = TRUE, wake_at = CASE WHEN status = 'suspended' THEN ");
+            sql.push_bind(now);
+            sql.push(" ELSE wake_at END");
+        }
+    }
+    sql.push(" WHERE id = ");
+    sql.push_bind(result.run_id.as_str().to_owned());
+    sql.push(format!(
+        " AND status IN ('pending', 'suspended', 'running') RETURNING {RUN_COLS}, needs_wake"
+    ));
+    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
+        return Ok(None);
+    };
+    let needs_wake: bool = sqlx::Row::try_get(&row, 22)
+        .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
+    let run = run_from_row(&row)?;
+    let claimed = claim.is_some_and(|c| {
+        !needs_wake && run.status == RunStatus::Running && run.locked_by.as_ref() == Some(&c.owner)
+    });
+    Ok(Some((run, claimed)))
+}
+
+/// [`crate::store::Store::apply_result_and_commit`] inside a transaction; `None` means roll
+/// back.
+pub(super) async fn apply_result_and_commit(
+    conn: &mut PgConnection,
+    result: &StepResult,
+    lease: &Claim,
+    attempt: u32,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Option<Committed>> {
+    let mut sql = Sql::new(
+        "UPDATE runs SET status = 'running', attempt = attempt + 1, wake_at = NULL, locked_by = ",
+    );
+    sql.push_bind(lease.owner.clone());
+    sql.push(", locked_until = ");
+    sql.push_bind(lease.until);
+    sql.push(", updated_at = ");
+    sql.push_bind(now);
+    sql.push(" WHERE id = ");
+    sql.push_bind(result.run_id.as_str().to_owned());
+    sql.push(" AND status = 'suspended' AND NOT needs_wake AND attempt = ");
+    sql.push_bind(attempt as i32);
+    push_scope(&mut sql, "namespace", &lease.scope);
+    let claimed = sql
+        .build()
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?
+        .rows_affected();
+    if claimed == 0 || record_result(conn, result, now).await?.is_none() {
+        return Ok(None);
+    }
+    commit_turn(conn, lease, &result.run_id, commit, now).await
+}

@@ -1,0 +1,53 @@
+//! Semantics every backend shares, kept in one place so the stores cannot drift apart: which
+//! child endings settle a parent, where a child's wait sits in its parent, and the failures the
+//! store itself records.
+
+use crate::model::{RunId, RunStatus, StepFailure};
+
+/// Whether a child ending in `status` settles its parent's wait: every terminal status but
+/// `continued`, whose successor settles it instead.
+pub(crate) fn settles_parent(status: RunStatus) -> bool {
+    status.is_terminal() && status != RunStatus::Continued
+}
+
+/// The position of the parent's wait on child `id`: `<parent>.child.<seq>`, or
+/// `<parent>.child.<seq>:c<n>` for its ContinueAsNew successors. `None` for a top-level run.
+pub(crate) fn child_seq(id: &RunId) -> Option<i64> {
+    id.as_str()
+        .rsplit_once(".child.")
+        .and_then(|(_, s)| s.split(':').next())
+        .and_then(|s| s.parse::<i64>().ok())
+}
+
+/// The error of a run given up after `max_recoveries` driver deaths.
+pub(crate) fn dead(max_recoveries: u32) -> StepFailure {
+    StepFailure::new(format!(
+        "the run's driver stopped {max_recoveries} times while running it; it was given up as dead \
+         (retry it once the cause is fixed)"
+    ))
+    .with_code("dead")
+}
+
+/// The error of a child cancelled because a sibling failed under fail-fast.
+pub(crate) fn sibling_failed(parent: &RunId) -> StepFailure {
+    StepFailure::new(format!("cancelled: a sibling under run {parent} failed"))
+        .with_code("cancelled")
+}
+
+/// The error of a signal wait whose timeout passed.
+pub(crate) fn signal_timed_out() -> StepFailure {
+    StepFailure::new("the signal wait timed out").with_code("timeout")
+}
+
+/// The error of a step try that outlived its timeout.
+pub(crate) fn step_timed_out(seq: u32) -> StepFailure {
+    StepFailure::new(format!(
+        "step try timed out (no result within its timeout); seq {seq}"
+    ))
+    .with_code("timeout")
+}
+
+/// The failure a parent's wait records for a child that ended `status` without an error.
+pub(crate) fn child_ended(child: &RunId, status: RunStatus) -> StepFailure {
+    StepFailure::new(format!("child run {child} ended {status}"))
+}
