@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::secret;
 
 /// A directory where demo steps record their side effects, when set: every execution appends
-/// `<step_id>\t<started_ms>` to `executions.log`, and the effect itself is applied once per
+/// `<step_id>\t<started_ms>\t<pid>` to `executions.log`, and the effect itself is applied once per
 /// `step_id` (the idempotency key every delivery of a step carries) as the file
 /// `applied/<step_id>`. The crash test reads both.
 const EFFECTS_ENV: &str = "DURABLE_DEMO_EFFECTS";
@@ -209,7 +209,12 @@ fn record_effect(ctx: &StepContext) {
         return;
     };
     let dir = std::path::Path::new(&dir);
-    let line = format!("{}\t{}\n", ctx.step_id, secret::now_ms());
+    let line = format!(
+        "{}\t{}\t{}\n",
+        ctx.step_id,
+        secret::now_ms(),
+        std::process::id()
+    );
     // One short O_APPEND write per execution: lines never interleave.
     let logged = std::fs::OpenOptions::new()
         .create(true)

@@ -225,7 +225,10 @@ fn read_executions(path: &Path) -> HashMap<String, Vec<i64>> {
     let log = std::fs::read_to_string(path).expect("executions log");
     let mut executions: HashMap<String, Vec<i64>> = HashMap::new();
     for line in log.lines() {
-        let (step_id, at) = line.split_once('\t').expect("log line");
+        let mut fields = line.split('\t');
+        let (Some(step_id), Some(at)) = (fields.next(), fields.next()) else {
+            panic!("bad log line {line:?}");
+        };
         executions
             .entry(step_id.to_owned())
             .or_default()
