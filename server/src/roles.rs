@@ -45,11 +45,13 @@ pub fn is_postgres(url: &str) -> bool {
 /// Opens the configured database (`sqlite://PATH` or `postgres://…`) and applies migrations.
 pub async fn open_store(url: &str) -> anyhow::Result<Database> {
     if is_postgres(url) {
-        let store = Arc::new(
-            PgStore::connect(url)
-                .await
-                .with_context(|| format!("opening {}", redact(url)))?,
-        );
+        let store = Arc::new(PgStore::connect(url).await.with_context(|| {
+            format!(
+                "opening {} (check that the server is up and the database exists; \
+                     create it with `createdb`)",
+                redact(url)
+            )
+        })?);
         return Ok(Database {
             store: store.clone(),
             accounts: store,

@@ -181,14 +181,18 @@ fn token_issue_signs_valid_tenants_only_and_is_stable() {
 }
 
 #[test]
-fn unsupported_database_urls_stop_start_up_with_the_fix() {
-    let out = durable("postgres://localhost/durable", &["serve"], None);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("use sqlite://PATH"),
-        "{}",
-        stderr(&out)
+fn unsupported_or_unreachable_database_urls_stop_start_up_with_the_fix() {
+    // A PostgreSQL URL whose database does not exist: refused, naming the database, with the
+    // password kept out of the message.
+    let out = durable(
+        "postgres://postgres:hunter2@127.0.0.1:5432/durable_no_such_database",
+        &["migrate"],
+        None,
     );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("durable_no_such_database"), "{err}");
+    assert!(!err.contains("hunter2"), "the password leaked: {err}");
     let out = durable("mysql://x", &["migrate"], None);
     assert!(!out.status.success());
     assert!(

@@ -38,6 +38,7 @@ pub async fn list_runs(
                 workflow: nonempty(workflow),
                 limit: 50,
                 cursor,
+                ..RunQuery::default()
             };
             let page = reads.list_runs(&query).await.map_err(internal)?;
             let counts = reads.count_by_status().await.map_err(internal)?;

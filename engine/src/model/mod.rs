@@ -15,7 +15,10 @@ pub use account::Role;
 pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
 pub use event::{TenantEvent, TenantEventKind};
 pub use namespace::{Namespace, NamespaceError, Scope};
-pub use query::{Cursor, MAX_PAGE_SIZE, RunPage, RunQuery, RunQueryError, StatusCount};
+pub use query::{
+    AttributeFilter, Cursor, Facets, MAX_FACET_VALUES, MAX_PAGE_SIZE, RunPage, RunQuery,
+    RunQueryError, StatusCount, ValueCount,
+};
 pub use retry::RetryPolicy;
 pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
 pub use signal::BufferedSignal;

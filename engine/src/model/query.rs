@@ -15,6 +15,18 @@ pub struct RunQuery {
     /// Only runs of this workflow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow: Option<String>,
+    /// Only runs carrying this tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// Only runs whose search attribute `key` equals `value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribute: Option<AttributeFilter>,
+    /// Only runs created at or after this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_from: Option<Millis>,
+    /// Only runs created before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_until: Option<Millis>,
     /// Page size (1..=[`MAX_PAGE_SIZE`]; 0 means the default of 50).
     #[serde(default)]
     pub limit: u32,
@@ -22,6 +34,59 @@ pub struct RunQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Cursor>,
 }
+
+/// A search-attribute filter: attribute `key` equals the scalar `value`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttributeFilter {
+    /// The attribute name (letters, digits, `_`, `-`, `.`; at most 64).
+    pub key: String,
+    /// The value it must equal (a string, number or boolean).
+    pub value: serde_json::Value,
+}
+
+impl AttributeFilter {
+    /// A filter on `key = value`, refusing keys and values a store cannot index.
+    pub fn new(key: &str, value: serde_json::Value) -> Result<Self, RunQueryError> {
+        let key_ok = !key.is_empty()
+            && key.len() <= 64
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !key_ok {
+            return Err(RunQueryError::AttributeKey(key.chars().take(64).collect()));
+        }
+        if !(value.is_string() || value.is_number() || value.is_boolean()) {
+            return Err(RunQueryError::AttributeValue(key.to_owned()));
+        }
+        Ok(AttributeFilter {
+            key: key.to_owned(),
+            value,
+        })
+    }
+}
+
+/// Counts of runs by status, by workflow and by tag, in one scope.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Facets {
+    /// By status, in [`RunStatus::ALL`] order (statuses with no runs omitted).
+    pub statuses: Vec<StatusCount>,
+    /// By workflow, most runs first.
+    pub workflows: Vec<ValueCount>,
+    /// By tag, most runs first (the 50 most used).
+    pub tags: Vec<ValueCount>,
+}
+
+/// How many runs have one value (of a workflow name, a tag or a search attribute).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValueCount {
+    /// The value.
+    pub value: serde_json::Value,
+    /// How many runs.
+    pub count: u64,
+}
+
+/// The most values a facet lists.
+pub const MAX_FACET_VALUES: usize = 50;
 
 /// Why a query was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,6 +97,14 @@ pub enum RunQueryError {
     /// The cursor was not produced by this server.
     #[error("cursor `{0}` is not valid: pass the `next_cursor` of a previous page unchanged")]
     Cursor(String),
+    /// A search-attribute name that cannot be filtered on.
+    #[error(
+        "attribute `{0}` is not a valid name: use letters, digits, `_`, `-` or `.` (at most 64)"
+    )]
+    AttributeKey(String),
+    /// A search-attribute value that is not a scalar.
+    #[error("attribute `{0}` can only be compared with a string, number or boolean")]
+    AttributeValue(String),
 }
 
 impl RunQuery {

@@ -751,6 +751,157 @@ pub async fn sticky_turns_commit_only_an_untouched_run(store: Arc<dyn Store>) {
     }
 }
 
+/// Tags, search attributes and time ranges filter lists; facets count by status, workflow, tag
+/// and attribute value, each inside the reader's scope only.
+pub async fn filters_and_facets_stay_inside_the_scope(store: Arc<dyn Store>) {
+    let plant = |id: &'static str,
+                 namespace: &'static str,
+                 workflow: &'static str,
+                 tags: &[&str],
+                 region: Option<serde_json::Value>,
+                 at: i64| {
+        let store = store.clone();
+        let mut run = NewRun::top_level(
+            RunId::parse(id).expect("id"),
+            ns(namespace),
+            workflow,
+            1,
+            json!(null),
+        );
+        run.tags = tags.iter().map(|t| (*t).to_owned()).collect();
+        if let Some(region) = region {
+            run.search_attributes.insert("region".into(), region);
+            run.search_attributes.insert("tier.level".into(), json!(2));
+        }
+        async move { store.create_run(run, at, None).await.expect("create") }
+    };
+    plant(
+        "f-a1",
+        "acme",
+        "order",
+        &["vip", "eu"],
+        Some(json!("eu-west")),
+        10,
+    )
+    .await;
+    plant(
+        "f-a2",
+        "acme",
+        "order",
+        &["vip"],
+        Some(json!("us-east")),
+        20,
+    )
+    .await;
+    plant(
+        "f-a3",
+        "acme",
+        "refund",
+        &["eu"],
+        Some(json!("eu-west")),
+        30,
+    )
+    .await;
+    plant("f-a4", "acme", "refund", &[], None, 40).await;
+    plant(
+        "f-g1",
+        "globex",
+        "order",
+        &["vip", "secret"],
+        Some(json!("eu-west")),
+        50,
+    )
+    .await;
+    let acme = Scope::Only(ns("acme"));
+    let ids = |page: crate::model::RunPage| {
+        page.runs
+            .into_iter()
+            .map(|r| r.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    let by_tag = RunQuery {
+        tag: Some("vip".into()),
+        ..RunQuery::default()
+    };
+    assert_eq!(
+        ids(store.list_runs(&acme, &by_tag).await.expect("list")),
+        ["f-a2", "f-a1"]
+    );
+    assert_eq!(
+        ids(store.list_runs(&Scope::All, &by_tag).await.expect("list")),
+        ["f-g1", "f-a2", "f-a1"],
+        "the operator sees every namespace"
+    );
+    let by_attribute = RunQuery {
+        attribute: Some(
+            crate::model::AttributeFilter::new("region", json!("eu-west")).expect("filter"),
+        ),
+        ..RunQuery::default()
+    };
+    assert_eq!(
+        ids(store.list_runs(&acme, &by_attribute).await.expect("list")),
+        ["f-a3", "f-a1"]
+    );
+    let dotted = RunQuery {
+        attribute: Some(
+            crate::model::AttributeFilter::new("tier.level", json!(2)).expect("filter"),
+        ),
+        workflow: Some("order".into()),
+        tag: Some("eu".into()),
+        ..RunQuery::default()
+    };
+    assert_eq!(
+        ids(store.list_runs(&acme, &dotted).await.expect("list")),
+        ["f-a1"]
+    );
+    let window = RunQuery {
+        created_from: Some(20),
+        created_until: Some(40),
+        ..RunQuery::default()
+    };
+    assert_eq!(
+        ids(store.list_runs(&acme, &window).await.expect("list")),
+        ["f-a3", "f-a2"]
+    );
+
+    let facets = store.facets(&acme).await.expect("facets");
+    assert_eq!(facets.statuses.len(), 1);
+    assert_eq!(facets.statuses[0].count, 4);
+    let counts = |v: &[crate::model::ValueCount]| {
+        v.iter()
+            .map(|c| (c.value.clone(), c.count))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        counts(&facets.workflows),
+        [(json!("order"), 2), (json!("refund"), 2)]
+    );
+    assert_eq!(
+        counts(&facets.tags),
+        [(json!("eu"), 2), (json!("vip"), 2)],
+        "globex's `secret` tag is not counted for acme"
+    );
+    let all = store.facets(&Scope::All).await.expect("facets");
+    assert_eq!(counts(&all.tags)[0], (json!("vip"), 3));
+    let regions = store.value_facets(&acme, "region").await.expect("values");
+    assert_eq!(
+        counts(&regions),
+        [(json!("eu-west"), 2), (json!("us-east"), 1)]
+    );
+    let levels = store
+        .value_facets(&acme, "tier.level")
+        .await
+        .expect("values");
+    assert_eq!(counts(&levels), [(json!(2), 3)]);
+    assert!(
+        store
+            .value_facets(&Scope::Only(ns("initech")), "region")
+            .await
+            .expect("values")
+            .is_empty()
+    );
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]
@@ -778,7 +929,8 @@ macro_rules! store_conformance {
             results_claim_the_runs_they_wake,
             a_due_timer_keeps_the_run_claimed,
             blocked_runs_unpark_when_their_version_is_served,
-            sticky_turns_commit_only_an_untouched_run
+            sticky_turns_commit_only_an_untouched_run,
+            filters_and_facets_stay_inside_the_scope
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

@@ -4,9 +4,10 @@ pub enum StoreError {
     /// A row with that key already exists (e.g. a run id reused).
     #[error("{0} already exists")]
     Conflict(String),
-    /// The database could not be reached or refused the operation; retrying may help.
+    /// The database could not be reached or refused the operation; retrying may help. (The
+    /// driver's error is in the message, not chained: drivers repeat it in their own chain.)
     #[error("the database is unavailable: {0}")]
-    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    Unavailable(Box<dyn std::error::Error + Send + Sync>),
     /// Applying migrations failed.
     #[error("applying database migrations failed: {0}")]
     Migrate(#[source] Box<dyn std::error::Error + Send + Sync>),

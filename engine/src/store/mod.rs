@@ -24,8 +24,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::model::{
-    BufferedSignal, Checkpoint, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
-    StatusCount, StepResult,
+    BufferedSignal, Checkpoint, Facets, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
+    StatusCount, StepResult, ValueCount,
 };
 
 pub use accounts::{Accounts, NewUser, User};
@@ -66,6 +66,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// How many runs are in each status (statuses with no runs are omitted).
     async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>>;
+
+    /// Counts by status, by workflow and by tag (the most used first), in `scope`.
+    async fn facets(&self, scope: &Scope) -> StoreResult<Facets>;
+
+    /// The most common values of search attribute `key` in `scope`, with their counts.
+    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>>;
 
     /// A run's checkpoints in `seq` order; empty when the run is outside `scope`.
     async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>>;

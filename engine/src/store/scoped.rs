@@ -1,7 +1,9 @@
 use std::sync::Arc;
 
 use super::{Store, StoreError, StoreResult};
-use crate::model::{Checkpoint, Namespace, Run, RunId, RunPage, RunQuery, Scope, StatusCount};
+use crate::model::{
+    Checkpoint, Facets, Namespace, Run, RunId, RunPage, RunQuery, Scope, StatusCount, ValueCount,
+};
 
 /// A read view of a store confined to one namespace.
 ///
@@ -53,6 +55,16 @@ impl ScopedStore {
     /// Visible runs per status.
     pub async fn count_by_status(&self) -> StoreResult<Vec<StatusCount>> {
         self.inner.count_by_status(&self.scope).await
+    }
+
+    /// Counts by status, workflow and tag in this view.
+    pub async fn facets(&self) -> StoreResult<Facets> {
+        self.inner.facets(&self.scope).await
+    }
+
+    /// The most common values of search attribute `key` in this view.
+    pub async fn value_facets(&self, key: &str) -> StoreResult<Vec<ValueCount>> {
+        self.inner.value_facets(&self.scope, key).await
     }
 
     /// A visible run's checkpoints (empty for a run outside the view).

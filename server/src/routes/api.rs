@@ -141,6 +141,7 @@ async fn list_runs(
         workflow: params.workflow.filter(|s| !s.is_empty()),
         limit,
         cursor,
+        ..RunQuery::default()
     };
     let page = reads(&state, &tenant)?
         .list_runs(&query)

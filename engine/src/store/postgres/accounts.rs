@@ -72,16 +72,20 @@ impl Accounts for PgStore {
     }
 
     async fn setting_or_insert(&self, key: &str, make: String) -> StoreResult<String> {
-        // One statement, so two processes starting together agree on one value.
-        sqlx::query_scalar(
-            "WITH ins AS (INSERT INTO settings (key, value) VALUES ($1, $2) \
-             ON CONFLICT (key) DO NOTHING RETURNING value) \
-             SELECT value FROM ins UNION ALL SELECT value FROM settings WHERE key = $1 LIMIT 1",
+        // Two statements: the read must see a row another process inserted after this insert's
+        // snapshot (processes starting together all agree on the first value).
+        sqlx::query(
+            "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
         )
         .bind(key)
         .bind(make)
-        .fetch_one(&self.pool)
+        .execute(&self.pool)
         .await
-        .map_err(db)
+        .map_err(db)?;
+        sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+            .bind(key)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)
     }
 }

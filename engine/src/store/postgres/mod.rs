@@ -27,8 +27,8 @@ use super::{
     StoreResult, TurnCommit,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
-    StatusCount, StepResult,
+    BufferedSignal, Checkpoint, Facets, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
+    StatusCount, StepResult, ValueCount,
 };
 
 /// The PostgreSQL [`Store`] and [`super::Accounts`].
@@ -127,6 +127,14 @@ impl Store for PgStore {
 
     async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
         reads::count_by_status(&self.pool, scope).await
+    }
+
+    async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {
+        reads::facets(&self.pool, scope).await
+    }
+
+    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>> {
+        reads::value_facets(&self.pool, scope, key).await
     }
 
     async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {

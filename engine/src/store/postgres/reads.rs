@@ -5,9 +5,11 @@ use sqlx::{PgConnection, PgPool, Row};
 use super::rows::{
     CHECKPOINT_COLS, RUN_COLS, Sql, checkpoint_from_row, db, push_scope, run_from_row,
 };
+use serde_json::{Value, json};
+
 use crate::model::{
-    BufferedSignal, Checkpoint, Cursor, Millis, Namespace, Run, RunId, RunPage, RunQuery,
-    RunStatus, Scope, StatusCount,
+    BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, Run, RunId,
+    RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
 };
 use crate::store::{History, PendingStep, StoreError, StoreResult};
 
@@ -32,6 +34,22 @@ pub(super) async fn list_runs(
     }
     if let Some(workflow) = &query.workflow {
         sql.push(" AND workflow = ").push_bind(workflow.clone());
+    }
+    // Containment, which the GIN indexes on tags and search attributes serve.
+    if let Some(tag) = &query.tag {
+        sql.push(" AND tags @> ").push_bind(json!([tag]));
+    }
+    if let Some(filter) = &query.attribute {
+        let mut wanted = serde_json::Map::new();
+        wanted.insert(filter.key.clone(), filter.value.clone());
+        sql.push(" AND search_attributes @> ")
+            .push_bind(Value::Object(wanted));
+    }
+    if let Some(from) = query.created_from {
+        sql.push(" AND created_at >= ").push_bind(from);
+    }
+    if let Some(until) = query.created_until {
+        sql.push(" AND created_at < ").push_bind(until);
     }
     if let Some(Cursor { created_at, id }) = &query.cursor {
         sql.push(" AND (created_at, id) < (")
@@ -77,6 +95,67 @@ pub(super) async fn count_by_status(pool: &PgPool, scope: &Scope) -> StoreResult
         .collect::<StoreResult<Vec<_>>>()?;
     counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
     Ok(counts)
+}
+
+pub(super) async fn facets(pool: &PgPool, scope: &Scope) -> StoreResult<Facets> {
+    let mut sql = Sql::new("SELECT workflow, COUNT(*) AS n FROM runs WHERE TRUE");
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" GROUP BY workflow ORDER BY n DESC, workflow LIMIT ")
+        .push_bind(MAX_FACET_VALUES as i64);
+    let workflows = value_counts(
+        sql.build().fetch_all(pool).await.map_err(db)?,
+        Value::String,
+    )?;
+    let mut sql = Sql::new(
+        "SELECT t, COUNT(*) AS n FROM runs, jsonb_array_elements_text(runs.tags) t WHERE TRUE",
+    );
+    push_scope(&mut sql, "runs.namespace", scope);
+    sql.push(" GROUP BY t ORDER BY n DESC, t LIMIT ")
+        .push_bind(MAX_FACET_VALUES as i64);
+    let tags = value_counts(
+        sql.build().fetch_all(pool).await.map_err(db)?,
+        Value::String,
+    )?;
+    Ok(Facets {
+        statuses: count_by_status(pool, scope).await?,
+        workflows,
+        tags,
+    })
+}
+
+pub(super) async fn value_facets(
+    pool: &PgPool,
+    scope: &Scope,
+    key: &str,
+) -> StoreResult<Vec<ValueCount>> {
+    let mut sql = Sql::new("SELECT search_attributes -> ");
+    sql.push_bind(key.to_owned());
+    sql.push(" AS v, COUNT(*) AS n FROM runs WHERE jsonb_exists(search_attributes, ");
+    sql.push_bind(key.to_owned());
+    sql.push(")");
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" GROUP BY v ORDER BY n DESC, v LIMIT ")
+        .push_bind(MAX_FACET_VALUES as i64);
+    value_counts::<Value>(sql.build().fetch_all(pool).await.map_err(db)?, |v| v)
+}
+
+/// `(value, count)` rows as [`ValueCount`]s.
+fn value_counts<T>(
+    rows: Vec<sqlx::postgres::PgRow>,
+    to_json: impl Fn(T) -> Value,
+) -> StoreResult<Vec<ValueCount>>
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+    rows.iter()
+        .map(|row| {
+            Ok(ValueCount {
+                value: to_json(row.try_get::<T, _>(0).map_err(corrupt)?),
+                count: row.try_get::<i64, _>(1).map_err(corrupt)? as u64,
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn checkpoints(

@@ -36,8 +36,8 @@ use super::{
     StoreResult, TurnCommit,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
-    StatusCount, StepResult,
+    BufferedSignal, Checkpoint, Facets, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
+    StatusCount, StepResult, ValueCount,
 };
 
 /// How many reader threads (and read connections) a store keeps.
@@ -168,6 +168,20 @@ impl Store for SqliteStore {
         let scope = scope.clone();
         self.readers
             .read(move |conn| reads::count_by_status(conn, &scope))
+            .await
+    }
+
+    async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::facets(conn, &scope))
+            .await
+    }
+
+    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>> {
+        let (scope, key) = (scope.clone(), key.to_owned());
+        self.readers
+            .read(move |conn| reads::value_facets(conn, &scope, &key))
             .await
     }
 

@@ -4,9 +4,11 @@ use rusqlite::Connection;
 
 use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, col, from_json, run_from_row};
 use super::sql::Sql;
+use serde_json::Value;
+
 use crate::model::{
-    BufferedSignal, Checkpoint, Cursor, Millis, Namespace, Run, RunId, RunPage, RunQuery,
-    RunStatus, Scope, StatusCount,
+    BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, Run, RunId,
+    RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
 };
 use crate::store::{History, PendingStep, StoreError, StoreResult};
 
@@ -29,6 +31,24 @@ pub(super) fn list_runs(
     }
     if let Some(workflow) = &query.workflow {
         sql.push(" AND workflow = ").bind(workflow.clone());
+    }
+    if let Some(tag) = &query.tag {
+        sql.push(" AND EXISTS (SELECT 1 FROM json_each(runs.tags) t WHERE t.value = ")
+            .bind(tag.clone())
+            .push(")");
+    }
+    if let Some(filter) = &query.attribute {
+        // Compared as JSON text, which the engine wrote with the same serialiser.
+        sql.push(" AND search_attributes -> ")
+            .bind(attribute_path(&filter.key))
+            .push(" = ")
+            .bind(filter.value.to_string());
+    }
+    if let Some(from) = query.created_from {
+        sql.push(" AND created_at >= ").bind(from);
+    }
+    if let Some(until) = query.created_until {
+        sql.push(" AND created_at < ").bind(until);
     }
     if let Some(Cursor { created_at, id }) = &query.cursor {
         sql.push(" AND (created_at < ")
@@ -65,6 +85,58 @@ pub(super) fn count_by_status(conn: &Connection, scope: &Scope) -> StoreResult<V
     })?;
     counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
     Ok(counts)
+}
+
+/// The JSON path of search attribute `key` (quoted, so dots and dashes are part of the name).
+fn attribute_path(key: &str) -> String {
+    format!("$.\"{}\"", key.replace('"', ""))
+}
+
+pub(super) fn facets(conn: &Connection, scope: &Scope) -> StoreResult<Facets> {
+    let count = |row: &rusqlite::Row<'_>| -> StoreResult<ValueCount> {
+        Ok(ValueCount {
+            value: Value::String(col(row, "v")?),
+            count: col::<i64>(row, "n")? as u64,
+        })
+    };
+    let mut sql = Sql::new("SELECT workflow AS v, COUNT(*) AS n FROM runs WHERE 1 = 1");
+    sql.scope("namespace", scope)
+        .push(" GROUP BY workflow ORDER BY n DESC, v LIMIT ")
+        .bind(MAX_FACET_VALUES as i64);
+    let workflows = sql.all(conn, count)?;
+    let mut sql = Sql::new(
+        "SELECT t.value AS v, COUNT(*) AS n FROM runs, json_each(runs.tags) t WHERE 1 = 1",
+    );
+    sql.scope("runs.namespace", scope)
+        .push(" GROUP BY t.value ORDER BY n DESC, v LIMIT ")
+        .bind(MAX_FACET_VALUES as i64);
+    let tags = sql.all(conn, count)?;
+    Ok(Facets {
+        statuses: count_by_status(conn, scope)?,
+        workflows,
+        tags,
+    })
+}
+
+pub(super) fn value_facets(
+    conn: &Connection,
+    scope: &Scope,
+    key: &str,
+) -> StoreResult<Vec<ValueCount>> {
+    let mut sql = Sql::new("SELECT search_attributes -> ");
+    sql.bind(attribute_path(key))
+        .push(" AS v, COUNT(*) AS n FROM runs WHERE search_attributes -> ")
+        .bind(attribute_path(key))
+        .push(" IS NOT NULL")
+        .scope("namespace", scope)
+        .push(" GROUP BY v ORDER BY n DESC, v LIMIT ")
+        .bind(MAX_FACET_VALUES as i64);
+    sql.all(conn, |row| {
+        Ok(ValueCount {
+            value: from_json(&col::<String>(row, "v")?, "search attribute")?,
+            count: col::<i64>(row, "n")? as u64,
+        })
+    })
 }
 
 pub(super) fn checkpoints(
