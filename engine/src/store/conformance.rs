@@ -902,6 +902,74 @@ pub async fn filters_and_facets_stay_inside_the_scope(store: Arc<dyn Store>) {
     );
 }
 
+/// Every driver scan (claims, the next wake-up, lost dispatches, the sweep) of a namespaced
+/// engine sees only its namespace; the operator's sees all of them.
+pub async fn driver_scans_stay_inside_their_namespace(store: Arc<dyn Store>) {
+    let (acme, globex) = (Scope::Only(ns("acme")), Scope::Only(ns("globex")));
+    for (id, namespace) in [("d-a", "acme"), ("d-g", "globex")] {
+        let run = store
+            .create_run(new_run(id, namespace), 1, Some(&lease("crashed")))
+            .await
+            .expect("create");
+        let commit = TurnCommit {
+            checkpoints: vec![pending_step(0)],
+            ..TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(500) })
+        };
+        store
+            .commit_turn(&lease("crashed"), &run.id, commit, 2)
+            .await
+            .expect("commit")
+            .expect("held");
+    }
+    assert_eq!(store.next_wake_at(&acme).await.expect("wake"), Some(500));
+    let steps = store
+        .pending_remote_steps(&globex, 100, 10)
+        .await
+        .expect("steps");
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].checkpoint.run_id.as_str(), "d-g");
+    let claimed = store
+        .claim_runs(&acme, "acme-engine", 600, 50, 10, 5)
+        .await
+        .expect("claim");
+    assert_eq!(
+        claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["d-a"],
+        "an acme engine claims acme's due run only"
+    );
+    // acme's lease runs out with its engine gone; only a sweep in scope may bury it.
+    let swept = store
+        .sweep_abandoned(&globex, 0, 10_000)
+        .await
+        .expect("sweep");
+    assert!(swept.iter().all(|r| r.namespace == ns("globex")));
+    assert!(
+        swept.iter().all(|r| r.id.as_str() != "d-a"),
+        "a globex sweep never touches acme's runs"
+    );
+    let operator = store
+        .claim_runs(&Scope::All, "operator", 600, 50, 10, 5)
+        .await
+        .expect("claim");
+    assert_eq!(
+        operator.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["d-g"],
+        "the operator claims what is left, in any namespace"
+    );
+    let buried = store
+        .sweep_abandoned(&acme, 0, 10_000)
+        .await
+        .expect("sweep");
+    assert_eq!(
+        buried
+            .iter()
+            .map(|r| (r.id.as_str(), r.status))
+            .collect::<Vec<_>>(),
+        [("d-a", RunStatus::Dead)],
+        "the acme sweep buries acme's abandoned run, and not the operator's globex one"
+    );
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]
@@ -930,7 +998,8 @@ macro_rules! store_conformance {
             a_due_timer_keeps_the_run_claimed,
             blocked_runs_unpark_when_their_version_is_served,
             sticky_turns_commit_only_an_untouched_run,
-            filters_and_facets_stay_inside_the_scope
+            filters_and_facets_stay_inside_the_scope,
+            driver_scans_stay_inside_their_namespace
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

@@ -1,0 +1,165 @@
+//! The dashboard's reads at scale, side by side on both backends: 1,000,000 runs across 100
+//! tenants; the runs list's first page, a filtered page (status + workflow + tag) and the
+//! facets, for one tenant and for the operator.
+//!
+//! `cargo run --release -p durable-bench --bin lists [-- RUNS [POSTGRES_ADMIN_URL]]`
+//! (PostgreSQL defaults to `postgres://postgres@127.0.0.1:5432/postgres`; a database is created
+//! for the run and dropped after it.)
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use durable::model::{Namespace, RunQuery, RunStatus, Scope};
+use durable::store::{PgStore, SqliteStore, Store};
+use sqlx::Connection;
+
+const TENANTS: u64 = 100;
+const SAMPLES: usize = 200;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let runs: u64 = args
+        .next()
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(1_000_000);
+    let admin = args
+        .next()
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+
+    let dir = tempfile::tempdir()?;
+    let sqlite =
+        SqliteStore::connect(&format!("sqlite://{}/lists.db", dir.path().display())).await?;
+    let t = Instant::now();
+    sqlite.execute_raw(&fill_sqlite(runs)).await?;
+    sqlite.execute_raw("ANALYZE").await?;
+    eprintln!(
+        "sqlite: {runs} runs inserted in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let db = format!("durable_bench_lists_{}", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(&admin).await?;
+    sqlx::query(&format!("CREATE DATABASE {db}"))
+        .execute(&mut conn)
+        .await?;
+    let url = format!(
+        "{}/{db}",
+        admin.rsplit_once('/').map_or(admin.as_str(), |(s, _)| s)
+    );
+    let postgres = PgStore::connect(&url).await?;
+    let t = Instant::now();
+    postgres.execute_raw(&fill_postgres(runs)).await?;
+    postgres.execute_raw("VACUUM ANALYZE runs").await?;
+    eprintln!(
+        "postgres: {runs} runs inserted in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let backends: [(&str, Arc<dyn Store>); 2] = [
+        ("SQLite", Arc::new(sqlite)),
+        ("PostgreSQL", Arc::new(postgres)),
+    ];
+    let tenant = Scope::Only(Namespace::tenant("tenant-7")?);
+    let filtered = RunQuery {
+        status: Some(RunStatus::Completed),
+        workflow: Some("wf-2".into()),
+        tag: Some("tag-3".into()),
+        ..RunQuery::default()
+    };
+    println!(
+        "| {runs} runs, {TENANTS} tenants ({SAMPLES} samples) | SQLite p50 | SQLite p95 | PostgreSQL p50 | PostgreSQL p95 |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for (label, scope, query) in [
+        ("tenant: first page", &tenant, RunQuery::default()),
+        ("tenant: status + workflow + tag", &tenant, filtered.clone()),
+        ("operator: first page", &Scope::All, RunQuery::default()),
+        (
+            "operator: status + workflow + tag",
+            &Scope::All,
+            filtered.clone(),
+        ),
+    ] {
+        let mut row = format!("| {label} |");
+        for (_, store) in &backends {
+            let mut times = Vec::with_capacity(SAMPLES);
+            for _ in 0..SAMPLES {
+                let t = Instant::now();
+                let page = store.list_runs(scope, &query).await?;
+                times.push(t.elapsed());
+                assert!(!page.runs.is_empty(), "{label}: the page is empty");
+            }
+            row.push_str(&cells(&mut times));
+        }
+        println!("{row}");
+    }
+    for (label, scope, samples) in [
+        ("tenant: facets", &tenant, SAMPLES),
+        ("operator: facets", &Scope::All, 10),
+    ] {
+        let mut row = format!("| {label} |");
+        for (_, store) in &backends {
+            let mut times = Vec::with_capacity(samples);
+            for _ in 0..samples {
+                let t = Instant::now();
+                store.facets(scope).await?;
+                times.push(t.elapsed());
+            }
+            row.push_str(&cells(&mut times));
+        }
+        println!("{row}");
+    }
+    let mut row = "| tenant: value facets of `region` |".to_owned();
+    for (_, store) in &backends {
+        let mut times = Vec::with_capacity(SAMPLES);
+        for _ in 0..SAMPLES {
+            let t = Instant::now();
+            store.value_facets(&tenant, "region").await?;
+            times.push(t.elapsed());
+        }
+        row.push_str(&cells(&mut times));
+    }
+    println!("{row}");
+
+    drop(backends);
+    sqlx::query(&format!("DROP DATABASE {db} WITH (FORCE)"))
+        .execute(&mut conn)
+        .await?;
+    Ok(())
+}
+
+/// Rows spread over tenants, workflows, statuses, tags and regions; newest last.
+fn fill_sqlite(runs: u64) -> String {
+    format!(
+        "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {runs}) \
+         INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
+         search_attributes, root_run_id, created_at, updated_at) \
+         SELECT 'run-' || n, 'tenant-' || (n % {TENANTS}), 'wf-' || (n % 5), 1, \
+         CASE n % 4 WHEN 0 THEN 'completed' WHEN 1 THEN 'failed' WHEN 2 THEN 'completed' ELSE 'suspended' END, \
+         '{{}}', json_array('tag-' || (n % 7), 'tag-' || (n % 11)), \
+         json_object('region', 'r-' || (n % 6)), 'run-' || n, 1700000000000 + n, 1700000000000 + n FROM g"
+    )
+}
+
+fn fill_postgres(runs: u64) -> String {
+    format!(
+        "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
+         search_attributes, root_run_id, created_at, updated_at) \
+         SELECT 'run-' || n, 'tenant-' || (n % {TENANTS}), 'wf-' || (n % 5), 1, \
+         CASE n % 4 WHEN 0 THEN 'completed' WHEN 1 THEN 'failed' WHEN 2 THEN 'completed' ELSE 'suspended' END, \
+         '{{}}', jsonb_build_array('tag-' || (n % 7), 'tag-' || (n % 11)), \
+         jsonb_build_object('region', 'r-' || (n % 6)), 'run-' || n, 1700000000000 + n, 1700000000000 + n \
+         FROM generate_series(1, {runs}) n"
+    )
+}
+
+fn cells(times: &mut [Duration]) -> String {
+    times.sort();
+    let pct = |p: f64| {
+        let i = ((p / 100.0) * (times.len().saturating_sub(1)) as f64).round() as usize;
+        times.get(i).copied().unwrap_or_default().as_secs_f64() * 1000.0
+    };
+    format!(" {:.2} ms | {:.2} ms |", pct(50.0), pct(95.0))
+}
