@@ -62,8 +62,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("PostgreSQL", Arc::new(postgres)),
     ];
     let tenant = Scope::Only(Namespace::tenant("tenant-7")?);
+    // tenant-7's runs are all `suspended` (n ≡ 7 mod 100 ⇒ n ≡ 3 mod 4); 1 in 7 carry tag-3.
     let filtered = RunQuery {
-        status: Some(RunStatus::Completed),
+        status: Some(RunStatus::Suspended),
         workflow: Some("wf-2".into()),
         tag: Some("tag-3".into()),
         ..RunQuery::default()

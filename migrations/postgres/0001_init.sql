@@ -38,8 +38,10 @@ CREATE TABLE runs (
 CREATE INDEX runs_ns_created ON runs (namespace, created_at DESC, id DESC);
 CREATE INDEX runs_ns_status_created ON runs (namespace, status, created_at DESC, id DESC);
 CREATE INDEX runs_ns_workflow_created ON runs (namespace, workflow, created_at DESC, id DESC);
--- Operator list across namespaces.
+-- Operator list across namespaces, optionally by status or workflow.
 CREATE INDEX runs_created ON runs (created_at DESC, id DESC);
+CREATE INDEX runs_status_created ON runs (status, created_at DESC, id DESC);
+CREATE INDEX runs_workflow_created ON runs (workflow, created_at DESC, id DESC);
 -- Tags and search attributes (containment filters).
 CREATE INDEX runs_tags ON runs USING GIN (tags jsonb_path_ops);
 CREATE INDEX runs_search_attributes ON runs USING GIN (search_attributes jsonb_path_ops);

@@ -60,7 +60,15 @@ pub(super) async fn list_runs(
     }
     sql.push(" ORDER BY created_at DESC, id DESC LIMIT ")
         .push_bind(i64::from(limit) + 1);
-    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    // Planned for these values every time: a cached generic plan cannot tell a rare tag from a
+    // common one and picks the tag index even where the namespace + workflow index is 20x
+    // faster (measured with the lists benchmark).
+    let rows = sql
+        .build()
+        .persistent(false)
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
     let mut runs = rows
         .iter()
         .map(run_from_row)
