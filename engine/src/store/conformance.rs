@@ -970,6 +970,37 @@ pub async fn driver_scans_stay_inside_their_namespace(store: Arc<dyn Store>) {
     );
 }
 
+/// Racing claims (several drivers at once) never hand one run to two drivers, and every
+/// runnable run goes to one of them.
+pub async fn racing_claims_split_the_runs(store: Arc<dyn Store>) {
+    for i in 0..24 {
+        store
+            .create_run(new_run(&format!("race-{i}"), "acme"), 1, None)
+            .await
+            .expect("create");
+    }
+    let claims = (0..6).map(|d| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_runs(&Scope::All, &format!("driver-{d}"), 10, 1000, 5, 5)
+                .await
+                .expect("claim")
+        }
+    });
+    let mut taken: Vec<String> = futures::future::join_all(claims)
+        .await
+        .into_iter()
+        .flatten()
+        .map(|r| r.id.to_string())
+        .collect();
+    let claimed = taken.len();
+    taken.sort();
+    taken.dedup();
+    assert_eq!(taken.len(), claimed, "a run was claimed twice");
+    assert_eq!(claimed, 24, "6 drivers × 5 slots take all 24 runs");
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]
@@ -999,7 +1030,8 @@ macro_rules! store_conformance {
             blocked_runs_unpark_when_their_version_is_served,
             sticky_turns_commit_only_an_untouched_run,
             filters_and_facets_stay_inside_the_scope,
-            driver_scans_stay_inside_their_namespace
+            driver_scans_stay_inside_their_namespace,
+            racing_claims_split_the_runs
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {
