@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use durable::model::{Namespace, RunQuery, RunStatus, Scope};
+use durable::model::{AttributeFilter, Namespace, RunQuery, RunStatus, Scope};
 use durable::store::{PgStore, SqliteStore, Store};
 use sqlx::Connection;
 
@@ -33,6 +33,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         SqliteStore::connect(&format!("sqlite://{}/lists.db", dir.path().display())).await?;
     let t = Instant::now();
     sqlite.execute_raw(&fill_sqlite(runs)).await?;
+    // What the store writes beside each run it creates (the migration's backfill, in bulk).
+    sqlite
+        .execute_raw(
+            "INSERT INTO run_tags (run_id, namespace, tag, created_at) \
+             SELECT r.id, r.namespace, t.value, r.created_at FROM runs r, json_each(r.tags) t",
+        )
+        .await?;
+    sqlite
+        .execute_raw(
+            "INSERT INTO run_attributes (run_id, namespace, key, value, created_at) \
+             SELECT r.id, r.namespace, a.key, json_quote(a.value), r.created_at \
+             FROM runs r, json_each(r.search_attributes) a",
+        )
+        .await?;
     sqlite.execute_raw("ANALYZE").await?;
     eprintln!(
         "sqlite: {runs} runs inserted in {:.1} s",
@@ -73,8 +87,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| {runs} runs, {TENANTS} tenants ({SAMPLES} samples) | SQLite p50 | SQLite p95 | PostgreSQL p50 | PostgreSQL p95 |"
     );
     println!("| --- | --- | --- | --- | --- |");
+    let rare = RunQuery {
+        tag: Some("rare".into()),
+        ..RunQuery::default()
+    };
+    let region = RunQuery {
+        attribute: Some(AttributeFilter::new("region", serde_json::json!("r-3"))?),
+        ..RunQuery::default()
+    };
     for (label, scope, query) in [
         ("tenant: first page", &tenant, RunQuery::default()),
+        ("tenant: rare tag only (1 run)", &tenant, rare.clone()),
+        ("tenant: attribute only (1 in 6)", &tenant, region.clone()),
+        (
+            "operator: rare tag only (99 runs)",
+            &Scope::All,
+            rare.clone(),
+        ),
         ("tenant: status + workflow + tag", &tenant, filtered.clone()),
         ("operator: first page", &Scope::All, RunQuery::default()),
         (
@@ -139,7 +168,8 @@ fn fill_sqlite(runs: u64) -> String {
          search_attributes, root_run_id, created_at, updated_at) \
          SELECT 'run-' || n, 'tenant-' || (n % {TENANTS}), 'wf-' || (n % 5), 1, \
          CASE n % 4 WHEN 0 THEN 'completed' WHEN 1 THEN 'failed' WHEN 2 THEN 'completed' ELSE 'suspended' END, \
-         '{{}}', json_array('tag-' || (n % 7), 'tag-' || (n % 11)), \
+         '{{}}', CASE WHEN n % 10007 = 0 THEN json_array('tag-' || (n % 7), 'tag-' || (n % 11), 'rare') \
+         ELSE json_array('tag-' || (n % 7), 'tag-' || (n % 11)) END, \
          json_object('region', 'r-' || (n % 6)), 'run-' || n, 1700000000000 + n, 1700000000000 + n FROM g"
     )
 }
@@ -150,7 +180,8 @@ fn fill_postgres(runs: u64) -> String {
          search_attributes, root_run_id, created_at, updated_at) \
          SELECT 'run-' || n, 'tenant-' || (n % {TENANTS}), 'wf-' || (n % 5), 1, \
          CASE n % 4 WHEN 0 THEN 'completed' WHEN 1 THEN 'failed' WHEN 2 THEN 'completed' ELSE 'suspended' END, \
-         '{{}}', jsonb_build_array('tag-' || (n % 7), 'tag-' || (n % 11)), \
+         '{{}}', CASE WHEN n % 10007 = 0 THEN jsonb_build_array('tag-' || (n % 7), 'tag-' || (n % 11), 'rare') \
+         ELSE jsonb_build_array('tag-' || (n % 7), 'tag-' || (n % 11)) END, \
          jsonb_build_object('region', 'r-' || (n % 6)), 'run-' || n, 1700000000000 + n, 1700000000000 + n \
          FROM generate_series(1, {runs}) n"
     )

@@ -24,42 +24,60 @@ pub(super) fn list_runs(
     query: &RunQuery,
 ) -> StoreResult<RunPage> {
     let limit = query.page_size();
-    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE 1 = 1"));
-    sql.scope("namespace", scope);
+    // What drives the scan, newest first: the tag's (or attribute's) index rows when the list
+    // is filtered on one, so a rare value is found without walking every run; else the runs.
+    let mut sql = Sql::new(format!("SELECT {} FROM ", qualified_run_cols()));
+    let (created, id, namespace) = if let Some(tag) = &query.tag {
+        sql.push("run_tags d JOIN runs ON runs.id = d.run_id WHERE d.tag = ")
+            .bind(tag.clone());
+        ("d.created_at", "d.run_id", "d.namespace")
+    } else if let Some(filter) = &query.attribute {
+        sql.push("run_attributes d JOIN runs ON runs.id = d.run_id WHERE d.key = ")
+            .bind(filter.key.clone())
+            .push(" AND d.value = ")
+            .bind(filter.value.to_string());
+        ("d.created_at", "d.run_id", "d.namespace")
+    } else {
+        sql.push("runs WHERE 1 = 1");
+        ("runs.created_at", "runs.id", "runs.namespace")
+    };
+    sql.scope(namespace, scope);
+    if let (Some(_), Some(filter)) = (&query.tag, &query.attribute) {
+        sql.push(
+            " AND EXISTS (SELECT 1 FROM run_attributes a WHERE a.run_id = runs.id AND a.key = ",
+        )
+        .bind(filter.key.clone())
+        .push(" AND a.value = ")
+        .bind(filter.value.to_string())
+        .push(")");
+    }
     if let Some(status) = query.status {
-        sql.push(" AND status = ").bind(status.as_str().to_owned());
+        sql.push(" AND runs.status = ")
+            .bind(status.as_str().to_owned());
     }
     if let Some(workflow) = &query.workflow {
-        sql.push(" AND workflow = ").bind(workflow.clone());
-    }
-    if let Some(tag) = &query.tag {
-        sql.push(" AND EXISTS (SELECT 1 FROM json_each(runs.tags) t WHERE t.value = ")
-            .bind(tag.clone())
-            .push(")");
-    }
-    if let Some(filter) = &query.attribute {
-        // Compared as JSON text, which the engine wrote with the same serialiser.
-        sql.push(" AND search_attributes -> ")
-            .bind(attribute_path(&filter.key))
-            .push(" = ")
-            .bind(filter.value.to_string());
+        sql.push(" AND runs.workflow = ").bind(workflow.clone());
     }
     if let Some(from) = query.created_from {
-        sql.push(" AND created_at >= ").bind(from);
+        sql.push(&format!(" AND {created} >= ")).bind(from);
     }
     if let Some(until) = query.created_until {
-        sql.push(" AND created_at < ").bind(until);
+        sql.push(&format!(" AND {created} < ")).bind(until);
     }
-    if let Some(Cursor { created_at, id }) = &query.cursor {
-        sql.push(" AND (created_at < ")
+    if let Some(Cursor {
+        created_at,
+        id: after,
+    }) = &query.cursor
+    {
+        sql.push(&format!(" AND ({created} < "))
             .bind(*created_at)
-            .push(" OR (created_at = ")
+            .push(&format!(" OR ({created} = "))
             .bind(*created_at)
-            .push(" AND id < ")
-            .bind(id.as_str().to_owned())
+            .push(&format!(" AND {id} < "))
+            .bind(after.as_str().to_owned())
             .push("))");
     }
-    sql.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+    sql.push(&format!(" ORDER BY {created} DESC, {id} DESC LIMIT "))
         .bind(i64::from(limit) + 1);
     let mut runs = sql.all(conn, run_from_row)?;
     let next_cursor = if runs.len() > limit as usize {
@@ -85,6 +103,18 @@ pub(super) fn count_by_status(conn: &Connection, scope: &Scope) -> StoreResult<V
     })?;
     counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
     Ok(counts)
+}
+
+/// [`RUN_COLS`] qualified with `runs.`, for queries that join another table.
+fn qualified_run_cols() -> &'static str {
+    static COLS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        RUN_COLS
+            .split(',')
+            .map(|c| format!("runs.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    &COLS
 }
 
 /// The JSON path of search attribute `key` (quoted, so dots and dashes are part of the name).

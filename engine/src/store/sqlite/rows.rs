@@ -176,10 +176,55 @@ pub(super) fn insert_run(
         sql.push(" ON CONFLICT (id) DO NOTHING");
     }
     sql.push(&format!(" RETURNING {RUN_COLS}"));
-    sql.one(conn, run_from_row).map_err(|e| match e {
+    let inserted = sql.one(conn, run_from_row).map_err(|e| match e {
         StoreError::Conflict(_) => StoreError::Conflict(format!("run `{}`", run.id)),
         other => other,
-    })
+    })?;
+    if inserted.is_some() {
+        index_tags_and_attributes(conn, run, now)?;
+    }
+    Ok(inserted)
+}
+
+/// Writes the run's tags and search attributes as rows of `run_tags` and `run_attributes`,
+/// which list filters use as indexes.
+fn index_tags_and_attributes(conn: &Connection, run: &NewRun, now: Millis) -> StoreResult<()> {
+    if !run.tags.is_empty() {
+        let mut stmt = conn
+            .prepare_cached(
+                "INSERT INTO run_tags (run_id, namespace, tag, created_at) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .map_err(db)?;
+        for tag in &run.tags {
+            stmt.execute(rusqlite::params![
+                run.id.as_str(),
+                run.namespace.as_str(),
+                tag,
+                now
+            ])
+            .map_err(db)?;
+        }
+    }
+    if !run.search_attributes.is_empty() {
+        let mut stmt = conn
+            .prepare_cached(
+                "INSERT INTO run_attributes (run_id, namespace, key, value, created_at) \
+                 VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            )
+            .map_err(db)?;
+        for (key, value) in &run.search_attributes {
+            stmt.execute(rusqlite::params![
+                run.id.as_str(),
+                run.namespace.as_str(),
+                key,
+                value.to_string(),
+                now
+            ])
+            .map_err(db)?;
+        }
+    }
+    Ok(())
 }
 
 /// One run by id, whatever its namespace (for writes that already checked visibility).
