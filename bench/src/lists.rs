@@ -36,7 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // What the store writes beside each run it creates (the migration's backfill, in bulk).
     sqlite
         .execute_raw(
-            "INSERT INTO run_tags (run_id, namespace, tag, created_at) \
+            "INSERT OR IGNORE INTO run_tags (run_id, namespace, tag, created_at) \
              SELECT r.id, r.namespace, t.value, r.created_at FROM runs r, json_each(r.tags) t",
         )
         .await?;
