@@ -1,6 +1,6 @@
 //! View types that only the dashboard needs; run data itself uses `durable::model` unchanged.
 
-use durable::model::{Namespace, Role, RunPage, StatusCount};
+use durable::model::{Facets, Namespace, Role, RunPage};
 use serde::{Deserialize, Serialize};
 
 /// The logged-in user, as the pages show it.
@@ -26,8 +26,8 @@ impl Me {
 pub struct RunsView {
     /// The page of runs.
     pub page: RunPage,
-    /// Runs per status, for the chips.
-    pub counts: Vec<StatusCount>,
+    /// Runs per status, workflow and tag in the reader's scope, for the chips.
+    pub facets: Facets,
     /// Workflows that can be started.
     pub workflows: Vec<String>,
 }

@@ -18,7 +18,7 @@ test('the acme admin sees only acme runs, starts demo.order and watches it compl
   await expect(page.locator('body[data-live="connected"]')).toHaveCount(1);
   // A marker that a full page load would wipe out.
   await page.evaluate(() => ((window as any).__sameDocument = true));
-  await page.getByLabel('Workflow').selectOption('demo.order');
+  await page.getByLabel('Workflow', { exact: true }).selectOption('demo.order');
   await page.getByLabel('Input (JSON)').fill('{"item": "e2e", "delay_ms": 600}');
   await page.getByRole('button', { name: 'Start run' }).click();
   await expect(page).toHaveURL(/\/runs\/run_/);
@@ -60,7 +60,7 @@ test('the operator sees both tenants with a namespace column', async ({ browser 
 test('malformed JSON on the start form gets a clear error and creates nothing', async ({ page }) => {
   await login(page, ACME_ADMIN);
   const before = await visibleRunIds(page);
-  await page.getByLabel('Workflow').selectOption('demo.order');
+  await page.getByLabel('Workflow', { exact: true }).selectOption('demo.order');
   await page.getByLabel('Input (JSON)').fill('{"item": ');
   const [response] = await Promise.all([
     page.waitForResponse((r) => r.request().method() === 'POST' && r.url().includes('/api/start_run')),
@@ -84,4 +84,36 @@ test('a wrong password is refused with a message', async ({ page }) => {
   const response = await page.goto('/');
   expect(page.url()).toMatch(/\/login$/);
   expect(response?.status()).toBe(200);
+});
+
+test('filters live in the URL: a facet narrows the list, survives a reload, and bad input says what to do', async ({ page }) => {
+  await login(page, ACME_ADMIN);
+  await hydrated(page);
+  const flaky = page.getByTestId('facet-workflow-demo.flaky');
+  await expect(flaky).toBeVisible();
+  await flaky.click();
+  await expect(page).toHaveURL(/[?&]workflow=demo\.flaky/);
+  await expect(page.locator('tr[data-run-id]').first()).toBeVisible();
+  const workflows = await page.locator('tr[data-run-id] td:nth-child(2)').allTextContents();
+  expect(workflows.length).toBeGreaterThan(0);
+  for (const w of workflows) expect(w).toContain('demo.flaky');
+
+  await page.reload();
+  await hydrated(page);
+  await expect(page.getByLabel('Filter by workflow')).toHaveValue('demo.flaky');
+  for (const w of await page.locator('tr[data-run-id] td:nth-child(2)').allTextContents()) expect(w).toContain('demo.flaky');
+
+  await page.getByLabel('Filter by tag').fill('no-such-tag');
+  await page.getByLabel('Filter by tag').press('Enter');
+  await expect(page).toHaveURL(/[?&]tag=no-such-tag/);
+  await expect(page.getByTestId('runs-empty')).toContainText('No runs match these filters');
+
+  await page.getByRole('link', { name: 'Clear filters' }).click();
+  await expect(page).toHaveURL(/\/$/);
+  await expect(page.locator('tr[data-run-id]').first()).toBeVisible();
+
+  await page.goto('/?attr=oops');
+  await expect(page.getByRole('alert')).toContainText('must look like key=value');
+  await page.goto('/?from=yesterday');
+  await expect(page.getByRole('alert')).toContainText('use YYYY-MM-DD');
 });

@@ -25,6 +25,33 @@ pub fn duration(ms: Millis) -> String {
     }
 }
 
+/// Midnight UTC of a `YYYY-MM-DD` date, in epoch milliseconds; `None` if it is not one.
+pub fn parse_date(raw: &str) -> Option<Millis> {
+    let mut parts = raw.trim().splitn(3, '-');
+    let y: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let d: i64 = parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // H. Hinnant's days_from_civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let ms = days * 86_400_000;
+    // Reject dates that do not exist (2026-02-30 rolls over).
+    (utc(ms).get(..10)
+        == Some(&format!(
+            "{:04}-{m:02}-{d:02}",
+            if m <= 2 { y + 1 } else { y }
+        )))
+    .then_some(ms)
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -42,6 +69,22 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_parse_to_utc_midnight_and_bad_ones_are_refused() {
+        assert_eq!(parse_date("1970-01-01"), Some(0));
+        assert_eq!(
+            parse_date("2026-11-29").map(utc).as_deref(),
+            Some("2026-11-29 00:00:00")
+        );
+        assert_eq!(
+            parse_date("2024-02-29").map(utc).as_deref(),
+            Some("2024-02-29 00:00:00")
+        );
+        for bad in ["", "2026-13-01", "2026-02-30", "yesterday", "2026-1"] {
+            assert_eq!(parse_date(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn formats_known_instants() {

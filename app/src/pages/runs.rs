@@ -8,52 +8,177 @@ use crate::components::status::{StatusBadge, status_classes};
 use crate::components::time::utc;
 use crate::{AppError, Me, RunsView};
 
-/// A page of the session tenant's runs (every namespace for an operator), with facet counts.
+/// A page of the session tenant's runs (every namespace for an operator) matching the filters,
+/// with facet counts. Every filter is a plain string from the URL, checked here.
 #[server]
 pub async fn list_runs(
     status: Option<String>,
     workflow: Option<String>,
+    tag: Option<String>,
+    attr: Option<String>,
+    from: Option<String>,
+    until: Option<String>,
     after: Option<String>,
 ) -> Result<(Me, RunsView), AppError> {
     crate::ssr::reply(
         async move {
-            use durable::model::{Cursor, RunQuery, RunStatus};
+            use durable::model::{AttributeFilter, Cursor, RunQuery, RunStatus};
 
+            use crate::components::time::parse_date;
             use crate::ssr::{app_state, internal, me, reads_for, session_user};
 
             let state = app_state()?;
             let user = session_user().await?;
             let reads = reads_for(&state, &user)?;
-            let nonempty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
+            let nonempty =
+                |s: Option<String>| s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+            let invalid = |e: &dyn std::fmt::Display| AppError::Invalid(e.to_string());
             let status = nonempty(status)
                 .map(|s| s.parse::<RunStatus>())
                 .transpose()
-                .map_err(|e| AppError::Invalid(e.to_string()))?;
+                .map_err(|e| invalid(&e))?;
+            let attribute = nonempty(attr)
+                .map(|raw| {
+                    let (key, value) = raw.split_once('=').ok_or_else(|| {
+                        AppError::Invalid(format!(
+                            "attribute filter `{raw}` must look like key=value"
+                        ))
+                    })?;
+                    // A number or boolean when it reads as one, else a string.
+                    let value = serde_json::from_str::<serde_json::Value>(value.trim())
+                        .ok()
+                        .filter(|v| v.is_number() || v.is_boolean())
+                        .unwrap_or_else(|| serde_json::Value::String(value.trim().to_owned()));
+                    AttributeFilter::new(key.trim(), value).map_err(|e| invalid(&e))
+                })
+                .transpose()?;
+            let date = |raw: Option<String>, what: &str| {
+                nonempty(raw)
+                    .map(|d| {
+                        parse_date(&d).ok_or_else(|| {
+                            AppError::Invalid(format!("{what} `{d}` is not a date: use YYYY-MM-DD"))
+                        })
+                    })
+                    .transpose()
+            };
+            let created_from = date(from, "from")?;
+            // `until` is inclusive of its day.
+            let created_until = date(until, "until")?.map(|ms| ms + 86_400_000);
             let cursor = nonempty(after)
                 .map(|c| Cursor::parse(&c))
                 .transpose()
-                .map_err(|e| AppError::Invalid(e.to_string()))?;
+                .map_err(|e| invalid(&e))?;
             let query = RunQuery {
                 status,
                 workflow: nonempty(workflow),
+                tag: nonempty(tag),
+                attribute,
+                created_from,
+                created_until,
                 limit: 50,
                 cursor,
-                ..RunQuery::default()
             };
             let page = reads.list_runs(&query).await.map_err(internal)?;
-            let counts = reads.count_by_status().await.map_err(internal)?;
+            let facets = reads.facets().await.map_err(internal)?;
             let workflows = state.engine.registry().workflow_names();
             Ok((
                 me(&user),
                 RunsView {
                     page,
-                    counts,
+                    facets,
                     workflows,
                 },
             ))
         }
         .await,
     )
+}
+
+/// The list's filters as they stand in the URL, so a filtered view can be shared and reloaded.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Filters {
+    status: String,
+    workflow: String,
+    tag: String,
+    attr: String,
+    from: String,
+    until: String,
+}
+
+impl Filters {
+    const KEYS: [&'static str; 6] = ["status", "workflow", "tag", "attr", "from", "until"];
+
+    fn from_query(q: &leptos_router::params::ParamsMap) -> Self {
+        let get = |k: &str| q.get(k).unwrap_or_default();
+        Filters {
+            status: get("status"),
+            workflow: get("workflow"),
+            tag: get("tag"),
+            attr: get("attr"),
+            from: get("from"),
+            until: get("until"),
+        }
+    }
+
+    fn values(&self) -> [&str; 6] {
+        [
+            &self.status,
+            &self.workflow,
+            &self.tag,
+            &self.attr,
+            &self.from,
+            &self.until,
+        ]
+    }
+
+    /// These filters with `key` set to `value` (cleared when empty).
+    fn with(&self, key: &str, value: &str) -> Self {
+        let mut f = self.clone();
+        let slot = match key {
+            "status" => &mut f.status,
+            "workflow" => &mut f.workflow,
+            "tag" => &mut f.tag,
+            "attr" => &mut f.attr,
+            "from" => &mut f.from,
+            _ => &mut f.until,
+        };
+        *slot = value.to_owned();
+        f
+    }
+
+    /// The list's URL with these filters (and a page cursor).
+    fn href(&self, after: Option<&str>) -> String {
+        let mut parts: Vec<String> = Self::KEYS
+            .iter()
+            .zip(self.values())
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| format!("{k}={}", encode(v)))
+            .collect();
+        if let Some(after) = after {
+            parts.push(format!("after={}", encode(after)));
+        }
+        if parts.is_empty() {
+            "/".to_owned()
+        } else {
+            format!("/?{}", parts.join("&"))
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.values().iter().any(|v| !v.is_empty())
+    }
+}
+
+/// Percent-encodes a query value.
+fn encode(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Starts a run of `workflow` with `input` (JSON) in the session's tenant and opens it.
@@ -104,7 +229,18 @@ pub fn RunsPage() -> impl IntoView {
     let query = use_query_map();
     let runs = Resource::new(
         move || (query.get(), live.version.get()),
-        |(q, _)| list_runs(q.get("status"), q.get("workflow"), q.get("after")),
+        |(q, _)| {
+            let get = |k: &str| q.get(k);
+            list_runs(
+                get("status"),
+                get("workflow"),
+                get("tag"),
+                get("attr"),
+                get("from"),
+                get("until"),
+                get("after"),
+            )
+        },
     );
     view! {
         <Title text="Runs · durable" />
@@ -113,34 +249,91 @@ pub fn RunsPage() -> impl IntoView {
                 runs.get()
                     .map(|r| match r {
                         Ok((me, view)) => view! { <RunsBody me view /> }.into_any(),
-                        Err(e) => view! { <ErrorBox error=e /> }.into_any(),
+                        Err(e) => view! { <FilterBar /> <ErrorBox error=e /> }.into_any(),
                     })
             }}
         </Transition>
     }
 }
 
+/// The filter form: a plain GET form, so it works before the wasm loads and by keyboard.
+#[component]
+fn FilterBar() -> impl IntoView {
+    let query = use_query_map();
+    let f = query.with_untracked(Filters::from_query);
+    let input = "rounded-md border border-slate-300 px-2 py-1.5 text-sm focus:outline-none focus:ring-2 focus:ring-indigo-500";
+    view! {
+        <form method="get" action="/" class="flex flex-wrap items-end gap-3" aria-label="Filter runs" data-testid="filters">
+            <input type="hidden" name="status" value=f.status.clone() />
+            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
+                "Filter by workflow"
+                <input class=input name="workflow" value=f.workflow.clone() placeholder="any" />
+            </label>
+            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
+                "Filter by tag"
+                <input class=input name="tag" value=f.tag.clone() placeholder="any" />
+            </label>
+            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
+                "Filter by attribute"
+                <input class=input name="attr" value=f.attr.clone() placeholder="key=value" />
+            </label>
+            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
+                "Created from (UTC)"
+                <input class=input type="date" name="from" value=f.from.clone() />
+            </label>
+            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
+                "Created until (UTC)"
+                <input class=input type="date" name="until" value=f.until.clone() />
+            </label>
+            <button type="submit" class="rounded-md bg-slate-800 px-3 py-1.5 text-sm font-medium text-white hover:bg-slate-900 focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2">
+                "Filter"
+            </button>
+            {f.any().then(|| view! { <a class="text-sm text-indigo-700 underline" href="/">"Clear filters"</a> })}
+        </form>
+    }
+}
+
 #[component]
 fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
     let query = use_query_map();
+    let filters = query.with_untracked(Filters::from_query);
     let current_status = move || query.with(|q| q.get("status")).unwrap_or_default();
-    let total: u64 = view.counts.iter().map(|c| c.count).sum();
+    let total: u64 = view.facets.statuses.iter().map(|c| c.count).sum();
     let operator = me.is_operator();
     let can_act = me.role.can_act();
     let workflows = view.workflows.clone();
-    let next = view.page.next_cursor.clone().map(|c| {
-        let status = query
-            .with_untracked(|q| q.get("status"))
-            .unwrap_or_default();
-        format!("/?status={status}&after={}", String::from(c))
-    });
+    let next = view
+        .page
+        .next_cursor
+        .clone()
+        .map(|c| filters.href(Some(&String::from(c))));
+    let all_href = filters.with("status", "").href(None);
+    let facet_links = |key: &'static str, counts: Vec<durable::model::ValueCount>| {
+        counts
+            .into_iter()
+            .map(|c| {
+                let value = c.value.as_str().unwrap_or_default().to_owned();
+                let href = filters.with(key, &value).href(None);
+                let active = filters.with(key, &value) == filters;
+                view! {
+                    <a href=href class=chip_class(active, "bg-white text-slate-700") data-testid=format!("facet-{key}-{value}")>
+                        {value.clone()} " " <span class="font-semibold">{c.count}</span>
+                    </a>
+                }
+            })
+            .collect_view()
+    };
+    let workflow_facets = facet_links("workflow", view.facets.workflows.clone());
+    let tag_facets = facet_links("tag", view.facets.tags.clone());
+    let has_tags = !view.facets.tags.is_empty();
+    let filtered = filters.any();
     let runs = view.page.runs;
     let empty = runs.is_empty();
     view! {
         <div class="flex flex-col gap-6">
             <section class="flex flex-wrap items-center gap-2" aria-label="Filter by status">
                 <a
-                    href="/"
+                    href=all_href
                     class=move || chip_class(current_status().is_empty(), "bg-white text-slate-800")
                     data-testid="chip-all"
                 >
@@ -148,12 +341,13 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
                     <span class="font-semibold">{total}</span>
                 </a>
                 {view
-                    .counts
+                    .facets
+                    .statuses
                     .into_iter()
                     .map(|c| {
                         let s = c.status.as_str();
                         let colors = status_classes(c.status);
-                        let href = format!("/?status={s}");
+                        let href = filters.with("status", s).href(None);
                         view! {
                             <a
                                 href=href
@@ -168,19 +362,30 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
                     })
                     .collect_view()}
             </section>
+            <FilterBar />
+            <section class="flex flex-wrap items-center gap-2 text-sm" aria-label="Workflows and tags">
+                <span class="text-xs font-medium uppercase tracking-wide text-slate-500">"Workflows"</span>
+                {workflow_facets}
+                {has_tags.then(|| view! { <span class="ml-4 text-xs font-medium uppercase tracking-wide text-slate-500">"Tags"</span> })}
+                {tag_facets}
+            </section>
             <Show when=move || can_act>
                 <StartRunForm workflows=workflows.clone() />
             </Show>
             <section aria-label="Runs">
                 <Show
                     when=move || !empty
-                    fallback=|| {
+                    fallback=move || {
                         view! {
                             <div
                                 class="rounded-lg border border-dashed border-slate-300 bg-white p-8 text-center text-slate-600"
                                 data-testid="runs-empty"
                             >
-                                "No runs here yet. Start one above, or through the API (POST /api/v1/runs)."
+                                {if filtered {
+                                    "No runs match these filters. Loosen one, or clear them."
+                                } else {
+                                    "No runs here yet. Start one above, or through the API (POST /api/v1/runs)."
+                                }}
                             </div>
                         }
                     }
