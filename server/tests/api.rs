@@ -392,3 +392,55 @@ async fn control_verbs_act_only_on_the_tokens_own_runs() {
         "the original is untouched"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_filter_by_tag_attribute_and_time_within_the_tokens_tenant() {
+    let (server, client, acme, globex) = two_tenants().await;
+    let start = |token: &String, tags: Value, attrs: Value| {
+        let body = json!({"workflow": "demo.approval", "input": {}, "tags": tags, "searchAttributes": attrs});
+        let (client, server, token) = (client.clone(), &server, token.clone());
+        async move { start_run(&client, server, &token, body).await }
+    };
+    let vip = start(&acme, json!(["vip"]), json!({"region": "eu", "tier": 2})).await;
+    start(&acme, json!(["basic"]), json!({"region": "us", "tier": 1})).await;
+    start(&globex, json!(["vip"]), json!({"region": "eu", "tier": 2})).await;
+    let ids = |page: Value| -> Vec<String> {
+        page["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let list = |q: &str| {
+        let path = format!("/api/v1/runs?{q}");
+        let (client, server, acme) = (&client, &server, &acme);
+        async move { get_json(client, server, acme, &path).await }
+    };
+    let vip_id = vip["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        ids(list("tag=vip").await),
+        [vip_id.clone()],
+        "globex's vip run stays hidden"
+    );
+    assert_eq!(ids(list("attr=region%3Deu").await), [vip_id.clone()]);
+    assert_eq!(ids(list("attr=tier%3D2&tag=vip").await), [vip_id.clone()]);
+    let created = vip["created_at"].as_i64().unwrap();
+    assert!(ids(list(&format!("createdUntil={created}")).await).is_empty());
+    assert!(ids(list(&format!("createdFrom={created}")).await).contains(&vip_id));
+    let bad = client
+        .get(server.url("/api/v1/runs?attr=region"))
+        .bearer_auth(&acme)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let err: Value = bad.json().await.unwrap();
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("key=value"),
+        "{err}"
+    );
+}

@@ -38,20 +38,9 @@ pub async fn list_runs(
                 .transpose()
                 .map_err(|e| invalid(&e))?;
             let attribute = nonempty(attr)
-                .map(|raw| {
-                    let (key, value) = raw.split_once('=').ok_or_else(|| {
-                        AppError::Invalid(format!(
-                            "attribute filter `{raw}` must look like key=value"
-                        ))
-                    })?;
-                    // A number or boolean when it reads as one, else a string.
-                    let value = serde_json::from_str::<serde_json::Value>(value.trim())
-                        .ok()
-                        .filter(|v| v.is_number() || v.is_boolean())
-                        .unwrap_or_else(|| serde_json::Value::String(value.trim().to_owned()));
-                    AttributeFilter::new(key.trim(), value).map_err(|e| invalid(&e))
-                })
-                .transpose()?;
+                .map(|raw| AttributeFilter::parse(&raw))
+                .transpose()
+                .map_err(|e| invalid(&e))?;
             let date = |raw: Option<String>, what: &str| {
                 nonempty(raw)
                     .map(|d| {
@@ -261,30 +250,14 @@ pub fn RunsPage() -> impl IntoView {
 fn FilterBar() -> impl IntoView {
     let query = use_query_map();
     let f = query.with_untracked(Filters::from_query);
-    let input = "rounded-md border border-slate-300 px-2 py-1.5 text-sm focus:outline-none focus:ring-2 focus:ring-indigo-500";
     view! {
         <form method="get" action="/" class="flex flex-wrap items-end gap-3" aria-label="Filter runs" data-testid="filters">
             <input type="hidden" name="status" value=f.status.clone() />
-            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
-                "Filter by workflow"
-                <input class=input name="workflow" value=f.workflow.clone() placeholder="any" />
-            </label>
-            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
-                "Filter by tag"
-                <input class=input name="tag" value=f.tag.clone() placeholder="any" />
-            </label>
-            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
-                "Filter by attribute"
-                <input class=input name="attr" value=f.attr.clone() placeholder="key=value" />
-            </label>
-            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
-                "Created from (UTC)"
-                <input class=input type="date" name="from" value=f.from.clone() />
-            </label>
-            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
-                "Created until (UTC)"
-                <input class=input type="date" name="until" value=f.until.clone() />
-            </label>
+            <FilterField label="Filter by workflow" name="workflow" value=f.workflow.clone() placeholder="any" />
+            <FilterField label="Filter by tag" name="tag" value=f.tag.clone() placeholder="any" />
+            <FilterField label="Filter by attribute" name="attr" value=f.attr.clone() placeholder="key=value" />
+            <FilterField label="Created from (UTC)" name="from" value=f.from.clone() kind="date" />
+            <FilterField label="Created until (UTC)" name="until" value=f.until.clone() kind="date" />
             <button type="submit" class="rounded-md bg-slate-800 px-3 py-1.5 text-sm font-medium text-white hover:bg-slate-900 focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2">
                 "Filter"
             </button>
@@ -421,6 +394,29 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
                     })}
             </section>
         </div>
+    }
+}
+
+/// One labelled field of the filter form.
+#[component]
+fn FilterField(
+    label: &'static str,
+    name: &'static str,
+    value: String,
+    #[prop(default = "text")] kind: &'static str,
+    #[prop(default = "")] placeholder: &'static str,
+) -> impl IntoView {
+    view! {
+        <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
+            {label}
+            <input
+                class="rounded-md border border-slate-300 px-2 py-1.5 text-sm focus:outline-none focus:ring-2 focus:ring-indigo-500"
+                type=kind
+                name=name
+                value=value
+                placeholder=placeholder
+            />
+        </label>
     }
 }
 

@@ -45,6 +45,19 @@ pub struct AttributeFilter {
 }
 
 impl AttributeFilter {
+    /// Parses `key=value` as a user types it: the value is a number or boolean when it reads as
+    /// one, else a string.
+    pub fn parse(raw: &str) -> Result<Self, RunQueryError> {
+        let (key, value) = raw
+            .split_once('=')
+            .ok_or_else(|| RunQueryError::AttributeSyntax(raw.chars().take(64).collect()))?;
+        let value = serde_json::from_str::<serde_json::Value>(value.trim())
+            .ok()
+            .filter(|v| v.is_number() || v.is_boolean())
+            .unwrap_or_else(|| serde_json::Value::String(value.trim().to_owned()));
+        Self::new(key.trim(), value)
+    }
+
     /// A filter on `key = value`, refusing keys and values a store cannot index.
     pub fn new(key: &str, value: serde_json::Value) -> Result<Self, RunQueryError> {
         let key_ok = !key.is_empty()
@@ -102,6 +115,9 @@ pub enum RunQueryError {
         "attribute `{0}` is not a valid name: use letters, digits, `_`, `-` or `.` (at most 64)"
     )]
     AttributeKey(String),
+    /// An attribute filter not written `key=value`.
+    #[error("attribute filter `{0}` must look like key=value")]
+    AttributeSyntax(String),
     /// A search-attribute value that is not a scalar.
     #[error("attribute `{0}` can only be compared with a string, number or boolean")]
     AttributeValue(String),

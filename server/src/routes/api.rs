@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use durable::driver::{Control, EngineError, StartRun};
-use durable::model::{Cursor, RunDetail, RunId, RunPage, RunQuery, RunStatus, Scope};
+use durable::model::{
+    AttributeFilter, Cursor, Millis, RunDetail, RunId, RunPage, RunQuery, RunStatus, Scope,
+};
 use durable::store::{ScopedStore, SignalSent};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -106,6 +108,15 @@ async fn start_run(
 struct ListParams {
     status: Option<String>,
     workflow: Option<String>,
+    tag: Option<String>,
+    /// `key=value`.
+    attr: Option<String>,
+    /// Epoch milliseconds, inclusive.
+    #[serde(rename = "createdFrom")]
+    created_from: Option<Millis>,
+    /// Epoch milliseconds, exclusive.
+    #[serde(rename = "createdUntil")]
+    created_until: Option<Millis>,
     limit: Option<String>,
     cursor: Option<String>,
 }
@@ -139,9 +150,17 @@ async fn list_runs(
     let query = RunQuery {
         status,
         workflow: params.workflow.filter(|s| !s.is_empty()),
+        tag: params.tag.filter(|s| !s.is_empty()),
+        attribute: params
+            .attr
+            .filter(|s| !s.is_empty())
+            .map(|raw| AttributeFilter::parse(&raw))
+            .transpose()
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        created_from: params.created_from,
+        created_until: params.created_until,
         limit,
         cursor,
-        ..RunQuery::default()
     };
     let page = reads(&state, &tenant)?
         .list_runs(&query)
