@@ -420,11 +420,11 @@ async fn lists_filter_by_tag_attribute_and_time_within_the_tokens_tenant() {
     let vip_id = vip["id"].as_str().unwrap().to_owned();
     assert_eq!(
         ids(list("tag=vip").await),
-        [vip_id.clone()],
+        [vip_id.as_str()],
         "globex's vip run stays hidden"
     );
-    assert_eq!(ids(list("attr=region%3Deu").await), [vip_id.clone()]);
-    assert_eq!(ids(list("attr=tier%3D2&tag=vip").await), [vip_id.clone()]);
+    assert_eq!(ids(list("attr=region%3Deu").await), [vip_id.as_str()]);
+    assert_eq!(ids(list("attr=tier%3D2&tag=vip").await), [vip_id.as_str()]);
     let created = vip["created_at"].as_i64().unwrap();
     assert!(ids(list(&format!("createdUntil={created}")).await).is_empty());
     assert!(ids(list(&format!("createdFrom={created}")).await).contains(&vip_id));
