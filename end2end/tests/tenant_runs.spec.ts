@@ -117,3 +117,14 @@ test('filters live in the URL: a facet narrows the list, survives a reload, and 
   await page.goto('/?from=yesterday');
   await expect(page.getByRole('alert')).toContainText('use YYYY-MM-DD');
 });
+
+test('a waiting run says what it waits for', async ({ page }) => {
+  await login(page, ACME_ADMIN);
+  await page.goto('/?workflow=demo.approval');
+  await hydrated(page);
+  const row = page.locator('tr[data-run-id]').first();
+  await expect(row).toBeVisible();
+  await row.getByRole('link').click();
+  await expect(page).toHaveURL(/\/runs\/run_/);
+  await expect(page.getByTestId('waiting')).toContainText('signal `approve`');
+});

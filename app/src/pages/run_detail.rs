@@ -1,4 +1,4 @@
-use durable::model::{Checkpoint, RunDetail};
+use durable::model::{Checkpoint, RunDetail, Waiting};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
@@ -86,6 +86,7 @@ fn RunNotFound() -> impl IntoView {
 
 #[component]
 fn DetailBody(detail: RunDetail) -> impl IntoView {
+    let waiting = detail.waiting_for();
     let run = detail.run;
     let checkpoints = detail.checkpoints;
     let lineage = [
@@ -137,6 +138,23 @@ fn DetailBody(detail: RunDetail) -> impl IntoView {
                         .collect_view()}
                 </dl>
             </section>
+            {(!waiting.is_empty())
+                .then(|| {
+                    view! {
+                        <section
+                            class="rounded-lg border border-amber-200 bg-amber-50 p-4 text-sm text-amber-900"
+                            aria-label="Why it is waiting"
+                        >
+                            <h2 class="font-semibold">"Waiting for"</h2>
+                            <ul class="mt-1 list-disc pl-5">
+                                {waiting
+                                    .iter()
+                                    .map(|w| view! { <li data-testid="waiting">{describe(w)}</li> })
+                                    .collect_view()}
+                            </ul>
+                        </section>
+                    }
+                })}
             <section class="grid gap-4 md:grid-cols-2">
                 <div>
                     <h2 class="mb-1 text-sm font-semibold">"Input"</h2>
@@ -199,6 +217,53 @@ fn DetailBody(detail: RunDetail) -> impl IntoView {
                 </Show>
             </section>
         </div>
+    }
+}
+
+/// A waiting reason in words, with what to do where there is something to do.
+fn describe(w: &Waiting) -> String {
+    let at = |t: &Option<i64>| t.map(utc).unwrap_or_else(|| "—".into());
+    match w {
+        Waiting::Queued => "a driver to pick it up (it is queued)".into(),
+        Waiting::Blocked { reason } => format!("a process that serves its version: {reason}"),
+        Waiting::Timer { seq, due_at } => format!("timer #{seq}, due at {} UTC", at(due_at)),
+        Waiting::Signal {
+            name, timeout_at, ..
+        } => match timeout_at {
+            Some(_) => format!(
+                "signal `{name}` (gives up at {} UTC); send it with POST /api/v1/runs/<id>/signal",
+                at(timeout_at)
+            ),
+            None => format!("signal `{name}`; send it with POST /api/v1/runs/<id>/signal"),
+        },
+        Waiting::Step {
+            name,
+            group,
+            since,
+            attempt,
+            ..
+        } => format!(
+            "step `{name}` (try {attempt}) on worker group `{}` since {} UTC",
+            group.as_deref().unwrap_or(name),
+            at(since)
+        ),
+        Waiting::Retry {
+            name,
+            due_at,
+            attempt,
+            ..
+        } => {
+            format!(
+                "step `{name}` to be retried (try {attempt}) at {} UTC",
+                at(due_at)
+            )
+        }
+        Waiting::Child {
+            workflow, run_id, ..
+        } => match run_id {
+            Some(id) => format!("child run {id} ({workflow})"),
+            None => format!("a child run of {workflow}"),
+        },
     }
 }
 

@@ -9,6 +9,7 @@ mod query;
 mod retry;
 mod run;
 mod signal;
+mod waiting;
 mod wire;
 
 pub use account::Role;
@@ -22,6 +23,7 @@ pub use query::{
 pub use retry::RetryPolicy;
 pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
 pub use signal::BufferedSignal;
+pub use waiting::Waiting;
 pub use wire::{ControlMessage, ControlNotice, RemoteTask, StepFailure, StepOutcome, StepResult};
 
 /// Milliseconds since the Unix epoch: the one time representation on the wire, in the store and
