@@ -25,7 +25,9 @@ pub fn duration(ms: Millis) -> String {
     }
 }
 
-/// Midnight UTC of a `YYYY-MM-DD` date, in epoch milliseconds; `None` if it is not one.
+/// Midnight UTC of a `YYYY-MM-DD` date, in epoch milliseconds; `None` if it is not one. (The
+/// server checks filters; the browser never needs this.)
+#[cfg(any(feature = "ssr", test))]
 pub fn parse_date(raw: &str) -> Option<Millis> {
     let mut parts = raw.trim().splitn(3, '-');
     let y: i64 = parts.next()?.parse().ok()?;

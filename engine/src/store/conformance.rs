@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Claim, NewCheckpoint, NewRun, Store, StoreError, TurnCommit, TurnOutcome};
+use super::{Claim, NewCheckpoint, NewRun, RunPatch, Store, StoreError, TurnCommit, TurnOutcome};
 use crate::model::{
     CheckpointKind, CheckpointStatus, Namespace, RunId, RunQuery, RunStatus, Scope, StepOutcome,
     StepResult,
@@ -1001,6 +1001,162 @@ pub async fn racing_claims_split_the_runs(store: Arc<dyn Store>) {
     assert_eq!(claimed, 24, "6 drivers × 5 slots take all 24 runs");
 }
 
+/// Lease renewal, dispatch marks, compare-and-set control verbs, retry from the last good
+/// checkpoint and buffered signals, each inside its scope.
+pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) {
+    let (acme, globex) = (Scope::Only(ns("acme")), Scope::Only(ns("globex")));
+    let run = store
+        .create_run(new_run("v1", "acme"), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    assert_eq!(
+        store
+            .renew_leases("b", &[run.id.clone()], 20_000)
+            .await
+            .expect("renew"),
+        0
+    );
+    assert_eq!(
+        store
+            .renew_leases("a", &[run.id.clone()], 20_000)
+            .await
+            .expect("renew"),
+        1
+    );
+    let renewed = store
+        .get_run(&acme, &run.id)
+        .await
+        .expect("get")
+        .expect("visible");
+    assert_eq!(renewed.locked_until, Some(20_000));
+
+    // A turn: one step completed, one still pending; then the run suspends.
+    let mut done = pending_step(0);
+    done.status = CheckpointStatus::Completed;
+    done.output = Some(json!(1));
+    let commit = TurnCommit {
+        checkpoints: vec![done, pending_step(1)],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    store
+        .commit_turn(&lease("a"), &run.id, commit, 2)
+        .await
+        .expect("commit")
+        .expect("held");
+    store.mark_dispatched(&run.id, 1, 77).await.expect("mark");
+    let cps = store.checkpoints(&acme, &run.id).await.expect("read");
+    assert_eq!(cps[1].enqueued_at, Some(77));
+
+    // Signals: buffered in order, only for a visible, unfinished run.
+    assert!(matches!(
+        store
+            .send_signal(&globex, &run.id, "go", &json!(1), 3)
+            .await
+            .expect("signal"),
+        crate::store::SignalSent::NotFound
+    ));
+    for n in [1, 2] {
+        let sent = store
+            .send_signal(&acme, &run.id, "go", &json!(n), 3)
+            .await
+            .expect("signal");
+        assert!(matches!(sent, crate::store::SignalSent::Delivered(_)));
+    }
+    let buffered = store.buffered_signals(&run.id).await.expect("buffered");
+    assert_eq!(
+        buffered
+            .iter()
+            .map(|s| s.payload.clone())
+            .collect::<Vec<_>>(),
+        [json!(1), json!(2)]
+    );
+
+    // The pending step fails for good (it has no retry policy).
+    let failure = StepResult {
+        run_id: run.id.clone(),
+        seq: 1,
+        step_id: "v1:1".into(),
+        started_at: None,
+        outcome: StepOutcome::Failed {
+            error: crate::model::StepFailure::new("card declined"),
+        },
+    };
+    let applied = store
+        .apply_step_result(&failure, 3, None)
+        .await
+        .expect("apply")
+        .expect("applies");
+    assert_eq!(applied.checkpoint.status, CheckpointStatus::Failed);
+
+    // Compare-and-set: the wrong expected status or scope changes nothing.
+    let fail = RunPatch {
+        status: RunStatus::Failed,
+        error: Some(crate::model::StepFailure::new("boom")),
+    };
+    assert!(
+        store
+            .update_run_if(&acme, &run.id, &[RunStatus::Pending], fail.clone(), 4)
+            .await
+            .expect("cas")
+            .is_none()
+    );
+    assert!(
+        store
+            .update_run_if(&globex, &run.id, &[RunStatus::Suspended], fail.clone(), 4)
+            .await
+            .expect("cas")
+            .is_none()
+    );
+    let failed = store
+        .update_run_if(&acme, &run.id, &[RunStatus::Suspended], fail, 4)
+        .await
+        .expect("cas")
+        .expect("moved");
+    assert_eq!(
+        (failed.status, failed.finished_at),
+        (RunStatus::Failed, Some(4))
+    );
+    assert!(matches!(
+        store
+            .send_signal(&acme, &run.id, "go", &json!(3), 5)
+            .await
+            .expect("signal"),
+        crate::store::SignalSent::RunFinished(_)
+    ));
+
+    // Retry: from the last good checkpoint, in scope only, and only a failed or dead run.
+    assert!(
+        store
+            .retry_run(&globex, &run.id, 6)
+            .await
+            .expect("retry")
+            .is_none()
+    );
+    let retried = store
+        .retry_run(&acme, &run.id, 6)
+        .await
+        .expect("retry")
+        .expect("retried");
+    assert_eq!(
+        (retried.status, retried.error.clone()),
+        (RunStatus::Pending, None)
+    );
+    let cps = store.checkpoints(&acme, &run.id).await.expect("read");
+    assert_eq!(
+        cps.iter().map(|c| (c.seq, c.status)).collect::<Vec<_>>(),
+        [(0, CheckpointStatus::Completed)],
+        "the failed step is dropped so it runs again; the completed one is kept"
+    );
+    assert!(
+        store
+            .retry_run(&acme, &run.id, 7)
+            .await
+            .expect("retry")
+            .is_none(),
+        "a pending run is not retried"
+    );
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]
@@ -1031,7 +1187,8 @@ macro_rules! store_conformance {
             sticky_turns_commit_only_an_untouched_run,
             filters_and_facets_stay_inside_the_scope,
             driver_scans_stay_inside_their_namespace,
-            racing_claims_split_the_runs
+            racing_claims_split_the_runs,
+            control_verbs_and_leases_follow_their_rules
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {
