@@ -1011,14 +1011,14 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         .expect("create");
     assert_eq!(
         store
-            .renew_leases("b", &[run.id.clone()], 20_000)
+            .renew_leases("b", std::slice::from_ref(&run.id), 20_000)
             .await
             .expect("renew"),
         0
     );
     assert_eq!(
         store
-            .renew_leases("a", &[run.id.clone()], 20_000)
+            .renew_leases("a", std::slice::from_ref(&run.id), 20_000)
             .await
             .expect("renew"),
         1
