@@ -128,3 +128,50 @@ test('a waiting run says what it waits for', async ({ page }) => {
   await expect(page).toHaveURL(/\/runs\/run_/);
   await expect(page.getByTestId('waiting')).toContainText('signal `approve`');
 });
+
+test('retry with edited input turns a failed demo.flaky run into a completed one linked to it', async ({ page }) => {
+  await login(page, ACME_ADMIN);
+  await page.goto('/?workflow=demo.flaky&status=failed');
+  await hydrated(page);
+  const row = page.locator('tr[data-run-id]').first();
+  await expect(row).toBeVisible();
+  const original = (await row.getAttribute('data-run-id'))!;
+  await row.getByRole('link').click();
+  await expect(page.getByTestId('run-status')).toHaveText('failed');
+  await hydrated(page);
+  const input = page.getByLabel('Retry with this input');
+  await expect(input).toHaveValue(/"ok": false/);
+  await input.fill('{"ok": true}');
+  await page.getByRole('button', { name: 'Retry with edited input' }).click();
+  await expect(page).not.toHaveURL(new RegExp(`/runs/${original}$`));
+  await expect(page.getByRole('link', { name: original })).toBeVisible();
+  await expect(page.getByTestId('run-status')).toHaveText('completed', { timeout: 20_000 });
+});
+
+test('a viewer sees no actions and a forged one is refused; an admin cannot act across tenants', async ({ page, browser }) => {
+  await login(page, GLOBEX_VIEWER);
+  // A finished run, so its status cannot change while the test looks.
+  await page.goto('/?status=completed');
+  await hydrated(page);
+  const row = page.locator('tr[data-run-id]').first();
+  await expect(row).toBeVisible();
+  const globexRun = (await row.getAttribute('data-run-id'))!;
+  await row.getByRole('link').click();
+  const status = page.getByTestId('run-status');
+  await expect(status).toBeVisible();
+  const before = await status.textContent();
+  await expect(page.getByTestId('actions')).toHaveCount(0);
+  const forged = await page.request.post('/api/act_on_run', { form: { id: globexRun, verb: 'cancel' } });
+  expect(forged.status()).toBe(403);
+  await page.reload();
+  await expect(page.getByTestId('run-status')).toHaveText(before!);
+
+  const admin = await browser.newPage();
+  await login(admin, ACME_ADMIN);
+  const across = await admin.request.post('/api/act_on_run', { form: { id: globexRun, verb: 'cancel' } });
+  expect(across.status()).toBe(400);
+  expect(await across.text()).toContain('visible');
+  await admin.close();
+  await page.reload();
+  await expect(page.getByTestId('run-status')).toHaveText(before!);
+});

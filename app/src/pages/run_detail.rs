@@ -7,6 +7,7 @@ use crate::components::json::JsonBlock;
 use crate::components::live::Live;
 use crate::components::status::StatusBadge;
 use crate::components::time::{duration, utc};
+use crate::pages::actions::ActionsPanel;
 use crate::pages::runs::ErrorBox;
 use crate::{AppError, Me};
 
@@ -62,7 +63,7 @@ pub fn RunDetailPage() -> impl IntoView {
                 detail
                     .get()
                     .map(|r| match r {
-                        Ok((_, Some(detail))) => view! { <DetailBody detail /> }.into_any(),
+                        Ok((me, Some(detail))) => view! { <DetailBody me detail /> }.into_any(),
                         Ok((_, None)) => view! { <RunNotFound /> }.into_any(),
                         Err(e) => view! { <ErrorBox error=e /> }.into_any(),
                     })
@@ -85,8 +86,9 @@ fn RunNotFound() -> impl IntoView {
 }
 
 #[component]
-fn DetailBody(detail: RunDetail) -> impl IntoView {
+fn DetailBody(me: Me, detail: RunDetail) -> impl IntoView {
     let waiting = detail.waiting_for();
+    let actions = me.role.can_act().then(|| detail.run.clone());
     let run = detail.run;
     let checkpoints = detail.checkpoints;
     let lineage = [
@@ -155,6 +157,7 @@ fn DetailBody(detail: RunDetail) -> impl IntoView {
                         </section>
                     }
                 })}
+            {actions.map(|run| view! { <ActionsPanel run /> })}
             <section class="grid gap-4 md:grid-cols-2">
                 <div>
                     <h2 class="mb-1 text-sm font-semibold">"Input"</h2>
