@@ -175,3 +175,19 @@ test('a viewer sees no actions and a forged one is refused; an admin cannot act 
   await page.reload();
   await expect(page.getByTestId('run-status')).toHaveText(before!);
 });
+
+test('a request another site makes the browser send is refused (CSRF)', async ({ page }) => {
+  await login(page, ACME_ADMIN);
+  await page.goto('/?workflow=demo.approval');
+  await hydrated(page);
+  const row = page.locator('tr[data-run-id]').first();
+  await expect(row).toBeVisible();
+  const id = (await row.getAttribute('data-run-id'))!;
+  const forged = await page.request.post('/api/act_on_run', {
+    headers: { Origin: 'https://evil.example' },
+    form: { id, verb: 'cancel' },
+  });
+  expect(forged.status()).toBe(403);
+  await page.goto(`/runs/${id}`);
+  await expect(page.getByTestId('run-status')).not.toHaveText('cancelled');
+});

@@ -30,6 +30,43 @@ pub async fn require_login(session: Session, req: Request, next: Next) -> Respon
     next.run(req).await
 }
 
+/// Refuses a state-changing dashboard request that another site made the browser send (CSRF):
+/// the browser says so in `Sec-Fetch-Site`, or the `Origin` names another host. The session
+/// cookie is `SameSite=Lax` as well; this also covers browsers and subdomains that cookie rule
+/// lets through. Requests without either header (curl, tests) are not from a browser page.
+pub async fn same_origin(req: Request, next: Next) -> Response {
+    use axum::http::{Method, StatusCode, header};
+
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return next.run(req).await;
+    }
+    let headers = req.headers();
+    let cross_site = headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site");
+    // Behind a proxy, the host the browser used is the forwarded one.
+    let host = headers
+        .get("x-forwarded-host")
+        .or_else(|| headers.get(header::HOST))
+        .and_then(|h| h.to_str().ok());
+    let foreign_origin = headers
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .is_some_and(|origin| {
+            let authority = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+            Some(authority) != host
+        });
+    if cross_site || foreign_origin {
+        tracing::warn!(path = %req.uri().path(), "refused a cross-site dashboard request");
+        return (
+            StatusCode::FORBIDDEN,
+            "cross-site requests cannot change anything here; use the dashboard itself",
+        )
+            .into_response();
+    }
+    next.run(req).await
+}
+
 /// The tenant of an API request, from `Authorization: Bearer <token>`.
 pub struct ApiTenant(pub Namespace);
 

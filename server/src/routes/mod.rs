@@ -116,6 +116,7 @@ fn router_with<S: SessionStore + Clone>(
             _,
         >(context, shell))
         .layer(middleware::from_fn(auth::require_login))
+        .layer(middleware::from_fn(auth::same_origin))
         .layer(sessions);
     Router::new()
         .merge(dashboard)
