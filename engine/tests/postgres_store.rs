@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use durable::model::{Namespace, RunId, RunQuery, Scope};
 use durable::store::{PgStore, Store, postgres_testing};
 
 /// A fresh, migrated database; `None` when the suite is skipped.
@@ -29,36 +28,14 @@ async fn legacy_null_and_empty_namespaces_read_as_default() {
     let Some(store) = fresh_pg().await else {
         return;
     };
-    for (id, ns) in [("l-null", "NULL"), ("l-empty", "''")] {
-        store
-            .execute_raw(&format!(
-                "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, root_run_id, created_at, updated_at) \
-                 VALUES ('{id}', {ns}, 'wf', 1, 'completed', '{{}}', '{id}', 1, 1)"
-            ))
-            .await
-            .expect("plant legacy row");
-    }
-    let default = Scope::Only(Namespace::default_ns());
-    let page = store
-        .list_runs(&default, &RunQuery::default())
-        .await
-        .expect("list");
-    assert_eq!(page.runs.len(), 2, "legacy rows match the default filter");
-    assert!(page.runs.iter().all(|r| r.namespace.is_default()));
-    assert!(
-        store
-            .get_run(&default, &RunId::parse("l-null").expect("id"))
-            .await
-            .expect("get")
-            .is_some()
-    );
-    let acme = Scope::Only(Namespace::tenant("acme").expect("ns"));
-    assert!(
-        store
-            .list_runs(&acme, &RunQuery::default())
-            .await
-            .expect("list")
-            .runs
-            .is_empty()
-    );
+    let store = Arc::new(store);
+    let planter = store.clone();
+    durable::store::conformance::legacy_null_and_empty_namespaces_read_as_default(
+        store,
+        move |sql| {
+            let planter = planter.clone();
+            async move { planter.execute_raw(&sql).await }
+        },
+    )
+    .await;
 }

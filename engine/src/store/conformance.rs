@@ -1157,6 +1157,51 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
     );
 }
 
+/// Rows written before namespaces were stamped (NULL or `''`) read back as `default`, match the
+/// `default` filter and no other. Planting them takes raw SQL, so each backend passes
+/// `execute_raw`; the statement is the same on both.
+pub async fn legacy_null_and_empty_namespaces_read_as_default<F, Fut>(
+    store: Arc<dyn Store>,
+    execute_raw: F,
+) where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = crate::store::StoreResult<u64>>,
+{
+    for (id, ns) in [("l-null", "NULL"), ("l-empty", "''")] {
+        execute_raw(format!(
+            "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, root_run_id, created_at, updated_at) \
+             VALUES ('{id}', {ns}, 'wf', 1, 'completed', '{{}}', '{id}', 1, 1)"
+        ))
+        .await
+        .expect("plant legacy row");
+    }
+    let default = Scope::Only(Namespace::default_ns());
+    let page = store
+        .list_runs(&default, &RunQuery::default())
+        .await
+        .expect("list");
+    assert_eq!(page.runs.len(), 2, "legacy rows match the default filter");
+    assert!(
+        page.runs.iter().all(|r| r.namespace.is_default()),
+        "and read back as default"
+    );
+    assert!(
+        store
+            .get_run(&default, &RunId::parse("l-null").expect("id"))
+            .await
+            .expect("get")
+            .is_some()
+    );
+    assert!(
+        store
+            .list_runs(&Scope::Only(ns("acme")), &RunQuery::default())
+            .await
+            .expect("list")
+            .runs
+            .is_empty()
+    );
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]

@@ -2,7 +2,10 @@
 //! child endings settle a parent, where a child's wait sits in its parent, and the failures the
 //! store itself records.
 
-use crate::model::{RunId, RunStatus, StepFailure};
+use serde_json::Value;
+
+use super::TurnOutcome;
+use crate::model::{Millis, RunId, RunStatus, StepFailure};
 
 /// Whether a child ending in `status` settles its parent's wait: every terminal status but
 /// `continued`, whose successor settles it instead.
@@ -50,4 +53,50 @@ pub(crate) fn step_timed_out(seq: u32) -> StepFailure {
 /// The failure a parent's wait records for a child that ended `status` without an error.
 pub(crate) fn child_ended(child: &RunId, status: RunStatus) -> StepFailure {
     StepFailure::new(format!("child run {child} ended {status}"))
+}
+
+/// What a turn's outcome writes on its run: the next status (before the stay-running rule), the
+/// output or error, the timer to wake for, and the end time.
+pub(crate) struct RunUpdate {
+    pub status: RunStatus,
+    pub output: Option<Value>,
+    pub error: Option<StepFailure>,
+    pub wake_at: Option<Millis>,
+    pub finished_at: Option<Millis>,
+}
+
+/// The run row a turn ending in `outcome` at `now` leaves behind.
+pub(crate) fn run_update(outcome: &TurnOutcome, now: Millis) -> RunUpdate {
+    let update = |status, output, error, wake_at, finished_at| RunUpdate {
+        status,
+        output,
+        error,
+        wake_at,
+        finished_at,
+    };
+    match outcome {
+        TurnOutcome::Suspend { wake_at } => {
+            update(RunStatus::Suspended, None, None, *wake_at, None)
+        }
+        TurnOutcome::Complete(out) => update(
+            RunStatus::Completed,
+            Some(out.clone()),
+            None,
+            None,
+            Some(now),
+        ),
+        TurnOutcome::Fail(err) => {
+            update(RunStatus::Failed, None, Some(err.clone()), None, Some(now))
+        }
+        TurnOutcome::Block(reason) => {
+            update(RunStatus::Blocked, None, Some(reason.clone()), None, None)
+        }
+        TurnOutcome::Continue(next) => update(
+            RunStatus::Continued,
+            Some(serde_json::json!({ "continuedAs": next.id })),
+            None,
+            None,
+            Some(now),
+        ),
+    }
 }

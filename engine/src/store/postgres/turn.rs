@@ -152,33 +152,14 @@ async fn update_run(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    let (status, output, error, wake_at, finished_at) = match &commit.outcome {
-        TurnOutcome::Suspend { wake_at } => (RunStatus::Suspended, None, None, *wake_at, None),
-        TurnOutcome::Complete(out) => (
-            RunStatus::Completed,
-            Some(out.clone()),
-            None,
-            None,
-            Some(now),
-        ),
-        TurnOutcome::Fail(err) => (
-            RunStatus::Failed,
-            None,
-            Some(to_value(err)),
-            None,
-            Some(now),
-        ),
-        TurnOutcome::Block(reason) => {
-            (RunStatus::Blocked, None, Some(to_value(reason)), None, None)
-        }
-        TurnOutcome::Continue(next) => (
-            RunStatus::Continued,
-            Some(serde_json::json!({ "continuedAs": next.id })),
-            None,
-            None,
-            Some(now),
-        ),
-    };
+    let rules::RunUpdate {
+        status,
+        output,
+        error,
+        wake_at,
+        finished_at,
+    } = rules::run_update(&commit.outcome, now);
+    let error = error.map(|e| to_value(&e));
     let woken = "$1 = 'suspended' AND (needs_wake OR $10 OR ($2::BIGINT IS NOT NULL AND $2 <= $3))";
     let row = sqlx::query(&format!(
         "UPDATE runs SET \

@@ -103,25 +103,14 @@ fn update_run(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    let (status, output, error, wake_at, finished_at) = match &commit.outcome {
-        TurnOutcome::Suspend { wake_at } => (RunStatus::Suspended, None, None, *wake_at, None),
-        TurnOutcome::Complete(out) => (
-            RunStatus::Completed,
-            Some(to_json(out)),
-            None,
-            None,
-            Some(now),
-        ),
-        TurnOutcome::Fail(err) => (RunStatus::Failed, None, Some(to_json(err)), None, Some(now)),
-        TurnOutcome::Block(reason) => (RunStatus::Blocked, None, Some(to_json(reason)), None, None),
-        TurnOutcome::Continue(next) => (
-            RunStatus::Continued,
-            Some(to_json(&serde_json::json!({ "continuedAs": next.id }))),
-            None,
-            None,
-            Some(now),
-        ),
-    };
+    let rules::RunUpdate {
+        status,
+        output,
+        error,
+        wake_at,
+        finished_at,
+    } = rules::run_update(&commit.outcome, now);
+    let (output, error) = (output.map(|v| to_json(&v)), error.map(|e| to_json(&e)));
     let woken = "?1 = 'suspended' AND (needs_wake = 1 OR ?10 OR (?2 IS NOT NULL AND ?2 <= ?3))";
     let sql = format!(
         "UPDATE runs SET \
