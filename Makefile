@@ -56,3 +56,4 @@ test-e2e: build
 lint:
 	cargo fmt --all --check
 	RUSTFLAGS="$(LEPTOS_RUSTFLAGS)" cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy -p app --features hydrate --target wasm32-unknown-unknown -- -D warnings

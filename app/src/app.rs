@@ -5,6 +5,7 @@ use leptos_router::{SsrMode, path};
 
 use crate::components::layout::Layout;
 use crate::pages::login::LoginPage;
+use crate::pages::operator::OperatorPage;
 use crate::pages::run_detail::RunDetailPage;
 use crate::pages::runs::RunsPage;
 
@@ -46,6 +47,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/login") view=LoginPage />
                 <ParentRoute path=path!("") view=Layout>
                     <Route path=path!("") view=RunsPage />
+                    <Route path=path!("operator") view=OperatorPage />
                     // Async: wait for the run before sending headers, so a missing run is a real 404.
                     <Route path=path!("runs/:id") view=RunDetailPage ssr=SsrMode::Async />
                 </ParentRoute>

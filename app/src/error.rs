@@ -15,6 +15,14 @@ pub enum AppError {
     /// Wrong email or password (deliberately not saying which).
     #[error("wrong email or password")]
     BadCredentials,
+    /// Too many failed logins for this email or address; wait before trying again.
+    #[error(
+        "too many failed logins; wait {retry_after_minutes} minutes and try again, or ask an operator to reset your password"
+    )]
+    TooManyAttempts {
+        /// Minutes until the oldest counted failure leaves the window.
+        retry_after_minutes: u32,
+    },
     /// The request was malformed; the message says what to fix.
     #[error("{0}")]
     Invalid(String),

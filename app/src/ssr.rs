@@ -17,6 +17,10 @@ use crate::{AppError, Me};
 /// The session key holding the logged-in user's id.
 pub const USER_KEY: &str = "user_id";
 
+/// The session key holding the user's session epoch at login: "log out everywhere" moves the
+/// user's epoch on, and every session holding an older one stops working.
+pub const EPOCH_KEY: &str = "session_epoch";
+
 /// What the server functions and routes share.
 #[derive(Clone)]
 pub struct AppState {
@@ -56,14 +60,50 @@ pub async fn session() -> Result<Session, AppError> {
 /// The logged-in user of this request, or [`AppError::Unauthorized`].
 pub async fn session_user() -> Result<User, AppError> {
     let state = app_state()?;
-    let id: Option<i64> = session().await?.get(USER_KEY).await.map_err(internal)?;
-    let id = id.ok_or(AppError::Unauthorized)?;
-    state
-        .accounts
-        .user_by_id(id)
-        .await
-        .map_err(internal)?
+    user_of(state.accounts.as_ref(), &session().await?)
+        .await?
         .ok_or(AppError::Unauthorized)
+}
+
+/// The logged-in user of this request if its role may act on runs (admin or operator), with
+/// the app state; [`AppError::Forbidden`] for a viewer.
+pub async fn acting_user() -> Result<(AppState, User), AppError> {
+    let state = app_state()?;
+    let user = session_user().await?;
+    if !user.role.can_act() {
+        return Err(AppError::Forbidden);
+    }
+    Ok((state, user))
+}
+
+/// The live worker groups `scope` may see.
+pub async fn live_workers(
+    state: &AppState,
+    scope: &durable::model::Scope,
+) -> Result<Vec<durable::model::WorkerGroup>, AppError> {
+    state
+        .engine
+        .transport()
+        .worker_groups(scope)
+        .await
+        .map_err(internal)
+}
+
+/// The user `session` belongs to, if it is still valid: the user exists and nobody logged it
+/// out everywhere since. An invalid session is emptied on the way. Used by the pages and by
+/// the live event stream alike.
+pub async fn user_of(accounts: &dyn Accounts, session: &Session) -> Result<Option<User>, AppError> {
+    let Some(id) = session.get::<i64>(USER_KEY).await.map_err(internal)? else {
+        return Ok(None);
+    };
+    let epoch = session.get::<i64>(EPOCH_KEY).await.map_err(internal)?;
+    match accounts.user_by_id(id).await.map_err(internal)? {
+        Some(user) if epoch.unwrap_or(0) == user.session_epoch => Ok(Some(user)),
+        _ => {
+            session.flush().await.map_err(internal)?;
+            Ok(None)
+        }
+    }
 }
 
 /// The user as the pages show it.
@@ -138,6 +178,7 @@ pub fn reply<T>(result: Result<T, AppError>) -> Result<T, AppError> {
             response.set_status(match e {
                 AppError::Unauthorized | AppError::BadCredentials => StatusCode::UNAUTHORIZED,
                 AppError::Forbidden => StatusCode::FORBIDDEN,
+                AppError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
                 AppError::Invalid(_) => StatusCode::BAD_REQUEST,
                 AppError::Internal | AppError::Transport(_) => StatusCode::INTERNAL_SERVER_ERROR,
             });

@@ -1,6 +1,8 @@
 //! View types that only the dashboard needs; run data itself uses `durable::model` unchanged.
 
-use durable::model::{Facets, Namespace, Role, RunPage};
+use durable::model::{
+    Facets, Namespace, NamespaceLoad, Role, Run, RunDetail, RunPage, WorkerGroup,
+};
 use serde::{Deserialize, Serialize};
 
 /// The logged-in user, as the pages show it.
@@ -30,4 +32,46 @@ pub struct RunsView {
     pub facets: Facets,
     /// Workflows that can be started.
     pub workflows: Vec<String>,
+    /// What a bulk action over these filters would do, when one is being previewed.
+    pub bulk: Option<BulkPreview>,
+    /// The server's clock when it read the page: relative times ("3 min ago") are computed
+    /// from it, so the server and the browser render the same text.
+    pub now: durable::model::Millis,
+}
+
+/// How many runs a bulk action over the current filters would act on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BulkPreview {
+    /// `cancel` or `retry`.
+    pub verb: String,
+    /// Matching runs the verb applies to, at most `cap`.
+    pub count: usize,
+    /// Whether more match than one bulk action may touch.
+    pub capped: bool,
+    /// The most runs one bulk action touches.
+    pub cap: usize,
+}
+
+/// Everything the run detail screen shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    /// The run and its checkpoints.
+    pub detail: RunDetail,
+    /// Its family: the root and every run started under it (newest 200), for the child tree.
+    pub family: Vec<Run>,
+    /// Whether the family has more runs than `family` holds.
+    pub family_truncated: bool,
+    /// The live worker groups the reader may see, to tell whether a waiting step has a worker.
+    pub workers: Vec<WorkerGroup>,
+}
+
+/// Everything the operator screen shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperatorView {
+    /// Per-namespace load: backlog, running, failed in the last hour.
+    pub loads: Vec<NamespaceLoad>,
+    /// Every live worker group.
+    pub workers: Vec<WorkerGroup>,
+    /// When the "last hour" window starts.
+    pub failed_since: durable::model::Millis,
 }

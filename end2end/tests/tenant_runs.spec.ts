@@ -141,8 +141,13 @@ test('retry with edited input turns a failed demo.flaky run into a completed one
   await hydrated(page);
   const input = page.getByLabel('Retry with this input');
   await expect(input).toHaveValue(/"ok": false/);
+  // Typing is checked as it goes: broken JSON disables the button and says why.
+  await input.fill('{"ok": tru');
+  await expect(page.getByTestId('retry-input-invalid')).toContainText('Not valid JSON');
+  await expect(page.getByTestId('retry-with-input')).toBeDisabled();
   await input.fill('{"ok": true}');
-  await page.getByRole('button', { name: 'Retry with edited input' }).click();
+  await expect(page.getByTestId('retry-diff')).toHaveText('~ $.ok: false → true');
+  await page.getByRole('button', { name: 'Retry with 1 change' }).click();
   await expect(page).not.toHaveURL(new RegExp(`/runs/${original}$`));
   await expect(page.getByRole('link', { name: original })).toBeVisible();
   await expect(page.getByTestId('run-status')).toHaveText('completed', { timeout: 20_000 });

@@ -1229,3 +1229,134 @@ async fn a_child_of_a_parent_recovered_by_an_operator_keeps_the_parents_namespac
     assert_eq!(kid.root_run_id, parent.id);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn redispatch_resends_waiting_steps_and_continue_retries_a_blocked_run() {
+    use durable::driver::Control;
+    use durable::runtime::Clock;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = store_at(&dir.path().join("db")).await;
+    let executions = Arc::new(AtomicU32::new(0));
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let registry = Arc::new(order_registry(executions.clone()));
+    let engine = Engine::new(
+        store.clone(),
+        transport.clone(),
+        registry.clone(),
+        EngineConfig::default(),
+    );
+    engine.start().await.expect("engine starts");
+    let acme = Namespace::parse("acme").expect("ns");
+    let run = engine
+        .start_run(StartRun {
+            workflow: "sum3".into(),
+            input: json!(5),
+            namespace: Some(acme.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+    wait_for(&store, &run.id, RunStatus::Suspended).await;
+    assert!(
+        transport
+            .worker_groups(&Scope::All)
+            .await
+            .expect("groups")
+            .is_empty(),
+        "no worker is connected yet"
+    );
+
+    // Another tenant cannot redispatch it; its own scope can, and the step goes out again.
+    let globex = Scope::Only(Namespace::parse("globex").expect("ns"));
+    let (outcome, _) = engine
+        .redispatch(&globex, &run.id)
+        .await
+        .expect("redispatch");
+    assert!(matches!(outcome, Control::NotFound));
+    let (outcome, steps) = engine
+        .redispatch(&Scope::Only(acme.clone()), &run.id)
+        .await
+        .expect("redispatch");
+    assert!(matches!(outcome, Control::Done(_)));
+    assert_eq!(steps, 1);
+
+    // A worker arrives: the queued copy of step 0 was replaced by the redispatch, so it runs
+    // each step once.
+    let worker = Worker::start(
+        registry,
+        transport.clone(),
+        Arc::new(SystemClock),
+        WorkerConfig {
+            partitions: Partitions::All,
+            concurrency: 8,
+        },
+    )
+    .await
+    .expect("worker starts");
+    let groups = transport
+        .worker_groups(&Scope::Only(acme.clone()))
+        .await
+        .expect("groups");
+    assert_eq!(
+        groups
+            .iter()
+            .map(|g| (g.token(), g.workers))
+            .collect::<Vec<_>>(),
+        [("add@*".to_owned(), 1)]
+    );
+    assert!(groups[0].serves("add", &acme));
+    let done = wait_for(&store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({"total": 8})));
+    assert_eq!(executions.load(Ordering::SeqCst), 3);
+    let (outcome, steps) = engine
+        .redispatch(&Scope::All, &run.id)
+        .await
+        .expect("redispatch");
+    assert!(
+        matches!(outcome, Control::WrongStatus(_)) && steps == 0,
+        "a finished run has nothing to redispatch"
+    );
+
+    // A run on a version nobody serves parks as blocked; continue drives it again, and it
+    // parks again with the reason because the cause remains.
+    let mut pinned = durable::store::NewRun::top_level(
+        durable::model::RunId::generate(),
+        acme.clone(),
+        "sum3",
+        9,
+        json!(1),
+    );
+    pinned.tags = vec!["pinned".into()];
+    let pinned = store
+        .create_run(pinned, SystemClock.now(), None)
+        .await
+        .expect("create");
+    let blocked = wait_for(&store, &pinned.id, RunStatus::Blocked).await;
+    let before = blocked.updated_at;
+    assert!(matches!(
+        engine
+            .continue_run(&globex, &pinned.id)
+            .await
+            .expect("continue"),
+        Control::NotFound
+    ));
+    assert!(matches!(
+        engine
+            .continue_run(&Scope::Only(acme.clone()), &pinned.id)
+            .await
+            .expect("continue"),
+        Control::Done(ref r) if r.status == RunStatus::Pending
+    ));
+    let reblocked = wait_for(&store, &pinned.id, RunStatus::Blocked).await;
+    assert!(reblocked.updated_at >= before);
+    assert!(matches!(
+        engine
+            .continue_run(&Scope::All, &run.id)
+            .await
+            .expect("continue"),
+        Control::WrongStatus(_)
+    ));
+    worker.shutdown().await;
+    engine.shutdown().await;
+}

@@ -39,3 +39,11 @@ async fn legacy_null_and_empty_namespaces_read_as_default() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn accounts_track_sessions_and_failed_logins() {
+    let Some(store) = fresh_pg().await else {
+        return;
+    };
+    durable::store::conformance::accounts_track_sessions_and_failed_logins(Arc::new(store)).await;
+}

@@ -31,3 +31,11 @@ async fn legacy_null_and_empty_namespaces_read_as_default() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn accounts_track_sessions_and_failed_logins() {
+    durable::store::conformance::accounts_track_sessions_and_failed_logins(Arc::new(
+        fresh_sqlite().await,
+    ))
+    .await;
+}

@@ -1,7 +1,7 @@
 //! Who is asking. The dashboard knows its user from the session; the API from a signed tenant
 //! token. Neither ever takes the tenant from the URL, a query string or a body.
 
-use axum::extract::{FromRequestParts, Request};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::middleware::Next;
@@ -12,14 +12,23 @@ use tower_sessions::Session;
 use crate::error::ApiError;
 use crate::routes::ServerState;
 
-/// Sends a visitor without a session to the login page before rendering a dashboard screen.
-/// (Server functions check the session themselves; this only spares an empty page.)
-pub async fn require_login(session: Session, req: Request, next: Next) -> Response {
+/// Sends a visitor without a valid session (none, or one ended by "log out everywhere") to the
+/// login page before rendering a dashboard screen. (Server functions check the session
+/// themselves; this only spares an empty page.)
+pub async fn require_login(
+    State(state): State<ServerState>,
+    session: Session,
+    req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path();
-    let is_page = path == "/" || path.starts_with("/runs/");
+    let is_page = path == "/" || path == "/operator" || path.starts_with("/runs/");
     let is_login = path == "/login";
     if is_page || is_login {
-        let logged_in = matches!(session.get::<i64>(app::ssr::USER_KEY).await, Ok(Some(_)));
+        let logged_in = matches!(
+            app::ssr::user_of(state.app.accounts.as_ref(), &session).await,
+            Ok(Some(_))
+        );
         if is_page && !logged_in {
             return Redirect::to("/login").into_response();
         }

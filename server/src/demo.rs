@@ -3,17 +3,18 @@
 //! Registered here: `demo.order` (three sequential remote steps), `demo.flaky` (fails unless
 //! `input.ok == true`, to show retry with edited input), `demo.sleepy` (a durable timer of
 //! `input.seconds`), `demo.approval` (waits for signal `approve`, completes with its payload)
-//! `demo.fanout` (gathers `input.n` child `demo.order` runs) and `demo.tour` (every primitive in
-//! one run: a step, a timer, optionally a signal wait, a child and another step).
+//! `demo.fanout` (gathers `input.n` child `demo.order` runs), `demo.tour` (every primitive in
+//! one run: a step, a timer, optionally a signal wait, a child and another step) and
+//! `demo.external` (one step, `billing.invoice`, that only an external worker serves).
 
 use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Context;
 use durable::driver::{Engine, StartRun};
-use durable::model::{Namespace, Role};
+use durable::model::{Namespace, Role, RunId};
 use durable::prelude::*;
-use durable::store::{Accounts, NewUser};
+use durable::store::{Accounts, NewRun, NewUser};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -201,8 +202,20 @@ pub fn registry() -> Registry {
             Ok::<_, WorkflowError>(checked)
         },
     );
+    r.workflow(
+        "demo.external",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            // No handler here: a worker elsewhere (the Python `durable-worker`, say) serves it.
+            let invoice: Value = ctx.step(EXTERNAL_STEP, &input).await?;
+            Ok::<_, WorkflowError>(json!({ "invoice": invoice }))
+        },
+    );
     r
 }
+
+/// The step `demo.external` calls, which no process of this binary serves.
+pub const EXTERNAL_STEP: &str = "billing.invoice";
 
 fn record_effect(ctx: &StepContext) {
     let Ok(dir) = std::env::var(EFFECTS_ENV) else {
@@ -296,6 +309,11 @@ pub async fn seed(engine: &Engine, accounts: &dyn Accounts) -> anyhow::Result<()
         (&acme, "demo.approval", json!({ "request": "new laptop" })),
         (&acme, "demo.fanout", json!({ "n": 3 })),
         (&globex, "demo.tour", json!({ "wait_signal": true })),
+        (
+            &acme,
+            "demo.external",
+            json!({ "customer": "c-42", "amount": 120 }),
+        ),
     ];
     for (ns, workflow, input) in runs {
         engine
@@ -308,5 +326,19 @@ pub async fn seed(engine: &Engine, accounts: &dyn Accounts) -> anyhow::Result<()
             .await
             .with_context(|| format!("starting a demo {workflow} run"))?;
     }
+    // A run pinned to a version no process serves any more: it parks as blocked with the
+    // reason, and shows what Continue does.
+    let retired = NewRun::top_level(
+        RunId::generate(),
+        acme.clone(),
+        "demo.order",
+        0,
+        json!({ "item": "fax machine", "qty": 1 }),
+    );
+    engine
+        .store()
+        .create_run(retired, secret::now_ms(), None)
+        .await
+        .context("creating the demo run of a retired version")?;
     Ok(())
 }

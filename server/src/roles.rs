@@ -145,14 +145,17 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}; is another server running? set DURABLE_BIND to another address", cfg.bind))?;
     tracing::info!(namespace = %cfg.namespace.as_ref().map(|n| n.to_string()).unwrap_or_else(|| "every namespace".into()), "serving on http://{}", cfg.bind);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down: finishing in-flight work");
-            let _ = stop_tx.send(true);
-        })
-        .await
-        .context("the HTTP server failed")?;
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down: finishing in-flight work");
+        let _ = stop_tx.send(true);
+    })
+    .await
+    .context("the HTTP server failed")?;
     let drain = async {
         worker.shutdown().await;
         engine.shutdown().await;

@@ -30,12 +30,36 @@ pub async fn logout() -> Result<(), AppError> {
     )
 }
 
+/// Ends every session of the logged-in user, on every device, this one included.
+#[server]
+pub async fn logout_everywhere() -> Result<(), AppError> {
+    crate::ssr::reply(
+        async move {
+            use crate::ssr::{app_state, internal, session, session_user};
+
+            let state = app_state()?;
+            let user = session_user().await?;
+            state
+                .accounts
+                .bump_session_epoch(user.id)
+                .await
+                .map_err(internal)?;
+            session().await?.flush().await.map_err(internal)?;
+            tracing::info!(user = %user.email, "logged out everywhere");
+            leptos_axum::redirect("/login");
+            Ok(())
+        }
+        .await,
+    )
+}
+
 /// The frame of every logged-in screen: header with who is logged in, the live feed, the page.
 #[component]
 pub fn Layout() -> impl IntoView {
     let live = provide_live();
     let me = Resource::new(|| (), |_| current_user());
     let logout = ServerAction::<Logout>::new();
+    let logout_everywhere = ServerAction::<LogoutEverywhere>::new();
     view! {
         <header class="border-b border-slate-200 bg-white">
             <div class="mx-auto flex max-w-6xl flex-wrap items-center gap-x-4 gap-y-2 px-4 py-3">
@@ -49,7 +73,7 @@ pub fn Layout() -> impl IntoView {
                 >
                     {move || if live.connected.get() { "● live" } else { "○ connecting" }}
                 </span>
-                <div class="ml-auto flex items-center gap-3 text-sm">
+                <div class="ml-auto flex flex-wrap items-center justify-end gap-x-3 gap-y-1 text-sm">
                     <Suspense fallback=|| ()>
                         {move || {
                             me.get()
@@ -74,6 +98,16 @@ pub fn Layout() -> impl IntoView {
                             "Log out"
                         </button>
                     </ActionForm>
+                    <ActionForm action=logout_everywhere>
+                        <button
+                            type="submit"
+                            class="rounded-md px-2 py-1 text-slate-600 underline hover:text-slate-900 focus:outline-none focus:ring-2 focus:ring-indigo-500"
+                            title="End every session of this account, on every device"
+                            data-testid="logout-everywhere"
+                        >
+                            "Log out everywhere"
+                        </button>
+                    </ActionForm>
                 </div>
             </div>
         </header>
@@ -89,8 +123,17 @@ fn WhoAmI(me: Me) -> impl IntoView {
         Some(t) => format!("tenant {t}"),
         None => "operator · all namespaces".to_owned(),
     };
+    let operator = me.is_operator();
     view! {
-        <span class="text-slate-700" data-testid="me-email">
+        {operator
+            .then(|| {
+                view! {
+                    <a class="text-indigo-700 hover:underline" href="/operator" data-testid="nav-operator">
+                        "Operator view"
+                    </a>
+                }
+            })}
+        <span class="hidden text-slate-700 sm:inline" data-testid="me-email">
             {me.email}
         </span>
         <span

@@ -1,7 +1,10 @@
 //! Reusable pieces of the dashboard.
 
+pub mod diff;
 pub mod json;
 pub mod layout;
 pub mod live;
 pub mod status;
 pub mod time;
+pub mod timeline;
+pub mod tree;

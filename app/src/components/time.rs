@@ -25,6 +25,18 @@ pub fn duration(ms: Millis) -> String {
     }
 }
 
+/// How long ago something happened, `elapsed` milliseconds before the reference time.
+pub fn ago(elapsed: Millis) -> String {
+    let s = elapsed.max(0) / 1000;
+    match s {
+        0..=9 => "just now".into(),
+        10..=59 => format!("{s} s ago"),
+        60..=3599 => format!("{} min ago", s / 60),
+        3600..=86_399 => format!("{} h ago", s / 3600),
+        _ => format!("{} d ago", s / 86_400),
+    }
+}
+
 /// Midnight UTC of a `YYYY-MM-DD` date, in epoch milliseconds; `None` if it is not one. (The
 /// server checks filters; the browser never needs this.)
 #[cfg(any(feature = "ssr", test))]
@@ -96,5 +108,9 @@ mod tests {
         assert_eq!(duration(250), "250 ms");
         assert_eq!(duration(1500), "1.5 s");
         assert_eq!(duration(61_000), "1m 1s");
+        assert_eq!(ago(-5), "just now");
+        assert_eq!(ago(42_000), "42 s ago");
+        assert_eq!(ago(7_200_000), "2 h ago");
+        assert_eq!(ago(3 * 86_400_000), "3 d ago");
     }
 }

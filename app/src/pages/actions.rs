@@ -1,11 +1,14 @@
-//! Acting on a run from its detail page: cancel, retry, signal, and retry with edited input.
+//! Acting on a run from its detail page: cancel, signal, retry, retry with edited input (with a
+//! live diff against the original), continue a blocked run, and redispatch waiting steps.
 //! Only admins and operators may act. The run is looked up through the session's scope, so
 //! another tenant's run answers exactly like a missing one, whatever the form says.
 
 use durable::model::{Run, RunStatus};
 use leptos::prelude::*;
+use serde_json::Value;
 
 use crate::AppError;
+use crate::components::diff::{Change, json_changes};
 
 /// Carries out `verb` on run `id` and opens the run it leaves the user on (the new run, for a
 /// retry with input). `name` and `payload` are the signal's; `payload` is the new input for
@@ -24,13 +27,9 @@ pub async fn act_on_run(
             use durable::store::SignalSent;
             use serde_json::Value;
 
-            use crate::ssr::{app_state, internal, reads_for, session_user};
+            use crate::ssr::{acting_user, internal, reads_for};
 
-            let state = app_state()?;
-            let user = session_user().await?;
-            if !user.role.can_act() {
-                return Err(AppError::Forbidden);
-            }
+            let (state, user) = acting_user().await?;
             // The session's scope, never the form's.
             let scope = reads_for(&state, &user)?.scope().clone();
             let id = RunId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
@@ -63,6 +62,24 @@ pub async fn act_on_run(
                     "retried",
                     engine.retry(&scope, &id).await.map_err(internal)?,
                 )?,
+                "continue" => outcome(
+                    "continued (only a blocked run can be)",
+                    engine.continue_run(&scope, &id).await.map_err(internal)?,
+                )?,
+                "redispatch" => match engine.redispatch(&scope, &id).await.map_err(internal)? {
+                    (Control::Done(run), n) => {
+                        tracing::info!(run_id = %id, steps = n, user = %user.email, "redispatched from the dashboard");
+                        leptos_axum::redirect(&format!("/runs/{}?redispatched={n}", run.id));
+                        return Ok(());
+                    }
+                    (Control::NotFound, _) => return Err(not_found()),
+                    (Control::WrongStatus(run), _) => {
+                        return Err(AppError::Invalid(format!(
+                            "the run is {} and waits on no remote step; there is nothing to redispatch",
+                            run.status
+                        )));
+                    }
+                },
                 "retry-with-input" => {
                     let input = json(payload, "input")?;
                     outcome(
@@ -109,8 +126,9 @@ pub async fn act_on_run(
 }
 
 /// The actions that apply to `run`, each a form that works before the wasm loads.
+/// `redispatchable` says whether it has a remote step waiting for a result.
 #[component]
-pub fn ActionsPanel(run: Run) -> impl IntoView {
+pub fn ActionsPanel(run: Run, redispatchable: bool) -> impl IntoView {
     let act = ServerAction::<ActOnRun>::new();
     let error = move || {
         act.value()
@@ -119,14 +137,18 @@ pub fn ActionsPanel(run: Run) -> impl IntoView {
             .map(|e| e.to_string())
     };
     let id = run.id.to_string();
-    let (id_signal, id_cancel, id_retry, id_edit) = (id.clone(), id.clone(), id.clone(), id);
+    let (id_signal, id_cancel, id_retry) = (id.clone(), id.clone(), id.clone());
+    let (id_continue, id_redispatch, id_edit) = (id.clone(), id.clone(), id);
     let live = !run.status.is_terminal();
+    let blocked = run.status == RunStatus::Blocked;
+    let redispatchable =
+        redispatchable && matches!(run.status, RunStatus::Suspended | RunStatus::Running);
     let retryable = matches!(run.status, RunStatus::Failed | RunStatus::Dead);
     let editable = matches!(
         run.status,
         RunStatus::Failed | RunStatus::Dead | RunStatus::Cancelled | RunStatus::Completed
     );
-    let input = serde_json::to_string_pretty(&run.input).unwrap_or_else(|_| "null".into());
+    let original = run.input.clone();
     let button = "rounded-md px-3 py-1.5 text-sm font-medium focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2 disabled:opacity-60";
     let field = "rounded-md border border-slate-300 px-2 py-1.5 font-mono text-sm focus:outline-none focus:ring-2 focus:ring-indigo-500";
     view! {
@@ -174,23 +196,116 @@ pub fn ActionsPanel(run: Run) -> impl IntoView {
                         </button>
                     </ActionForm>
                 })}
-                {editable.then(|| view! {
+                {blocked.then(|| view! {
                     <ActionForm action=act>
-                        <input type="hidden" name="id" value=id_edit.clone() />
-                        <input type="hidden" name="verb" value="retry-with-input" />
-                        <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
-                            "Retry with this input (JSON; starts a new run linked to this one)"
-                            <textarea class=field name="payload" rows="4" spellcheck="false">{input.clone()}</textarea>
-                        </label>
-                        <button type="submit" class=format!("{button} mt-2 bg-indigo-700 text-white hover:bg-indigo-800")>
-                            "Retry with edited input"
+                        <input type="hidden" name="id" value=id_continue.clone() />
+                        <input type="hidden" name="verb" value="continue" />
+                        <p class="mb-2 text-sm text-slate-600">
+                            "Continue drives the run again now, after its cause is fixed (a worker serving its version started, a quota was raised). If the cause remains, it parks again with the reason."
+                        </p>
+                        <button type="submit" class=format!("{button} bg-slate-800 text-white hover:bg-slate-900") data-testid="continue">
+                            "Continue"
                         </button>
                     </ActionForm>
                 })}
+                {redispatchable.then(|| view! {
+                    <ActionForm action=act>
+                        <input type="hidden" name="id" value=id_redispatch.clone() />
+                        <input type="hidden" name="verb" value="redispatch" />
+                        <button type="submit" class=format!("{button} border border-slate-300 text-slate-800 hover:bg-slate-100") data-testid="redispatch" title="Send its waiting remote steps again now, with the same step ids">
+                            "Redispatch waiting steps"
+                        </button>
+                    </ActionForm>
+                })}
+                {editable.then(|| view! { <RetryWithInput action=act id=id_edit.clone() original=original.clone() /> })}
                 <Show when=move || error().is_some()>
                     <p class="text-sm text-red-700" role="alert" data-testid="action-error">{error}</p>
                 </Show>
             </div>
         </section>
     }
+}
+
+/// The retry-with-input form: prefilled with the original input, checked as the user types,
+/// and showing what the edit changes before it is submitted. Without wasm it is a plain form
+/// the server checks.
+#[component]
+fn RetryWithInput(action: ServerAction<ActOnRun>, id: String, original: Value) -> impl IntoView {
+    let pretty = serde_json::to_string_pretty(&original).unwrap_or_else(|_| "null".into());
+    let (text, set_text) = signal(pretty.clone());
+    let parsed = Memo::new(move |_| {
+        text.with(|t| serde_json::from_str::<Value>(t).map_err(|e| e.to_string()))
+    });
+    let changes = Memo::new(move |_| {
+        parsed.with(|p| {
+            p.as_ref()
+                .map(|v| json_changes(&original, v))
+                .unwrap_or_default()
+        })
+    });
+    let invalid =
+        move || parsed.with(|p| p.as_ref().err().map(|e| format!("Not valid JSON yet: {e}")));
+    let field = "rounded-md border border-slate-300 px-2 py-1.5 font-mono text-sm focus:outline-none focus:ring-2 focus:ring-indigo-500";
+    view! {
+        <ActionForm action>
+            <input type="hidden" name="id" value=id />
+            <input type="hidden" name="verb" value="retry-with-input" />
+            <label class="flex flex-col gap-1 text-xs font-medium text-slate-600">
+                "Retry with this input (JSON; starts a new run linked to this one)"
+                <textarea
+                    class=field
+                    name="payload"
+                    rows="6"
+                    spellcheck="false"
+                    aria-describedby="retry-input-check"
+                    // The property, not only the text child: a textarea's text is just its
+                    // initial value, and moving between runs reuses this element.
+                    prop:value=move || text.get()
+                    on:input=move |ev| set_text.set(event_target_value(&ev))
+                    data-testid="retry-input"
+                >
+                    {pretty}
+                </textarea>
+            </label>
+            <div id="retry-input-check" class="mt-2 text-xs" aria-live="polite">
+                {move || match invalid() {
+                    Some(message) => view! { <p class="text-red-700" data-testid="retry-input-invalid">{message}</p> }.into_any(),
+                    None => view! { <ChangeList changes=changes.get() /> }.into_any(),
+                }}
+            </div>
+            <button
+                type="submit"
+                class="mt-2 rounded-md bg-indigo-700 px-3 py-1.5 text-sm font-medium text-white hover:bg-indigo-800 focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2 disabled:opacity-60"
+                disabled=move || invalid().is_some()
+                data-testid="retry-with-input"
+            >
+                {move || match changes.with(Vec::len) {
+                    0 => "Retry with the same input".to_owned(),
+                    1 => "Retry with 1 change".to_owned(),
+                    n => format!("Retry with {n} changes"),
+                }}
+            </button>
+        </ActionForm>
+    }
+}
+
+/// The changes an edit makes, one line per path.
+#[component]
+fn ChangeList(changes: Vec<Change>) -> impl IntoView {
+    if changes.is_empty() {
+        return view! { <p class="text-slate-500" data-testid="retry-diff-empty">"No changes from the original input yet."</p> }.into_any();
+    }
+    view! {
+        <ul class="rounded-md border border-slate-200 bg-slate-50 p-2 font-mono" data-testid="retry-diff" aria-label="Changes from the original input">
+            {changes
+                .into_iter()
+                .map(|c| match c {
+                    Change::Added { path, value } => view! { <li class="text-emerald-800">{format!("+ {path}: {value}")}</li> }.into_any(),
+                    Change::Removed { path, value } => view! { <li class="text-red-800">{format!("- {path}: {value}")}</li> }.into_any(),
+                    Change::Changed { path, before, after } => view! { <li class="text-amber-900">{format!("~ {path}: {before} → {after}")}</li> }.into_any(),
+                })
+                .collect_view()}
+        </ul>
+    }
+    .into_any()
 }

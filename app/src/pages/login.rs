@@ -3,17 +3,59 @@ use leptos_meta::Title;
 
 use crate::AppError;
 
-/// Checks the credentials and starts a session (with a fresh session id).
+/// Failed logins counted per email and per client address.
+#[cfg(feature = "ssr")]
+const LOGIN_WINDOW_MS: i64 = 15 * 60_000;
+/// Failed logins for one email within the window before it is refused without checking.
+#[cfg(feature = "ssr")]
+const MAX_FAILURES_PER_EMAIL: u64 = 5;
+/// Failed logins from one address within the window (several people may share one).
+#[cfg(feature = "ssr")]
+const MAX_FAILURES_PER_ADDRESS: u64 = 20;
+
+/// Checks the credentials and starts a session (with a fresh session id). Failed logins are
+/// counted in the database per email and per client address, so every dashboard process
+/// enforces the same limit; over it, the attempt is refused before any password check.
 #[server]
 pub async fn login(email: String, password: String) -> Result<(), AppError> {
     crate::ssr::reply(
         async move {
-            use crate::ssr::{USER_KEY, app_state, dummy_hash, internal, session, verify_password};
+            use crate::ssr::{
+                EPOCH_KEY, USER_KEY, app_state, dummy_hash, internal, session, verify_password,
+            };
 
             let state = app_state()?;
             let email = email.trim().to_lowercase();
             if email.is_empty() || password.is_empty() {
                 return Err(AppError::Invalid("enter your email and password".into()));
+            }
+            use durable::runtime::{Clock, SystemClock};
+            let now = SystemClock.now();
+            let email_key = format!("email:{email}");
+            let address = leptos_axum::extract::<
+                axum::extract::ConnectInfo<std::net::SocketAddr>,
+            >()
+            .await
+            .ok()
+            .map(|c| format!("ip:{}", c.0.ip()));
+            let since = now - LOGIN_WINDOW_MS;
+            let accounts = &state.accounts;
+            let by_email = accounts
+                .login_failures(std::slice::from_ref(&email_key), since)
+                .await
+                .map_err(internal)?;
+            let by_address = match &address {
+                Some(a) => accounts
+                    .login_failures(std::slice::from_ref(a), since)
+                    .await
+                    .map_err(internal)?,
+                None => 0,
+            };
+            if by_email >= MAX_FAILURES_PER_EMAIL || by_address >= MAX_FAILURES_PER_ADDRESS {
+                tracing::warn!(%email, address = address.as_deref().unwrap_or("-"), "login refused: too many failures");
+                return Err(AppError::TooManyAttempts {
+                    retry_after_minutes: (LOGIN_WINDOW_MS / 60_000) as u32,
+                });
             }
             let user = state
                 .accounts
@@ -30,11 +72,26 @@ pub async fn login(email: String, password: String) -> Result<(), AppError> {
                 .map_err(internal)?;
             let user = match (ok, user) {
                 (true, Some(user)) => user,
-                _ => return Err(AppError::BadCredentials),
+                _ => {
+                    let keys: Vec<String> = std::iter::once(email_key).chain(address).collect();
+                    accounts
+                        .record_login_failure(&keys, now)
+                        .await
+                        .map_err(internal)?;
+                    return Err(AppError::BadCredentials);
+                }
             };
+            accounts
+                .clear_login_failures(&email_key)
+                .await
+                .map_err(internal)?;
             let session = session().await?;
             session.cycle_id().await.map_err(internal)?;
             session.insert(USER_KEY, user.id).await.map_err(internal)?;
+            session
+                .insert(EPOCH_KEY, user.session_epoch)
+                .await
+                .map_err(internal)?;
             tracing::info!(user = %user.email, "logged in");
             leptos_axum::redirect("/");
             Ok(())

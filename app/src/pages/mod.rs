@@ -1,6 +1,9 @@
 //! One file per screen, each with the server functions it calls.
 
 pub mod actions;
+pub mod bulk;
+pub mod filters;
 pub mod login;
+pub mod operator;
 pub mod run_detail;
 pub mod runs;

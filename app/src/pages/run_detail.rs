@@ -1,4 +1,4 @@
-use durable::model::{Checkpoint, RunDetail, Waiting};
+use durable::model::{Checkpoint, Waiting};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
@@ -7,19 +7,21 @@ use crate::components::json::JsonBlock;
 use crate::components::live::Live;
 use crate::components::status::StatusBadge;
 use crate::components::time::{duration, utc};
+use crate::components::timeline::Timeline;
+use crate::components::tree::RunTree;
 use crate::pages::actions::ActionsPanel;
 use crate::pages::runs::ErrorBox;
-use crate::{AppError, Me};
+use crate::{AppError, Me, RunView};
 
-/// One run with its checkpoints, if the session may see it. A run of another tenant answers
-/// exactly like a missing one.
-#[server]
-pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunDetail>), AppError> {
+/// One run with its checkpoints, its family (for the child tree) and the live workers, if the
+/// session may see it. A run of another tenant answers exactly like a missing one.
+#[server(endpoint = "get_run_detail")]
+pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunView>), AppError> {
     crate::ssr::reply(
         async move {
-            use durable::model::RunId;
+            use durable::model::{RunDetail, RunId, RunQuery};
 
-            use crate::ssr::{app_state, internal, me, reads_for, session_user};
+            use crate::ssr::{app_state, internal, live_workers, me, reads_for, session_user};
 
             let state = app_state()?;
             let user = session_user().await?;
@@ -28,8 +30,27 @@ pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunDetail>), AppEr
             let Some(run) = reads.get_run(&id).await.map_err(internal)? else {
                 return Ok((me(&user), None));
             };
-            let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
-            Ok((me(&user), Some(RunDetail { run, checkpoints })))
+            let (checkpoints, family, workers) = tokio::try_join!(
+                async { reads.checkpoints(&id).await.map_err(internal) },
+                async {
+                    let query = RunQuery {
+                        family: Some(run.root_run_id.clone()),
+                        limit: durable::model::MAX_PAGE_SIZE,
+                        ..RunQuery::default()
+                    };
+                    reads.list_runs(&query).await.map_err(internal)
+                },
+                live_workers(&state, reads.scope()),
+            )?;
+            Ok((
+                me(&user),
+                Some(RunView {
+                    detail: RunDetail { run, checkpoints },
+                    family_truncated: family.next_cursor.is_some(),
+                    family: family.runs,
+                    workers,
+                }),
+            ))
         }
         .await,
     )
@@ -53,17 +74,24 @@ pub fn RunDetailPage() -> impl IntoView {
         move || (id(), run_version.get()),
         |(id, _)| get_run_detail(id),
     );
+    let query = leptos_router::hooks::use_query_map();
+    let redispatched = move || query.with(|q| q.get("redispatched"));
     view! {
         <Title text="Run · durable" />
         <a href="/" class="text-sm text-indigo-700 hover:underline">
             "← All runs"
         </a>
+        {move || redispatched().map(|n| view! {
+            <p class="mt-2 rounded-md bg-emerald-50 p-2 text-sm text-emerald-900" role="status" data-testid="redispatched">
+                {format!("Sent {n} waiting step(s) again, with the same step ids.")}
+            </p>
+        })}
         <Transition fallback=|| view! { <p class="text-slate-500">"Loading run…"</p> }>
             {move || {
                 detail
                     .get()
                     .map(|r| match r {
-                        Ok((me, Some(detail))) => view! { <DetailBody me detail /> }.into_any(),
+                        Ok((me, Some(view))) => view! { <DetailBody me view /> }.into_any(),
                         Ok((_, None)) => view! { <RunNotFound /> }.into_any(),
                         Err(e) => view! { <ErrorBox error=e /> }.into_any(),
                     })
@@ -86,11 +114,47 @@ fn RunNotFound() -> impl IntoView {
 }
 
 #[component]
-fn DetailBody(me: Me, detail: RunDetail) -> impl IntoView {
+fn DetailBody(me: Me, view: RunView) -> impl IntoView {
+    let RunView {
+        detail,
+        family,
+        family_truncated,
+        workers,
+    } = view;
     let waiting = detail.waiting_for();
-    let actions = me.role.can_act().then(|| detail.run.clone());
+    let no_worker_for = |w: &Waiting| match w {
+        Waiting::Step { name, .. } => {
+            let partition = &detail.run.namespace;
+            (!workers.iter().any(|g| g.serves(name, partition)))
+                .then(|| format!("{name}@{partition}"))
+        }
+        _ => None,
+    };
+    let waiting: Vec<(String, Option<String>)> = waiting
+        .iter()
+        .map(|w| (describe(w), no_worker_for(w)))
+        .collect();
+    let redispatchable = detail.checkpoints.iter().any(|c| {
+        c.kind == durable::model::CheckpointKind::RemoteStep
+            && c.status == durable::model::CheckpointStatus::Pending
+    });
+    let actions = me
+        .role
+        .can_act()
+        .then(|| (detail.run.clone(), redispatchable));
     let run = detail.run;
     let checkpoints = detail.checkpoints;
+    let has_family = family.len() > 1;
+    let tree_current = run.id.clone();
+    let timeline_run = run.clone();
+    let timeline_cps = checkpoints.clone();
+    let tags = run.tags.clone();
+    let attributes: Vec<(String, String)> = run
+        .search_attributes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
+    let has_labels = !tags.is_empty() || !attributes.is_empty();
     let lineage = [
         ("parent", run.parent_run_id.clone()),
         (
@@ -104,7 +168,7 @@ fn DetailBody(me: Me, detail: RunDetail) -> impl IntoView {
         <div class="mt-3 flex flex-col gap-6">
             <section class="rounded-lg border border-slate-200 bg-white p-4">
                 <div class="flex flex-wrap items-center gap-3">
-                    <h1 class="font-mono text-base font-semibold" data-testid="run-id">
+                    <h1 class="break-all font-mono text-base font-semibold" data-testid="run-id">
                         {run.id.to_string()}
                     </h1>
                     <span data-testid="run-status">
@@ -130,7 +194,7 @@ fn DetailBody(me: Me, detail: RunDetail) -> impl IntoView {
                                 <div>
                                     <dt class="text-slate-500">{label}</dt>
                                     <dd>
-                                        <a class="font-mono text-xs text-indigo-700 underline" href=href>
+                                        <a class="break-all font-mono text-xs text-indigo-700 underline" href=href>
                                             {id.to_string()}
                                         </a>
                                     </dd>
@@ -151,19 +215,58 @@ fn DetailBody(me: Me, detail: RunDetail) -> impl IntoView {
                             <ul class="mt-1 list-disc pl-5">
                                 {waiting
                                     .iter()
-                                    .map(|w| view! { <li data-testid="waiting">{describe(w)}</li> })
+                                    .map(|(text, no_worker)| {
+                                        view! {
+                                            <li data-testid="waiting">
+                                                {text.clone()}
+                                                {no_worker.clone().map(|token| {
+                                                    let tenant = token.split_once('@').map(|(_, t)| t.to_owned()).unwrap_or_default();
+                                                    view! {
+                                                        <span class="ml-1 font-semibold text-red-800" data-testid="no-worker">
+                                                            {format!("— no live worker serves `{token}`; start one with `durable worker --tenant {tenant}`")}
+                                                        </span>
+                                                    }
+                                                })}
+                                            </li>
+                                        }
+                                    })
                                     .collect_view()}
                             </ul>
                         </section>
                     }
                 })}
-            {actions.map(|run| view! { <ActionsPanel run /> })}
+            {actions.map(|(run, redispatchable)| view! { <ActionsPanel run redispatchable /> })}
+            {has_labels
+                .then(|| {
+                    view! {
+                        <section class="rounded-lg border border-slate-200 bg-white p-4 text-sm" aria-label="Tags and search attributes">
+                            <h2 class="font-semibold">"Tags and search attributes"</h2>
+                            <div class="mt-2 flex flex-wrap gap-2">
+                                {tags
+                                    .iter()
+                                    .map(|t| view! {
+                                        <a class="rounded-full bg-slate-100 px-2 py-0.5 text-xs text-slate-800 hover:underline" href=format!("/?tag={t}") data-testid="run-tag">{t.clone()}</a>
+                                    })
+                                    .collect_view()}
+                            </div>
+                            <dl class="mt-2 grid grid-cols-[auto_1fr] gap-x-4 gap-y-1" data-testid="run-attributes">
+                                {attributes
+                                    .iter()
+                                    .map(|(k, v)| view! {
+                                        <dt class="font-mono text-xs text-slate-500">{k.clone()}</dt>
+                                        <dd class="font-mono text-xs">{v.clone()}</dd>
+                                    })
+                                    .collect_view()}
+                            </dl>
+                        </section>
+                    }
+                })}
             <section class="grid gap-4 md:grid-cols-2">
-                <div>
+                <div class="min-w-0">
                     <h2 class="mb-1 text-sm font-semibold">"Input"</h2>
                     <JsonBlock value=run.input.clone() testid="run-input" />
                 </div>
-                <div>
+                <div class="min-w-0">
                     <h2 class="mb-1 text-sm font-semibold">"Output"</h2>
                     {match (run.output.clone(), run.error.clone()) {
                         (Some(out), _) => view! { <JsonBlock value=out testid="run-output" /> }.into_any(),
@@ -184,6 +287,24 @@ fn DetailBody(me: Me, detail: RunDetail) -> impl IntoView {
                     }}
                 </div>
             </section>
+            {has_family
+                .then(|| {
+                    view! {
+                        <section aria-label="Child runs">
+                            <h2 class="mb-2 text-sm font-semibold">"Run tree"</h2>
+                            <RunTree family=family.clone() current=tree_current.clone() truncated=family_truncated />
+                        </section>
+                    }
+                })}
+            {(!timeline_cps.is_empty())
+                .then(|| {
+                    view! {
+                        <section aria-label="Timeline">
+                            <h2 class="mb-2 text-sm font-semibold">"Timeline"</h2>
+                            <Timeline run=timeline_run.clone() checkpoints=timeline_cps.clone() />
+                        </section>
+                    }
+                })}
             <section>
                 <h2 class="mb-2 text-sm font-semibold">"Checkpoints"</h2>
                 <Show

@@ -5,169 +5,57 @@ use leptos_router::hooks::use_query_map;
 
 use crate::components::live::Live;
 use crate::components::status::{StatusBadge, status_classes};
-use crate::components::time::utc;
+use crate::components::time::{ago, utc};
+use crate::pages::bulk::BulkPanel;
+use crate::pages::filters::Filters;
 use crate::{AppError, Me, RunsView};
 
-/// A page of the session tenant's runs (every namespace for an operator) matching the filters,
-/// with facet counts. Every filter is a plain string from the URL, checked here.
+/// A page of the session tenant's runs (every namespace for an operator, or the one its `ns`
+/// filter names) matching the filters, with facet counts, and, when `bulk` names a verb, how
+/// many of the matching runs it would act on. Every filter is a plain string from the URL,
+/// checked here.
 #[server]
 pub async fn list_runs(
-    status: Option<String>,
-    workflow: Option<String>,
-    tag: Option<String>,
-    attr: Option<String>,
-    from: Option<String>,
-    until: Option<String>,
+    filters: Filters,
     after: Option<String>,
+    bulk: Option<String>,
 ) -> Result<(Me, RunsView), AppError> {
     crate::ssr::reply(
         async move {
-            use durable::model::{AttributeFilter, Cursor, RunQuery, RunStatus};
-
-            use crate::components::time::parse_date;
-            use crate::ssr::{app_state, internal, me, reads_for, session_user};
+            use crate::pages::bulk::{BulkVerb, preview};
+            use crate::pages::filters::{reads_for_filters, run_query};
+            use crate::ssr::{app_state, internal, me, session_user};
 
             let state = app_state()?;
             let user = session_user().await?;
-            let reads = reads_for(&state, &user)?;
-            let nonempty =
-                |s: Option<String>| s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
-            let invalid = |e: &dyn std::fmt::Display| AppError::Invalid(e.to_string());
-            let status = nonempty(status)
-                .map(|s| s.parse::<RunStatus>())
-                .transpose()
-                .map_err(|e| invalid(&e))?;
-            let attribute = nonempty(attr)
-                .map(|raw| AttributeFilter::parse(&raw))
-                .transpose()
-                .map_err(|e| invalid(&e))?;
-            let date = |raw: Option<String>, what: &str| {
-                nonempty(raw)
-                    .map(|d| {
-                        parse_date(&d).ok_or_else(|| {
-                            AppError::Invalid(format!("{what} `{d}` is not a date: use YYYY-MM-DD"))
-                        })
-                    })
-                    .transpose()
-            };
-            let created_from = date(from, "from")?;
-            // `until` is inclusive of its day.
-            let created_until = date(until, "until")?.map(|ms| ms + 86_400_000);
-            let cursor = nonempty(after)
-                .map(|c| Cursor::parse(&c))
-                .transpose()
-                .map_err(|e| invalid(&e))?;
-            let query = RunQuery {
-                status,
-                workflow: nonempty(workflow),
-                tag: nonempty(tag),
-                attribute,
-                created_from,
-                created_until,
-                limit: 50,
-                cursor,
-            };
+            let reads = reads_for_filters(&state, &user, &filters)?;
+            let query = run_query(&filters, after.as_deref())?;
             let page = reads.list_runs(&query).await.map_err(internal)?;
             let facets = reads.facets().await.map_err(internal)?;
             let workflows = state.engine.registry().workflow_names();
+            let bulk = match bulk.as_deref().filter(|b| !b.is_empty()) {
+                Some(verb) if user.role.can_act() => {
+                    let verb = BulkVerb::parse(verb)?;
+                    Some(preview(&reads, &query, verb).await?)
+                }
+                _ => None,
+            };
             Ok((
                 me(&user),
                 RunsView {
                     page,
                     facets,
                     workflows,
+                    bulk,
+                    now: {
+                        use durable::runtime::{Clock, SystemClock};
+                        SystemClock.now()
+                    },
                 },
             ))
         }
         .await,
     )
-}
-
-/// The list's filters as they stand in the URL, so a filtered view can be shared and reloaded.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Filters {
-    status: String,
-    workflow: String,
-    tag: String,
-    attr: String,
-    from: String,
-    until: String,
-}
-
-impl Filters {
-    const KEYS: [&'static str; 6] = ["status", "workflow", "tag", "attr", "from", "until"];
-
-    fn from_query(q: &leptos_router::params::ParamsMap) -> Self {
-        let get = |k: &str| q.get(k).unwrap_or_default();
-        Filters {
-            status: get("status"),
-            workflow: get("workflow"),
-            tag: get("tag"),
-            attr: get("attr"),
-            from: get("from"),
-            until: get("until"),
-        }
-    }
-
-    fn values(&self) -> [&str; 6] {
-        [
-            &self.status,
-            &self.workflow,
-            &self.tag,
-            &self.attr,
-            &self.from,
-            &self.until,
-        ]
-    }
-
-    /// These filters with `key` set to `value` (cleared when empty).
-    fn with(&self, key: &str, value: &str) -> Self {
-        let mut f = self.clone();
-        let slot = match key {
-            "status" => &mut f.status,
-            "workflow" => &mut f.workflow,
-            "tag" => &mut f.tag,
-            "attr" => &mut f.attr,
-            "from" => &mut f.from,
-            _ => &mut f.until,
-        };
-        *slot = value.to_owned();
-        f
-    }
-
-    /// The list's URL with these filters (and a page cursor).
-    fn href(&self, after: Option<&str>) -> String {
-        let mut parts: Vec<String> = Self::KEYS
-            .iter()
-            .zip(self.values())
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| format!("{k}={}", encode(v)))
-            .collect();
-        if let Some(after) = after {
-            parts.push(format!("after={}", encode(after)));
-        }
-        if parts.is_empty() {
-            "/".to_owned()
-        } else {
-            format!("/?{}", parts.join("&"))
-        }
-    }
-
-    fn any(&self) -> bool {
-        self.values().iter().any(|v| !v.is_empty())
-    }
-}
-
-/// Percent-encodes a query value.
-fn encode(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Starts a run of `workflow` with `input` (JSON) in the session's tenant and opens it.
@@ -177,13 +65,9 @@ pub async fn start_run(workflow: String, input: String) -> Result<(), AppError> 
         use durable::driver::{EngineError, StartRun};
         use serde_json::Value;
 
-        use crate::ssr::{app_state, internal, session_user};
+        use crate::ssr::{acting_user, internal};
 
-        let state = app_state()?;
-        let user = session_user().await?;
-        if !user.role.can_act() {
-            return Err(AppError::Forbidden);
-        }
+        let (state, user) = acting_user().await?;
         let workflow = workflow.trim().to_owned();
         if workflow.is_empty() {
             return Err(AppError::Invalid("choose a workflow to start".into()));
@@ -218,18 +102,7 @@ pub fn RunsPage() -> impl IntoView {
     let query = use_query_map();
     let runs = Resource::new(
         move || (query.get(), live.version.get()),
-        |(q, _)| {
-            let get = |k: &str| q.get(k);
-            list_runs(
-                get("status"),
-                get("workflow"),
-                get("tag"),
-                get("attr"),
-                get("from"),
-                get("until"),
-                get("after"),
-            )
-        },
+        |(q, _)| list_runs(Filters::from_query(&q), q.get("after"), q.get("bulk")),
     );
     view! {
         <Title text="Runs · durable" />
@@ -247,7 +120,7 @@ pub fn RunsPage() -> impl IntoView {
 
 /// The filter form: a plain GET form, so it works before the wasm loads and by keyboard.
 #[component]
-fn FilterBar() -> impl IntoView {
+fn FilterBar(#[prop(optional)] operator: bool) -> impl IntoView {
     let query = use_query_map();
     let f = query.with_untracked(Filters::from_query);
     view! {
@@ -258,6 +131,8 @@ fn FilterBar() -> impl IntoView {
             <FilterField label="Filter by attribute" name="attr" value=f.attr.clone() placeholder="key=value" />
             <FilterField label="Created from (UTC)" name="from" value=f.from.clone() kind="date" />
             <FilterField label="Created until (UTC)" name="until" value=f.until.clone() kind="date" />
+            <FilterField label="Run id (and its children)" name="id" value=f.id.clone() placeholder="any" />
+            {operator.then(|| view! { <FilterField label="Namespace" name="ns" value=f.ns.clone() placeholder="every" /> })}
             <button type="submit" class="rounded-md bg-slate-800 px-3 py-1.5 text-sm font-medium text-white hover:bg-slate-900 focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2">
                 "Filter"
             </button>
@@ -302,6 +177,8 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
     let filtered = filters.any();
     let runs = view.page.runs;
     let empty = runs.is_empty();
+    let bulk = view.bulk;
+    let now = view.now;
     view! {
         <div class="flex flex-col gap-6">
             <section class="flex flex-wrap items-center gap-2" aria-label="Filter by status">
@@ -335,7 +212,7 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
                     })
                     .collect_view()}
             </section>
-            <FilterBar />
+            <FilterBar operator />
             <section class="flex flex-wrap items-center gap-2 text-sm" aria-label="Workflows and tags">
                 <span class="text-xs font-medium uppercase tracking-wide text-slate-500">"Workflows"</span>
                 {workflow_facets}
@@ -345,6 +222,7 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
             <Show when=move || can_act>
                 <StartRunForm workflows=workflows.clone() />
             </Show>
+            {can_act.then(|| view! { <BulkPanel filters=filters.clone() preview=bulk.clone() /> })}
             <section aria-label="Runs">
                 <Show
                     when=move || !empty
@@ -371,14 +249,14 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
                                     {operator.then(|| view! { <th class="px-3 py-2">"Namespace"</th> })}
                                     <th class="px-3 py-2">"Workflow"</th>
                                     <th class="px-3 py-2">"Status"</th>
-                                    <th class="px-3 py-2">"Created (UTC)"</th>
+                                    <th class="px-3 py-2">"Created"</th>
                                 </tr>
                             </thead>
                             <tbody>
                                 {runs
                                     .clone()
                                     .into_iter()
-                                    .map(|run| view! { <RunRow run operator /> })
+                                    .map(|run| view! { <RunRow run operator now /> })
                                     .collect_view()}
                             </tbody>
                         </table>
@@ -432,7 +310,7 @@ fn chip_class(active: bool, colors: &str) -> String {
 }
 
 #[component]
-fn RunRow(run: Run, operator: bool) -> impl IntoView {
+fn RunRow(run: Run, operator: bool, now: durable::model::Millis) -> impl IntoView {
     let href = format!("/runs/{}", run.id);
     view! {
         <tr class="border-t border-slate-100 hover:bg-slate-50" data-run-id=run.id.to_string()>
@@ -453,7 +331,9 @@ fn RunRow(run: Run, operator: bool) -> impl IntoView {
             <td class="px-3 py-2">
                 <StatusBadge status=run.status />
             </td>
-            <td class="px-3 py-2 text-slate-600">{utc(run.created_at)}</td>
+            <td class="px-3 py-2 text-slate-600" title=format!("{} UTC", utc(run.created_at))>
+                {ago(now - run.created_at)}
+            </td>
         </tr>
     }
 }

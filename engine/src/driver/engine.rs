@@ -7,7 +7,10 @@ use tokio::task::JoinHandle;
 
 use super::shared::Shared;
 use super::{drive, lease, redispatch, results, sweep};
-use crate::model::{Namespace, Run, RunId, RunStatus, Scope, StepFailure, TenantEventKind};
+use crate::model::{
+    Checkpoint, CheckpointKind, CheckpointStatus, Namespace, Run, RunId, RunStatus, Scope,
+    StepFailure, TenantEventKind,
+};
 use crate::runtime::{Clock, Registry, SystemClock};
 use crate::store::{History, NewRun, RunPatch, SignalSent, Store, StoreError};
 use crate::transport::{Transport, TransportError};
@@ -294,6 +297,69 @@ impl Engine {
         let control = self.controlled(scope, id, run).await?;
         self.shared.wake.notify_one();
         Ok(control)
+    }
+
+    /// Drives a `blocked` run again now: after a process serving its version started, or a
+    /// quota was raised. If the cause remains, its next turn parks it again with the reason.
+    pub async fn continue_run(&self, scope: &Scope, id: &RunId) -> Result<Control, EngineError> {
+        let patch = RunPatch {
+            status: RunStatus::Pending,
+            error: None,
+        };
+        let run = self
+            .shared
+            .store
+            .update_run_if(
+                scope,
+                id,
+                &[RunStatus::Blocked],
+                patch,
+                self.shared.clock.now(),
+            )
+            .await?;
+        let control = self.controlled(scope, id, run).await?;
+        self.shared.wake.notify_one();
+        Ok(control)
+    }
+
+    /// Sends run `id`'s waiting remote steps again now, with their `step_id`s (a worker that
+    /// already ran one can tell), instead of waiting for the lost-dispatch window. Returns
+    /// how many steps went out; [`Control::WrongStatus`] when the run waits on no step.
+    pub async fn redispatch(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+    ) -> Result<(Control, usize), EngineError> {
+        let store = &self.shared.store;
+        let Some(run) = store.get_run(scope, id).await? else {
+            return Ok((Control::NotFound, 0));
+        };
+        let waiting = matches!(run.status, RunStatus::Suspended | RunStatus::Running);
+        let steps: Vec<Checkpoint> = if waiting {
+            store
+                .checkpoints(scope, id)
+                .await?
+                .into_iter()
+                .filter(|cp| {
+                    cp.kind == CheckpointKind::RemoteStep
+                        && cp.status == CheckpointStatus::Pending
+                        // A retry waiting out its backoff is the turn's to send.
+                        && cp.wake_at.is_none_or(|at| at <= self.shared.clock.now())
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if steps.is_empty() {
+            return Ok((Control::WrongStatus(run), 0));
+        }
+        let n = steps.len();
+        for cp in steps {
+            redispatch::send_again(&self.shared, &run.namespace, cp, self.shared.clock.now())
+                .await?;
+        }
+        tracing::info!(run_id = %run.id, steps = n, "redispatched on request");
+        Ok((Control::Done(run), n))
     }
 
     /// Starts a new run of the same workflow with edited `input`, stamped with the original's

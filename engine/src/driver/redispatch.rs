@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::shared::Shared;
-use crate::model::{Millis, RemoteTask};
+use crate::model::{Checkpoint, Millis, Namespace, RemoteTask};
 use crate::store::StoreError;
 use crate::transport::naming::routing_token;
 
@@ -27,6 +27,37 @@ pub(crate) async fn redispatch_loop(shared: Arc<Shared>, mut stop: watch::Receiv
     }
 }
 
+/// Marks remote step `cp` of a run in `namespace` dispatched at `stamp` and queues it again
+/// with its `step_id`, so a worker that already ran it can tell.
+pub(crate) async fn send_again(
+    shared: &Shared,
+    namespace: &Namespace,
+    cp: Checkpoint,
+    stamp: Millis,
+) -> Result<(), StoreError> {
+    let task = RemoteTask {
+        step_id: format!("{}:{}", cp.run_id, cp.seq),
+        group: cp
+            .worker_group
+            .clone()
+            .unwrap_or_else(|| routing_token(&cp.name, Some(namespace))),
+        run_id: cp.run_id.clone(),
+        seq: cp.seq,
+        name: cp.name,
+        input: cp.input,
+        context: Some(serde_json::json!({ "tenant": namespace })),
+        attempt: cp.attempts.max(1),
+    };
+    shared
+        .store
+        .mark_dispatched(&cp.run_id, cp.seq, stamp)
+        .await?;
+    if let Err(e) = shared.transport.dispatch(task).await {
+        tracing::warn!(run_id = %cp.run_id, seq = cp.seq, error = %e, "redispatch failed");
+    }
+    Ok(())
+}
+
 /// Dispatches again every waiting remote step last sent at or before `cutoff`.
 pub(crate) async fn redispatch_due(shared: &Shared, cutoff: Millis) -> Result<usize, StoreError> {
     let mut total = 0;
@@ -37,28 +68,9 @@ pub(crate) async fn redispatch_due(shared: &Shared, cutoff: Millis) -> Result<us
             .await?;
         let n = steps.len();
         for step in steps {
-            let cp = step.checkpoint;
-            let task = RemoteTask {
-                step_id: format!("{}:{}", cp.run_id, cp.seq),
-                group: cp
-                    .worker_group
-                    .clone()
-                    .unwrap_or_else(|| routing_token(&cp.name, Some(&step.namespace))),
-                run_id: cp.run_id.clone(),
-                seq: cp.seq,
-                name: cp.name,
-                input: cp.input,
-                context: Some(serde_json::json!({ "tenant": step.namespace })),
-                attempt: cp.attempts.max(1),
-            };
             // Stamp strictly after the cutoff so the next batch does not fetch this step again.
-            shared
-                .store
-                .mark_dispatched(&cp.run_id, cp.seq, shared.clock.now().max(cutoff + 1))
-                .await?;
-            if let Err(e) = shared.transport.dispatch(task).await {
-                tracing::warn!(run_id = %cp.run_id, seq = cp.seq, error = %e, "redispatch failed");
-            }
+            let stamp = shared.clock.now().max(cutoff + 1);
+            send_again(shared, &step.namespace, step.checkpoint, stamp).await?;
         }
         total += n;
         if n < BATCH as usize {

@@ -4,6 +4,7 @@
 mod account;
 mod checkpoint;
 mod event;
+mod health;
 mod namespace;
 mod query;
 mod retry;
@@ -15,6 +16,7 @@ mod wire;
 pub use account::Role;
 pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
 pub use event::{TenantEvent, TenantEventKind};
+pub use health::{NamespaceLoad, WorkerGroup};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use query::{
     AttributeFilter, Cursor, Facets, MAX_FACET_VALUES, MAX_PAGE_SIZE, RunPage, RunQuery,

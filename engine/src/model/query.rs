@@ -27,6 +27,10 @@ pub struct RunQuery {
     /// Only runs created before this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_until: Option<Millis>,
+    /// Only this run and, when it is a root, every run started under it (its children,
+    /// their children, ...): what a user pasting a run id wants to see, and the child tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<RunId>,
     /// Page size (1..=[`MAX_PAGE_SIZE`]; 0 means the default of 50).
     #[serde(default)]
     pub limit: u32,

@@ -16,6 +16,8 @@ pub struct User {
     pub role: Role,
     /// PHC-format password hash.
     pub password_hash: String,
+    /// Bumped by "log out everywhere": a session made at another epoch is no longer valid.
+    pub session_epoch: i64,
 }
 
 /// A user to create.
@@ -42,6 +44,17 @@ pub trait Accounts: Send + Sync + 'static {
     async fn user_by_id(&self, id: i64) -> StoreResult<Option<User>>;
     /// How many users exist (first start creates the demo ones when there are none).
     async fn count_users(&self) -> StoreResult<u64>;
+    /// Ends every session of user `id` ("log out everywhere") by moving its session epoch on;
+    /// returns the new epoch, or `None` when no such user exists.
+    async fn bump_session_epoch(&self, id: i64) -> StoreResult<Option<i64>>;
+    /// Records a failed login under each of `keys` (an email, a client address), at `now`.
+    /// Failures older than a day are dropped on the way.
+    async fn record_login_failure(&self, keys: &[String], now: Millis) -> StoreResult<()>;
+    /// The most failed logins under any of `keys` at or after `since`: what login rate limiting
+    /// reads, shared by every dashboard process on this database.
+    async fn login_failures(&self, keys: &[String], since: Millis) -> StoreResult<u64>;
+    /// Forgets the failed logins under `key` (after a successful login).
+    async fn clear_login_failures(&self, key: &str) -> StoreResult<()>;
     /// Reads a setting, or stores `make()` under `key` if it has none yet. Concurrent callers
     /// all see the first value stored.
     async fn setting_or_insert(&self, key: &str, make: String) -> StoreResult<String>;

@@ -902,6 +902,186 @@ pub async fn filters_and_facets_stay_inside_the_scope(store: Arc<dyn Store>) {
     );
 }
 
+/// The family filter finds a run and everything started under it, inside the scope; the
+/// operator's per-namespace load counts live runs and recent failures only.
+pub async fn families_and_loads_follow_the_scope(store: Arc<dyn Store>) {
+    let root = store
+        .create_run(new_run("fam-root", "acme"), 10, None)
+        .await
+        .expect("root");
+    let mut child = new_run("fam-root.child.0", "acme");
+    child.parent_run_id = Some(root.id.clone());
+    child.root_run_id = root.id.clone();
+    store.create_run(child, 20, None).await.expect("child");
+    store
+        .create_run(new_run("fam-other", "acme"), 30, None)
+        .await
+        .expect("other");
+    let acme = Scope::Only(ns("acme"));
+    let family = |id: &str| RunQuery {
+        family: Some(RunId::parse(id).expect("id")),
+        ..RunQuery::default()
+    };
+    let ids = |page: crate::model::RunPage| {
+        page.runs
+            .into_iter()
+            .map(|r| r.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(store
+            .list_runs(&acme, &family("fam-root"))
+            .await
+            .expect("list")),
+        ["fam-root.child.0", "fam-root"]
+    );
+    assert_eq!(
+        ids(store
+            .list_runs(&acme, &family("fam-root.child.0"))
+            .await
+            .expect("list")),
+        ["fam-root.child.0"],
+        "a child's family filter is the child itself"
+    );
+    assert!(
+        store
+            .list_runs(&Scope::Only(ns("globex")), &family("fam-root"))
+            .await
+            .expect("list")
+            .runs
+            .is_empty(),
+        "another tenant's family is invisible"
+    );
+
+    // Loads: acme has 3 pending; one globex run failed recently, one long ago, one is blocked.
+    for (id, status, at) in [
+        ("load-g1", RunStatus::Failed, 5_000),
+        ("load-g2", RunStatus::Failed, 100),
+        ("load-g3", RunStatus::Blocked, 100),
+    ] {
+        store
+            .create_run(new_run(id, "globex"), 50, None)
+            .await
+            .expect("globex run");
+        let patch = RunPatch {
+            status,
+            error: None,
+        };
+        store
+            .update_run_if(
+                &Scope::All,
+                &RunId::parse(id).expect("id"),
+                &[RunStatus::Pending],
+                patch,
+                at,
+            )
+            .await
+            .expect("update")
+            .expect("was pending");
+    }
+    let loads = store
+        .namespace_loads(&Scope::All, 1_000)
+        .await
+        .expect("loads");
+    let summary = loads
+        .iter()
+        .map(|l| {
+            (
+                l.namespace.to_string(),
+                l.pending,
+                l.blocked,
+                l.failed_recently,
+                l.backlog(),
+            )
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        summary,
+        [
+            ("acme".to_owned(), 3, 0, 0, 3),
+            ("globex".to_owned(), 0, 1, 1, 1)
+        ]
+    );
+    let only_acme = store.namespace_loads(&acme, 1_000).await.expect("loads");
+    assert_eq!(
+        only_acme.len(),
+        1,
+        "a tenant's view holds only its own load"
+    );
+    assert_eq!(only_acme[0].namespace, ns("acme"));
+}
+
+/// Dashboard accounts: "log out everywhere" moves the session epoch on, and failed logins are
+/// counted per key within the window and forgotten on request.
+pub async fn accounts_track_sessions_and_failed_logins(accounts: Arc<dyn super::Accounts>) {
+    let user = accounts
+        .create_user(
+            super::NewUser {
+                email: "a@acme.test".into(),
+                tenant: Some(ns("acme")),
+                role: crate::model::Role::Admin,
+                password_hash: "x".into(),
+            },
+            1,
+        )
+        .await
+        .expect("user");
+    assert_eq!(user.session_epoch, 0);
+    assert_eq!(
+        accounts.bump_session_epoch(user.id).await.expect("bump"),
+        Some(1)
+    );
+    let reread = accounts
+        .user_by_id(user.id)
+        .await
+        .expect("read")
+        .expect("user");
+    assert_eq!(reread.session_epoch, 1);
+    assert_eq!(
+        accounts.bump_session_epoch(9_999).await.expect("bump"),
+        None
+    );
+
+    let email = "email:a@acme.test".to_owned();
+    let ip = "ip:10.0.0.1".to_owned();
+    for at in [100, 200, 300] {
+        accounts
+            .record_login_failure(&[email.clone(), ip.clone()], at)
+            .await
+            .expect("record");
+    }
+    accounts
+        .record_login_failure(std::slice::from_ref(&ip), 400)
+        .await
+        .expect("record");
+    let both = [email.clone(), ip.clone()];
+    assert_eq!(accounts.login_failures(&both, 0).await.expect("count"), 4);
+    assert_eq!(accounts.login_failures(&both, 250).await.expect("count"), 2);
+    assert_eq!(
+        accounts
+            .login_failures(std::slice::from_ref(&email), 0)
+            .await
+            .expect("count"),
+        3
+    );
+    accounts.clear_login_failures(&email).await.expect("clear");
+    assert_eq!(
+        accounts
+            .login_failures(std::slice::from_ref(&email), 0)
+            .await
+            .expect("count"),
+        0
+    );
+    assert_eq!(
+        accounts
+            .login_failures(std::slice::from_ref(&ip), 0)
+            .await
+            .expect("count"),
+        4,
+        "clearing one key leaves the others"
+    );
+}
+
 /// Every driver scan (claims, the next wake-up, lost dispatches, the sweep) of a namespaced
 /// engine sees only its namespace; the operator's sees all of them.
 pub async fn driver_scans_stay_inside_their_namespace(store: Arc<dyn Store>) {
@@ -1233,7 +1413,8 @@ macro_rules! store_conformance {
             filters_and_facets_stay_inside_the_scope,
             driver_scans_stay_inside_their_namespace,
             racing_claims_split_the_runs,
-            control_verbs_and_leases_follow_their_rules
+            control_verbs_and_leases_follow_their_rules,
+            families_and_loads_follow_the_scope
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

@@ -20,9 +20,7 @@ pub enum StoreError {
     )]
     ScopingUnsupported,
     /// The database URL names a backend this build does not have.
-    #[error(
-        "unsupported database URL `{0}`: use sqlite://PATH (postgres:// arrives with the PostgreSQL store)"
-    )]
+    #[error("unsupported database URL `{0}`: use sqlite://PATH or postgres://USER@HOST/DATABASE")]
     UnsupportedUrl(String),
 }
 

@@ -24,8 +24,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
-    StatusCount, StepResult, ValueCount,
+    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
+    RunStatus, Scope, StatusCount, StepResult, ValueCount,
 };
 
 pub use accounts::{Accounts, NewUser, User};
@@ -66,6 +66,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// How many runs are in each status (statuses with no runs are omitted).
     async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>>;
+
+    /// Per namespace in `scope`: runs pending, running, suspended and blocked now, and runs
+    /// that failed or died at or after `failed_since`. Namespaces with none of these are left
+    /// out. Served by status indexes, so it stays cheap however many runs have finished.
+    async fn namespace_loads(
+        &self,
+        scope: &Scope,
+        failed_since: Millis,
+    ) -> StoreResult<Vec<NamespaceLoad>>;
 
     /// Counts by status, by workflow and by tag (the most used first), in `scope`.
     async fn facets(&self, scope: &Scope) -> StoreResult<Facets>;

@@ -2,7 +2,8 @@ use std::sync::Arc;
 
 use super::{Store, StoreError, StoreResult};
 use crate::model::{
-    Checkpoint, Facets, Namespace, Run, RunId, RunPage, RunQuery, Scope, StatusCount, ValueCount,
+    Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run, RunId, RunPage, RunQuery, Scope,
+    StatusCount, ValueCount,
 };
 
 /// A read view of a store confined to one namespace.
@@ -55,6 +56,11 @@ impl ScopedStore {
     /// Visible runs per status.
     pub async fn count_by_status(&self) -> StoreResult<Vec<StatusCount>> {
         self.inner.count_by_status(&self.scope).await
+    }
+
+    /// Per-namespace load in this view (see [`Store::namespace_loads`]).
+    pub async fn namespace_loads(&self, failed_since: Millis) -> StoreResult<Vec<NamespaceLoad>> {
+        self.inner.namespace_loads(&self.scope, failed_since).await
     }
 
     /// Counts by status, workflow and tag in this view.

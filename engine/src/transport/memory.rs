@@ -13,7 +13,7 @@ use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
     TransportResult,
 };
-use crate::model::{ControlMessage, RemoteTask, Scope, StepResult, TenantEvent};
+use crate::model::{ControlMessage, RemoteTask, Scope, StepResult, TenantEvent, WorkerGroup};
 
 const EVENT_BUFFER: usize = 4096;
 
@@ -95,11 +95,13 @@ impl Transport for MemoryTransport {
             .filter(|&i| router.consumers[i].serves(&task.group))
             .collect();
         if matching.is_empty() {
-            router
-                .backlog
-                .entry(task.group.clone())
-                .or_default()
-                .push_back(task);
+            // A step sent again while nobody serves its token replaces its earlier copy, so a
+            // token nobody serves does not pile up redispatches.
+            let queue = router.backlog.entry(task.group.clone()).or_default();
+            match queue.iter_mut().find(|t| t.step_id == task.step_id) {
+                Some(earlier) => *earlier = task,
+                None => queue.push_back(task),
+            }
             return Ok(());
         }
         let pick = matching[router.next % matching.len()];
@@ -211,6 +213,35 @@ impl Transport for MemoryTransport {
                 }
             }
         })))
+    }
+
+    async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>> {
+        let mut router = self.router();
+        router.consumers.retain(|c| !c.tx.is_closed());
+        let mut groups = std::collections::BTreeMap::<String, WorkerGroup>::new();
+        for consumer in &router.consumers {
+            let partitions = match &consumer.partitions {
+                Partitions::All => vec![None],
+                Partitions::Only(ps) => ps
+                    .iter()
+                    .filter(|p| scope.admits(p))
+                    .cloned()
+                    .map(Some)
+                    .collect(),
+            };
+            for name in &consumer.names {
+                for partition in &partitions {
+                    let group = WorkerGroup {
+                        name: name.clone(),
+                        partition: partition.clone(),
+                        workers: 0,
+                        last_seen: None,
+                    };
+                    groups.entry(group.token()).or_insert(group).workers += 1;
+                }
+            }
+        }
+        Ok(groups.into_values().collect())
     }
 
     fn retains_tasks(&self) -> bool {

@@ -12,7 +12,9 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use futures::Stream;
 
-use crate::model::{ControlMessage, Namespace, RemoteTask, Scope, StepResult, TenantEvent};
+use crate::model::{
+    ControlMessage, Namespace, RemoteTask, Scope, StepResult, TenantEvent, WorkerGroup,
+};
 
 pub use memory::MemoryTransport;
 
@@ -94,6 +96,11 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Hears every control message from now on (nothing is replayed to a late subscriber).
     async fn subscribe_control(&self) -> TransportResult<Subscription<ControlMessage>>;
+
+    /// The live worker groups whose partition `scope` admits (plus groups serving every
+    /// partition), by name: worker health for the dashboard, and whether a waiting step has
+    /// anyone to run it.
+    async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>>;
 
     /// Whether queued tasks survive a restart of this process. When they do not (in-process),
     /// the engine re-dispatches every waiting step at start-up.

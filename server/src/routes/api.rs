@@ -27,6 +27,8 @@ pub fn router() -> Router<ServerState> {
         .route("/runs/{id}/cancel", post(cancel_run))
         .route("/runs/{id}/retry", post(retry_run))
         .route("/runs/{id}/retry-with-input", post(retry_with_input))
+        .route("/runs/{id}/continue", post(continue_run))
+        .route("/runs/{id}/redispatch", post(redispatch_run))
         .route("/events", get(sse::api_events))
 }
 
@@ -117,6 +119,8 @@ struct ListParams {
     /// Epoch milliseconds, exclusive.
     #[serde(rename = "createdUntil")]
     created_until: Option<Millis>,
+    /// A run id: that run and, for a root, every run started under it.
+    id: Option<String>,
     limit: Option<String>,
     cursor: Option<String>,
 }
@@ -159,6 +163,12 @@ async fn list_runs(
             .map_err(|e| ApiError::BadRequest(e.to_string()))?,
         created_from: params.created_from,
         created_until: params.created_until,
+        family: params
+            .id
+            .filter(|s| !s.is_empty())
+            .map(|raw| RunId::parse(&raw))
+            .transpose()
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?,
         limit,
         cursor,
     };
@@ -257,6 +267,41 @@ async fn retry_run(
         outcome.map_err(internal)?,
         "retry (only failed or dead runs are)",
     )
+}
+
+async fn continue_run(
+    State(state): State<ServerState>,
+    ApiTenant(tenant): ApiTenant,
+    Path(id): Path<String>,
+) -> Result<Json<durable::model::Run>, ApiError> {
+    let id = run_id(&id)?;
+    let outcome = state
+        .app
+        .engine
+        .continue_run(&Scope::Only(tenant), &id)
+        .await;
+    control(
+        outcome.map_err(internal)?,
+        "continue (only blocked runs can be)",
+    )
+}
+
+async fn redispatch_run(
+    State(state): State<ServerState>,
+    ApiTenant(tenant): ApiTenant,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = run_id(&id)?;
+    let (outcome, steps) = state
+        .app
+        .engine
+        .redispatch(&Scope::Only(tenant), &id)
+        .await
+        .map_err(internal)?;
+    let Json(run) = control(outcome, "redispatch (it waits on no remote step)")?;
+    Ok(Json(
+        serde_json::json!({ "run": run, "redispatched": steps }),
+    ))
 }
 
 /// `POST /runs/{id}/retry-with-input` body.

@@ -115,7 +115,10 @@ fn router_with<S: SessionStore + Clone>(
             ServerState,
             _,
         >(context, shell))
-        .layer(middleware::from_fn(auth::require_login))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_login,
+        ))
         .layer(middleware::from_fn(auth::same_origin))
         .layer(sessions);
     Router::new()

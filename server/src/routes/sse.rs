@@ -33,15 +33,7 @@ pub async fn dashboard_events(
     session: Session,
 ) -> Result<EventStream, ApiError> {
     let unauthorized = || ApiError::Unauthorized("log in to watch live events".into());
-    let id: i64 = session
-        .get(app::ssr::USER_KEY)
-        .await
-        .map_err(internal)?
-        .ok_or_else(unauthorized)?;
-    let user = state
-        .app
-        .accounts
-        .user_by_id(id)
+    let user = app::ssr::user_of(state.app.accounts.as_ref(), &session)
         .await
         .map_err(internal)?
         .ok_or_else(unauthorized)?;

@@ -9,7 +9,10 @@ use super::rows::db;
 use crate::model::{Millis, Namespace, Role};
 use crate::store::{Accounts, NewUser, StoreError, StoreResult, User};
 
-const USER_COLS: &str = "id, email, tenant, role, password_hash";
+const USER_COLS: &str = "id, email, tenant, role, password_hash, session_epoch";
+
+/// How long failed logins are kept.
+const DAY_MS: Millis = 86_400_000;
 
 fn user_from_row(row: &PgRow) -> StoreResult<User> {
     let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
@@ -21,6 +24,7 @@ fn user_from_row(row: &PgRow) -> StoreResult<User> {
         tenant: tenant.map(|t| Namespace::from_stored(Some(&t))),
         role: role.parse::<Role>().map_err(StoreError::Corrupt)?,
         password_hash: row.try_get(4).map_err(corrupt)?,
+        session_epoch: row.try_get(5).map_err(corrupt)?,
     })
 }
 
@@ -69,6 +73,55 @@ impl Accounts for PgStore {
             .await
             .map_err(db)?;
         Ok(n as u64)
+    }
+
+    async fn bump_session_epoch(&self, id: i64) -> StoreResult<Option<i64>> {
+        sqlx::query_scalar(
+            "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = $1 \
+             RETURNING session_epoch",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)
+    }
+
+    async fn record_login_failure(&self, keys: &[String], now: Millis) -> StoreResult<()> {
+        sqlx::query("DELETE FROM login_failures WHERE key = ANY($1) AND at < $2")
+            .bind(keys)
+            .bind(now - DAY_MS)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        sqlx::query("INSERT INTO login_failures (key, at) SELECT k, $2 FROM UNNEST($1::text[]) k")
+            .bind(keys)
+            .bind(now)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn login_failures(&self, keys: &[String], since: Millis) -> StoreResult<u64> {
+        let most: Option<i64> = sqlx::query_scalar(
+            "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM login_failures \
+             WHERE key = ANY($1) AND at >= $2 GROUP BY key) per_key",
+        )
+        .bind(keys)
+        .bind(since)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(most.unwrap_or(0) as u64)
+    }
+
+    async fn clear_login_failures(&self, key: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM login_failures WHERE key = $1")
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(())
     }
 
     async fn setting_or_insert(&self, key: &str, make: String) -> StoreResult<String> {

@@ -27,8 +27,8 @@ use super::{
     StoreResult, TurnCommit,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
-    StatusCount, StepResult, ValueCount,
+    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
+    RunStatus, Scope, StatusCount, StepResult, ValueCount,
 };
 
 /// The PostgreSQL [`Store`] and [`super::Accounts`].
@@ -127,6 +127,14 @@ impl Store for PgStore {
 
     async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
         reads::count_by_status(&self.pool, scope).await
+    }
+
+    async fn namespace_loads(
+        &self,
+        scope: &Scope,
+        failed_since: Millis,
+    ) -> StoreResult<Vec<NamespaceLoad>> {
+        reads::namespace_loads(&self.pool, scope, failed_since).await
     }
 
     async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {

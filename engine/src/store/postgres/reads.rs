@@ -8,10 +8,10 @@ use super::rows::{
 use serde_json::{Value, json};
 
 use crate::model::{
-    BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, Run, RunId,
-    RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
+    BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
+    Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
 };
-use crate::store::{History, PendingStep, StoreError, StoreResult};
+use crate::store::{History, PendingStep, StoreError, StoreResult, rules};
 
 pub(super) async fn get_run(pool: &PgPool, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -44,6 +44,13 @@ pub(super) async fn list_runs(
         wanted.insert(filter.key.clone(), filter.value.clone());
         sql.push(" AND search_attributes @> ")
             .push_bind(Value::Object(wanted));
+    }
+    if let Some(family) = &query.family {
+        sql.push(" AND (id = ")
+            .push_bind(family.as_str().to_owned())
+            .push(" OR root_run_id = ")
+            .push_bind(family.as_str().to_owned())
+            .push(")");
     }
     if let Some(from) = query.created_from {
         sql.push(" AND created_at >= ").push_bind(from);
@@ -103,6 +110,45 @@ pub(super) async fn count_by_status(pool: &PgPool, scope: &Scope) -> StoreResult
         .collect::<StoreResult<Vec<_>>>()?;
     counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
     Ok(counts)
+}
+
+pub(super) async fn namespace_loads(
+    pool: &PgPool,
+    scope: &Scope,
+    failed_since: Millis,
+) -> StoreResult<Vec<NamespaceLoad>> {
+    // Live statuses by the status index, recent failures by (status, finished_at); finished
+    // history is never walked.
+    let mut sql = Sql::new(
+        "SELECT namespace, status, COUNT(*) AS n FROM runs \
+         WHERE status IN ('pending', 'running', 'cancelling', 'suspended', 'blocked')",
+    );
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(
+        " GROUP BY namespace, status UNION ALL \
+        SELECT namespace, 'failed', COUNT(*) FROM runs \
+        WHERE status IN ('failed', 'dead') AND finished_at >= ",
+    )
+    .push_bind(failed_since);
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" GROUP BY namespace");
+    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+    let mut loads = std::collections::BTreeMap::<String, NamespaceLoad>::new();
+    for row in &rows {
+        let ns: Option<String> = row.try_get(0).map_err(corrupt)?;
+        let status: String = row.try_get(1).map_err(corrupt)?;
+        let n: i64 = row.try_get(2).map_err(corrupt)?;
+        let namespace = Namespace::from_stored(ns.as_deref());
+        let load = loads
+            .entry(namespace.as_str().to_owned())
+            .or_insert_with(|| NamespaceLoad {
+                namespace,
+                ..NamespaceLoad::default()
+            });
+        rules::add_to_load(load, &status, n as u64);
+    }
+    Ok(loads.into_values().collect())
 }
 
 pub(super) async fn facets(pool: &PgPool, scope: &Scope) -> StoreResult<Facets> {

@@ -10,7 +10,10 @@ use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Role};
 use crate::store::{Accounts, NewUser, StoreError, StoreResult, User};
 
-const USER_COLS: &str = "id, email, tenant, role, password_hash";
+/// How long failed logins are kept.
+const DAY_MS: Millis = 86_400_000;
+
+const USER_COLS: &str = "id, email, tenant, role, password_hash, session_epoch";
 
 fn user_from_row(row: &Row<'_>) -> StoreResult<User> {
     let tenant: Option<String> = col(row, "tenant")?;
@@ -21,6 +24,7 @@ fn user_from_row(row: &Row<'_>) -> StoreResult<User> {
         tenant: tenant.map(|t| Namespace::from_stored(Some(&t))),
         role: role.parse::<Role>().map_err(StoreError::Corrupt)?,
         password_hash: col(row, "password_hash")?,
+        session_epoch: col(row, "session_epoch")?,
     })
 }
 
@@ -89,6 +93,74 @@ impl Accounts for SqliteStore {
                     .query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))
                     .map_err(db)?;
                 Ok(n as u64)
+            })
+            .await
+    }
+
+    async fn bump_session_epoch(&self, id: i64) -> StoreResult<Option<i64>> {
+        self.writer
+            .write(move |conn| {
+                let epoch = optional(
+                    conn.prepare_cached(
+                        "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = ? \
+                         RETURNING session_epoch",
+                    )
+                    .map_err(db)?
+                    .query_row([id], |r| r.get(0)),
+                )?;
+                Ok(Wrote::Keep(epoch))
+            })
+            .await
+    }
+
+    async fn record_login_failure(&self, keys: &[String], now: Millis) -> StoreResult<()> {
+        let keys = keys.to_vec();
+        self.writer
+            .write(move |conn| {
+                for key in &keys {
+                    conn.prepare_cached("DELETE FROM login_failures WHERE key = ? AND at < ?")
+                        .map_err(db)?
+                        .execute(params![key, now - DAY_MS])
+                        .map_err(db)?;
+                    conn.prepare_cached("INSERT INTO login_failures (key, at) VALUES (?, ?)")
+                        .map_err(db)?
+                        .execute(params![key, now])
+                        .map_err(db)?;
+                }
+                Ok(Wrote::Keep(()))
+            })
+            .await
+    }
+
+    async fn login_failures(&self, keys: &[String], since: Millis) -> StoreResult<u64> {
+        let keys = keys.to_vec();
+        self.readers
+            .read(move |conn| {
+                let mut most = 0u64;
+                for key in &keys {
+                    let n: i64 = conn
+                        .prepare_cached(
+                            "SELECT COUNT(*) FROM login_failures WHERE key = ? AND at >= ?",
+                        )
+                        .map_err(db)?
+                        .query_row(params![key, since], |r| r.get(0))
+                        .map_err(db)?;
+                    most = most.max(n as u64);
+                }
+                Ok(most)
+            })
+            .await
+    }
+
+    async fn clear_login_failures(&self, key: &str) -> StoreResult<()> {
+        let key = key.to_owned();
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached("DELETE FROM login_failures WHERE key = ?")
+                    .map_err(db)?
+                    .execute([key])
+                    .map_err(db)?;
+                Ok(Wrote::Keep(()))
             })
             .await
     }

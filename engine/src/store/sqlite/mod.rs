@@ -36,8 +36,8 @@ use super::{
     StoreResult, TurnCommit,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, Run, RunId, RunPage, RunQuery, RunStatus, Scope,
-    StatusCount, StepResult, ValueCount,
+    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
+    RunStatus, Scope, StatusCount, StepResult, ValueCount,
 };
 
 /// How many reader threads (and read connections) a store keeps.
@@ -168,6 +168,17 @@ impl Store for SqliteStore {
         let scope = scope.clone();
         self.readers
             .read(move |conn| reads::count_by_status(conn, &scope))
+            .await
+    }
+
+    async fn namespace_loads(
+        &self,
+        scope: &Scope,
+        failed_since: Millis,
+    ) -> StoreResult<Vec<NamespaceLoad>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::namespace_loads(conn, &scope, failed_since))
             .await
     }
 

@@ -7,10 +7,10 @@ use super::sql::Sql;
 use serde_json::Value;
 
 use crate::model::{
-    BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, Run, RunId,
-    RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
+    BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
+    Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
 };
-use crate::store::{History, PendingStep, StoreError, StoreResult};
+use crate::store::{History, PendingStep, StoreError, StoreResult, rules};
 
 pub(super) fn get_run(conn: &Connection, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -58,6 +58,13 @@ pub(super) fn list_runs(
     if let Some(workflow) = &query.workflow {
         sql.push(" AND runs.workflow = ").bind(workflow.clone());
     }
+    if let Some(family) = &query.family {
+        sql.push(" AND (runs.id = ")
+            .bind(family.as_str().to_owned())
+            .push(" OR runs.root_run_id = ")
+            .bind(family.as_str().to_owned())
+            .push(")");
+    }
     if let Some(from) = query.created_from {
         sql.push(&format!(" AND {created} >= ")).bind(from);
     }
@@ -103,6 +110,54 @@ pub(super) fn count_by_status(conn: &Connection, scope: &Scope) -> StoreResult<V
     })?;
     counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
     Ok(counts)
+}
+
+pub(super) fn namespace_loads(
+    conn: &Connection,
+    scope: &Scope,
+    failed_since: Millis,
+) -> StoreResult<Vec<NamespaceLoad>> {
+    let mut loads = std::collections::BTreeMap::<String, NamespaceLoad>::new();
+    // Two index-driven scans: live statuses by (status, ...), recent failures by
+    // (status, finished_at); finished history is never walked.
+    let mut sql = Sql::new(
+        "SELECT namespace AS ns, status, COUNT(*) AS n FROM runs \
+         WHERE status IN ('pending', 'running', 'cancelling', 'suspended', 'blocked')",
+    );
+    sql.scope("namespace", scope)
+        .push(" GROUP BY namespace, status");
+    let live = sql.all(conn, |row| {
+        Ok((
+            col::<Option<String>>(row, "ns")?,
+            col::<String>(row, "status")?,
+            col::<i64>(row, "n")? as u64,
+        ))
+    })?;
+    let mut sql = Sql::new(
+        "SELECT namespace AS ns, 'failed' AS status, COUNT(*) AS n FROM runs \
+         WHERE status IN ('failed', 'dead') AND finished_at >= ",
+    );
+    sql.bind(failed_since)
+        .scope("namespace", scope)
+        .push(" GROUP BY namespace");
+    let failed = sql.all(conn, |row| {
+        Ok((
+            col::<Option<String>>(row, "ns")?,
+            col::<String>(row, "status")?,
+            col::<i64>(row, "n")? as u64,
+        ))
+    })?;
+    for (ns, status, n) in live.into_iter().chain(failed) {
+        let namespace = Namespace::from_stored(ns.as_deref());
+        let load = loads
+            .entry(namespace.as_str().to_owned())
+            .or_insert_with(|| NamespaceLoad {
+                namespace,
+                ..NamespaceLoad::default()
+            });
+        rules::add_to_load(load, &status, n);
+    }
+    Ok(loads.into_values().collect())
 }
 
 /// [`RUN_COLS`] qualified with `runs.`, for queries that join another table.
