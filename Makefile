@@ -41,12 +41,19 @@ build:
 build-release:
 	cargo leptos build --release
 
-# PostgreSQL suites run against 127.0.0.1:5432 (DURABLE_TEST_POSTGRES to change it). Without a
-# server they are skipped with one loud line, except in CI, where they fail.
+# PostgreSQL suites run against 127.0.0.1:5432 (DURABLE_TEST_POSTGRES to change it), Redis
+# suites against 127.0.0.1:6379 (DURABLE_TEST_REDIS). Without a server they are skipped with one
+# loud line, except in CI, where they fail. The Python interop tests use the durable-worker
+# virtualenv `make setup-test` creates.
+export DURABLE_PYTHON ?= $(HOME)/.cache/durable/pyvenv/bin/python
 test-rust:
 	@if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null && [ -z "$$DURABLE_TEST_POSTGRES" ] && [ -z "$$CI" ]; then \
 	  echo "!!! PostgreSQL is not reachable on 127.0.0.1:5432: SKIPPING every PostgreSQL suite (start it, or set DURABLE_TEST_POSTGRES) !!!"; \
 	  export DURABLE_SKIP_POSTGRES=1; \
+	fi; \
+	if ! (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && [ -z "$$DURABLE_TEST_REDIS" ] && [ -z "$$CI" ]; then \
+	  echo "!!! Redis is not reachable on 127.0.0.1:6379: SKIPPING every Redis suite (start it, or set DURABLE_TEST_REDIS) !!!"; \
+	  export DURABLE_SKIP_REDIS=1; \
 	fi; \
 	RUSTFLAGS="$(LEPTOS_RUSTFLAGS)" cargo nextest run --workspace --no-fail-fast
 

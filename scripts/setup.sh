@@ -44,6 +44,13 @@ if [ "${1:-}" = "test" ]; then
       sudo apt-get update -qq && sudo apt-get install -y -qq chromium
     fi
   fi
+  # The unmodified Python SDK worker from PyPI, for the interop tests.
+  venv="${DURABLE_PYVENV:-$HOME/.cache/durable/pyvenv}"
+  if ! "$venv/bin/python" -c 'import durable_worker, bullmq' 2>/dev/null; then
+    say "installing durable-worker[redis]==0.26.1 (PyPI) into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet 'durable-worker[redis]==0.26.1'
+  fi
   if [ ! -d end2end/node_modules/@playwright/test ]; then
     say "installing Playwright (it drives /usr/bin/chromium; no browser download)"
     (cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)

@@ -1,6 +1,9 @@
 //! The engine end to end on the embedded default: SQLite store, in-process transport, embedded
 //! step worker.
 
+mod common;
+
+use common::wait_for;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -65,26 +68,6 @@ impl Harness {
         }
         self.engine.shutdown().await;
     }
-}
-
-async fn wait_for(
-    store: &Arc<dyn Store>,
-    id: &durable::model::RunId,
-    want: RunStatus,
-) -> durable::model::Run {
-    for _ in 0..500 {
-        let run = store
-            .get_run(&Scope::All, id)
-            .await
-            .expect("get")
-            .expect("exists");
-        if run.status == want {
-            return run;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let run = store.get_run(&Scope::All, id).await.expect("get");
-    panic!("run {id} never reached {want}: {run:?}");
 }
 
 fn order_registry(executions: Arc<AtomicU32>) -> Registry {

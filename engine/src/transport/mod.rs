@@ -4,8 +4,12 @@
 //! [`Transport`] is the one seam; [`MemoryTransport`] is the in-process reference used by the
 //! embedded default. Queue and key names are built only in [`naming`].
 
+#[cfg(any(test, feature = "test-util"))]
+pub mod conformance;
 mod memory;
 pub mod naming;
+#[cfg(feature = "redis")]
+mod redis;
 
 use std::pin::Pin;
 
@@ -16,6 +20,10 @@ use crate::model::{
     ControlMessage, Namespace, RemoteTask, Scope, StepResult, TenantEvent, WorkerGroup,
 };
 
+#[cfg(all(feature = "redis", any(test, feature = "test-util")))]
+pub use self::redis::testing as redis_testing;
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisConfig, RedisTransport};
 pub use memory::MemoryTransport;
 
 /// Why a transport call failed.

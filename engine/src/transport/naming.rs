@@ -37,6 +37,58 @@ pub fn split_token(token: &str) -> (&str, Namespace) {
     }
 }
 
+/// A worker's task queue for `token` (`P-tasks-<token>`).
+pub fn tasks_queue(p: &str, token: &str) -> String {
+    format!("{p}-tasks-{token}")
+}
+
+/// The queue step results come back on (`P-results`).
+pub fn results_queue(p: &str) -> String {
+    format!("{p}-results")
+}
+
+/// The broadcast channel for cancels and worker progress (`P-control`).
+pub fn control_channel(p: &str) -> String {
+    format!("{p}-control")
+}
+
+/// The channel a tenant's lifecycle events are published on (`P-tenant-events-<namespace>`).
+pub fn tenant_events_channel(p: &str, namespace: &Namespace) -> String {
+    format!("{p}-tenant-events-{namespace}")
+}
+
+/// The pattern matching every tenant's event channel (an operator's subscription).
+pub fn tenant_events_pattern(p: &str) -> String {
+    format!("{p}-tenant-events-*")
+}
+
+/// A worker instance's liveness key for `token` (`P-worker-heartbeat:<token>:<instance>`).
+pub fn worker_heartbeat_key(p: &str, token: &str, instance: &str) -> String {
+    format!("{p}-worker-heartbeat:{token}:{instance}")
+}
+
+/// A worker instance's descriptor key for `token` (`P-worker-descriptor:<token>:<instance>`).
+pub fn worker_descriptor_key(p: &str, token: &str, instance: &str) -> String {
+    format!("{p}-worker-descriptor:{token}:{instance}")
+}
+
+/// The `SCAN` pattern of every worker liveness key under `p`.
+pub fn worker_heartbeat_pattern(p: &str) -> String {
+    format!("{p}-worker-heartbeat:*")
+}
+
+/// Splits a liveness key back into `(token, instance)`; tokens never contain `:`.
+pub fn parse_worker_heartbeat_key<'a>(p: &str, key: &'a str) -> Option<(&'a str, &'a str)> {
+    key.strip_prefix(p)?
+        .strip_prefix("-worker-heartbeat:")?
+        .split_once(':')
+}
+
+/// A BullMQ key of queue `queue` (`bull:<queue>:<suffix>`; BullMQ's own prefix stays `bull`).
+pub fn bull_key(queue: &str, suffix: &str) -> String {
+    format!("bull:{queue}:{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +129,30 @@ mod tests {
         for (name, partition, want) in cases {
             assert_eq!(routing_token(name, partition.as_ref()), want);
         }
+    }
+
+    #[test]
+    fn wire_names_follow_the_inventory() {
+        assert_eq!(
+            tasks_queue("durable", "payments.charge-card@acme"),
+            "durable-tasks-payments.charge-card@acme"
+        );
+        assert_eq!(results_queue("durable-blue"), "durable-blue-results");
+        assert_eq!(
+            tenant_events_channel("durable", &ns("acme")),
+            "durable-tenant-events-acme"
+        );
+        let key = worker_heartbeat_key("durable", "billing.invoice@acme", "py-vm-1");
+        assert_eq!(key, "durable-worker-heartbeat:billing.invoice@acme:py-vm-1");
+        assert_eq!(
+            parse_worker_heartbeat_key("durable", &key),
+            Some(("billing.invoice@acme", "py-vm-1"))
+        );
+        assert_eq!(parse_worker_heartbeat_key("other", &key), None);
+        assert_eq!(
+            bull_key("durable-results", "wait"),
+            "bull:durable-results:wait"
+        );
     }
 
     #[test]

@@ -1,0 +1,233 @@
+//! The transport conformance suite: one `pub async fn` per behaviour, each taking a fresh
+//! transport. The in-process and the Redis transport both pass it (see
+//! [`crate::transport_conformance!`]), so the engine cannot tell them apart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+
+use super::{EventDelivery, Partitions, Subscription, TaskSubscription, Transport};
+use crate::model::{
+    ControlMessage, ControlNotice, Namespace, RemoteTask, RunId, RunStatus, Scope, StepOutcome,
+    StepResult, TenantEvent, TenantEventKind,
+};
+use crate::transport::naming::routing_token;
+
+fn ns(s: &str) -> Namespace {
+    Namespace::parse(s).expect("test namespace")
+}
+
+fn task(run: &str, name: &str, partition: Option<&Namespace>) -> RemoteTask {
+    RemoteTask {
+        run_id: RunId::parse(run).expect("id"),
+        seq: 0,
+        name: name.to_owned(),
+        step_id: format!("{run}:0"),
+        group: routing_token(name, partition),
+        input: Some(json!({ "run": run })),
+        context: None,
+        attempt: 1,
+    }
+}
+
+fn event(run: &str, namespace: &str) -> TenantEvent {
+    TenantEvent {
+        kind: TenantEventKind::RunCompleted,
+        namespace: ns(namespace),
+        run_id: RunId::parse(run).expect("id"),
+        workflow: "wf".into(),
+        status: RunStatus::Completed,
+        seq: None,
+        at: 1_795_939_520_882,
+    }
+}
+
+/// The next item within a few seconds, or `None`.
+async fn next<T>(stream: &mut Subscription<T>) -> Option<T> {
+    tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Nothing more within a short while.
+async fn quiet<T: std::fmt::Debug>(stream: &mut Subscription<T>) {
+    if let Ok(Some(item)) = tokio::time::timeout(Duration::from_millis(400), stream.next()).await {
+        panic!("expected nothing more, got {item:?}");
+    }
+}
+
+/// A task reaches only a worker serving its token's partition, and a result comes back.
+pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
+    let subscribe = |partition: &str| TaskSubscription {
+        names: vec!["charge".into()],
+        partitions: Partitions::Only(vec![ns(partition)]),
+    };
+    let mut acme = transport
+        .consume_tasks(subscribe("acme"))
+        .await
+        .expect("acme consumer");
+    let mut globex = transport
+        .consume_tasks(subscribe("globex"))
+        .await
+        .expect("globex consumer");
+    let mut results = transport.consume_results().await.expect("results");
+    for t in [
+        task("run-a", "charge", Some(&ns("acme"))),
+        task("run-g", "charge", Some(&ns("globex"))),
+        task("run-bare", "charge", None),
+    ] {
+        transport.dispatch(t).await.expect("dispatch");
+    }
+    let got = next(&mut acme).await.expect("acme's task");
+    assert_eq!(got, task("run-a", "charge", Some(&ns("acme"))));
+    let got = next(&mut globex).await.expect("globex's task");
+    assert_eq!(got.run_id.as_str(), "run-g");
+    quiet(&mut acme).await;
+    quiet(&mut globex).await;
+
+    let result = StepResult {
+        run_id: got.run_id.clone(),
+        seq: 0,
+        step_id: got.step_id.clone(),
+        started_at: Some(5),
+        outcome: StepOutcome::Completed {
+            output: json!({ "ok": true }),
+        },
+    };
+    transport
+        .publish_result(result.clone())
+        .await
+        .expect("publish result");
+    assert_eq!(next(&mut results).await, Some(result));
+}
+
+/// A tenant's event stream carries only its own events; the operator's carries every one.
+pub async fn events_stay_inside_their_tenant(transport: Arc<dyn Transport>) {
+    let mut acme = transport
+        .subscribe_events(Scope::Only(ns("acme")))
+        .await
+        .expect("acme events");
+    let mut all = transport
+        .subscribe_events(Scope::All)
+        .await
+        .expect("every event");
+    transport
+        .publish_event(event("run-g", "globex"))
+        .await
+        .expect("publish");
+    transport
+        .publish_event(event("run-a", "acme"))
+        .await
+        .expect("publish");
+    let first = |d: Option<EventDelivery>| match d {
+        Some(EventDelivery::Event(e)) => e.run_id.to_string(),
+        other => panic!("expected an event, got {other:?}"),
+    };
+    assert_eq!(first(next(&mut acme).await), "run-a");
+    quiet(&mut acme).await;
+    assert_eq!(first(next(&mut all).await), "run-g");
+    assert_eq!(first(next(&mut all).await), "run-a");
+}
+
+/// A control message reaches every subscriber, the sender's own included.
+pub async fn control_messages_reach_every_process(transport: Arc<dyn Transport>) {
+    let mut one = transport.subscribe_control().await.expect("subscribe");
+    let mut two = transport.subscribe_control().await.expect("subscribe");
+    let message = ControlMessage {
+        from: Some("cp-test".into()),
+        notice: ControlNotice::Cancel {
+            run_id: RunId::parse("run-cx").expect("id"),
+        },
+    };
+    transport
+        .publish_control(message.clone())
+        .await
+        .expect("publish");
+    assert_eq!(next(&mut one).await, Some(message.clone()));
+    assert_eq!(next(&mut two).await, Some(message));
+}
+
+/// A consuming worker shows up as a worker group of its partition, to that tenant and the
+/// operator only, and disappears when it stops.
+pub async fn worker_groups_follow_consumers(transport: Arc<dyn Transport>) {
+    let consumer = transport
+        .consume_tasks(TaskSubscription {
+            names: vec!["billing.invoice".into()],
+            partitions: Partitions::Only(vec![ns("acme")]),
+        })
+        .await
+        .expect("consumer");
+    let tokens = |groups: Vec<crate::model::WorkerGroup>| {
+        groups
+            .into_iter()
+            .map(|g| (g.token(), g.workers))
+            .collect::<Vec<_>>()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        seen = tokens(
+            transport
+                .worker_groups(&Scope::Only(ns("acme")))
+                .await
+                .expect("groups"),
+        );
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, [("billing.invoice@acme".to_owned(), 1)]);
+    assert!(
+        transport
+            .worker_groups(&Scope::Only(ns("globex")))
+            .await
+            .expect("groups")
+            .is_empty(),
+        "another tenant does not see acme's workers"
+    );
+    assert_eq!(
+        tokens(transport.worker_groups(&Scope::All).await.expect("groups")),
+        [("billing.invoice@acme".to_owned(), 1)]
+    );
+    drop(consumer);
+    for _ in 0..100 {
+        if transport
+            .worker_groups(&Scope::All)
+            .await
+            .expect("groups")
+            .is_empty()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("a stopped worker is still listed");
+}
+
+/// Stamps every transport conformance case as a `#[tokio::test]`. `$make` is an async
+/// expression giving `Option<Arc<dyn Transport>>`; `None` skips the case (the backend is absent
+/// here and `make test` already said so loudly).
+#[macro_export]
+macro_rules! transport_conformance {
+    ($make:expr) => {
+        $crate::transport_conformance!(@cases $make;
+            tasks_reach_only_their_partition,
+            events_stay_inside_their_tenant,
+            control_messages_reach_every_process,
+            worker_groups_follow_consumers
+        );
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                if let Some(transport) = $make.await {
+                    $crate::transport::conformance::$case(transport).await;
+                }
+            }
+        )*
+    };
+}

@@ -1,0 +1,384 @@
+//! The Redis transport: the aviary wire on BullMQ-compatible queues (`docs/WIRE.md`), so a
+//! control plane, our Rust workers and the unmodified Node and Python SDK workers share one
+//! Redis. Step tasks go to `P-tasks-<name@partition>`, results come back on `P-results`,
+//! cancels travel on `P-control`, tenant events on `P-tenant-events-<namespace>`, and every
+//! consuming process announces itself with liveness and descriptor keys.
+//!
+//! Queue operations are our own Lua scripts written from the documented key layout
+//! ([`queue`]); connections come from the `redis` crate.
+
+mod consumer;
+mod events;
+mod pubsub;
+mod queue;
+mod registry;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+use tokio::sync::mpsc;
+
+use self::pubsub::{Heard, Target};
+use self::queue::{NewJob, Retention, Scripts};
+use super::naming::{
+    control_channel, effective_prefix, results_queue, routing_token, tasks_queue,
+    tenant_events_channel, tenant_events_pattern,
+};
+use super::{
+    EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
+    TransportResult,
+};
+use crate::model::{
+    ControlMessage, Millis, Namespace, Protocol, RemoteTask, Scope, Sdk, StepResult, TenantEvent,
+    V1_CAPABILITIES, WorkerDescriptor, WorkerGroup,
+};
+
+/// Where and how to reach Redis.
+#[derive(Clone, Debug)]
+pub struct RedisConfig {
+    /// `redis://[user:password@]host:port[/db]`.
+    pub url: String,
+    /// The wire prefix (`durable` unless every process of the cluster agrees on another).
+    pub prefix: String,
+    /// The process's namespace: `None` or `default` keeps the bare prefix ("default is bare").
+    pub namespace: Option<Namespace>,
+}
+
+impl RedisConfig {
+    /// The default prefix on `url`, with no namespace.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisConfig {
+            url: url.into(),
+            prefix: super::naming::DEFAULT_PREFIX.to_owned(),
+            namespace: None,
+        }
+    }
+}
+
+/// What every consumer, listener and announcement of one transport shares.
+struct Shared {
+    client: redis::Client,
+    /// For ordinary commands (reconnects on its own).
+    conn: ConnectionManager,
+    /// The effective prefix `P`.
+    p: String,
+    /// This process on the wire (`rs-<host>-<pid>`).
+    instance: String,
+    scripts: Scripts,
+    started_at: Millis,
+}
+
+impl Shared {
+    /// A connection for blocking commands: its own, with no response timeout (the default one
+    /// would cut a `BZPOPMIN` short).
+    async fn blocking_connection(&self) -> redis::RedisResult<MultiplexedConnection> {
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+        self.client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+    }
+}
+
+/// The aviary wire over Redis. Cheap to clone.
+#[derive(Clone)]
+pub struct RedisTransport {
+    shared: Arc<Shared>,
+}
+
+fn now_ms() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
+
+/// The URL without its password, for messages.
+fn redacted(url: &str) -> String {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, rest)), Some(at)) => {
+            let host = &url[at + 1..];
+            let user = rest.split_once('@').map(|(u, _)| u).unwrap_or_default();
+            let user = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl RedisTransport {
+    /// Connects and checks the server answers; fails fast with a message naming the URL (its
+    /// password left out) when it does not.
+    pub async fn connect(config: RedisConfig) -> TransportResult<Self> {
+        let unavailable = |e: redis::RedisError| {
+            TransportError::Unavailable(format!(
+                "Redis at {} does not answer ({e}); start it or fix REDIS_URL",
+                redacted(&config.url)
+            ))
+        };
+        let client = redis::Client::open(config.url.as_str()).map_err(|e| {
+            TransportError::Unavailable(format!(
+                "REDIS_URL `{}` is not a Redis URL ({e}); use redis://HOST:PORT",
+                redacted(&config.url)
+            ))
+        })?;
+        let mut conn = ConnectionManager::new(client.clone())
+            .await
+            .map_err(unavailable)?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".into());
+        Ok(RedisTransport {
+            shared: Arc::new(Shared {
+                client,
+                conn,
+                p: effective_prefix(&config.prefix, config.namespace.as_ref()),
+                instance: format!(
+                    "rs-{host}-{}-{}",
+                    std::process::id(),
+                    uuid::Uuid::new_v4().simple()
+                ),
+                scripts: Scripts::default(),
+                started_at: now_ms(),
+            }),
+        })
+    }
+
+    /// The effective prefix every name of this transport starts with.
+    pub fn prefix(&self) -> &str {
+        &self.shared.p
+    }
+
+    /// This process's instance id on the wire.
+    pub fn instance_id(&self) -> &str {
+        &self.shared.instance
+    }
+
+    async fn add(
+        &self,
+        queue: &str,
+        name: &str,
+        data: String,
+        retention: Retention,
+    ) -> TransportResult<()> {
+        let mut conn = self.shared.conn.clone();
+        let job = NewJob {
+            queue,
+            name,
+            data: &data,
+            retention,
+            priority: None,
+        };
+        self.shared
+            .scripts
+            .add(&mut conn, &job)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                TransportError::Unavailable(format!("adding a `{name}` job to {queue}: {e}"))
+            })
+    }
+
+    async fn publish(&self, channel: &str, payload: String) -> TransportResult<()> {
+        let mut conn = self.shared.conn.clone();
+        redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(payload)
+            .query_async::<i64>(&mut conn)
+            .await
+            .map(|_| ())
+            .map_err(|e| TransportError::Unavailable(format!("publishing on {channel}: {e}")))
+    }
+
+    /// Consumes `queues` and parses each job's data as `T`; a job that does not parse is logged
+    /// and dropped, never stalling the queue.
+    fn consume<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        queues: Vec<String>,
+        what: &'static str,
+    ) -> (Subscription<T>, mpsc::Sender<()>) {
+        let rx = consumer::spawn(self.shared.clone(), queues);
+        // Closed when the returned stream is dropped: ends the announcements tied to it.
+        let (alive, gone) = mpsc::channel::<()>(1);
+        let stream = futures::stream::unfold((rx, gone), move |(mut rx, gone)| async move {
+            loop {
+                let data = rx.recv().await?;
+                match serde_json::from_str::<T>(&data) {
+                    Ok(item) => return Some((item, (rx, gone))),
+                    Err(e) => {
+                        tracing::warn!(error = %e, what, "dropped a malformed job");
+                    }
+                }
+            }
+        });
+        (Box::pin(stream), alive)
+    }
+
+    async fn listen(&self, target: Target) -> TransportResult<mpsc::Receiver<Heard>> {
+        pubsub::listen(self.shared.clone(), target)
+            .await
+            .map_err(|e| TransportError::Unavailable(format!("subscribing on Redis: {e}")))
+    }
+}
+
+#[async_trait]
+impl Transport for RedisTransport {
+    async fn dispatch(&self, task: RemoteTask) -> TransportResult<()> {
+        let queue = tasks_queue(&self.shared.p, &task.group);
+        let data = serde_json::to_string(&task)
+            .map_err(|e| TransportError::Unavailable(format!("encoding a task: {e}")))?;
+        self.add(&queue, "task", data, Retention::Task).await
+    }
+
+    async fn consume_tasks(
+        &self,
+        subscription: TaskSubscription,
+    ) -> TransportResult<Subscription<RemoteTask>> {
+        let Partitions::Only(partitions) = &subscription.partitions else {
+            return Err(TransportError::Unsupported(
+                "a shared Redis broker serves named partitions only: give the worker its tenant \
+                 (`durable worker --tenant NAME`)"
+                    .into(),
+            ));
+        };
+        let tokens: Vec<String> = partitions
+            .iter()
+            .flat_map(|p| {
+                subscription
+                    .names
+                    .iter()
+                    .map(move |name| routing_token(name, Some(p)))
+            })
+            .collect();
+        let queues = tokens
+            .iter()
+            .map(|t| tasks_queue(&self.shared.p, t))
+            .collect();
+        let (tasks, alive) = self.consume::<RemoteTask>(queues, "task");
+        let mut steps = subscription.names.clone();
+        steps.sort();
+        let descriptor = WorkerDescriptor {
+            instance_id: self.shared.instance.clone(),
+            runtime: "node".into(),
+            sdk: Sdk {
+                name: "durable-rs".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            protocol: Protocol::default(),
+            capabilities: V1_CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
+            workflows: Vec::new(),
+            steps,
+            registrations: None,
+            partition: match partitions.as_slice() {
+                [one] if !one.is_default() => Some(one.to_string()),
+                _ => None,
+            },
+            namespace: None,
+            started_at: self.shared.started_at,
+        };
+        registry::announce(self.shared.clone(), tokens, descriptor, alive);
+        Ok(tasks)
+    }
+
+    async fn publish_result(&self, result: StepResult) -> TransportResult<()> {
+        let data = serde_json::to_string(&result)
+            .map_err(|e| TransportError::Unavailable(format!("encoding a result: {e}")))?;
+        self.add(
+            &results_queue(&self.shared.p),
+            "result",
+            data,
+            Retention::Message,
+        )
+        .await
+    }
+
+    async fn consume_results(&self) -> TransportResult<Subscription<StepResult>> {
+        let (results, _alive) =
+            self.consume::<StepResult>(vec![results_queue(&self.shared.p)], "result");
+        Ok(results)
+    }
+
+    async fn publish_event(&self, event: TenantEvent) -> TransportResult<()> {
+        // The wire publishes only non-default namespaces; we publish `default` too, on its own
+        // channel, so a dashboard on another process sees a standalone tenant's events.
+        let channel = tenant_events_channel(&self.shared.p, &event.namespace);
+        self.publish(&channel, events::to_wire(&event).to_string())
+            .await
+    }
+
+    async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>> {
+        let target = match scope.namespace() {
+            Some(ns) => Target::Channel(tenant_events_channel(&self.shared.p, ns)),
+            None => Target::Pattern(tenant_events_pattern(&self.shared.p)),
+        };
+        let rx = self.listen(target).await?;
+        let stream = futures::stream::unfold((rx, scope), |(mut rx, scope)| async move {
+            loop {
+                match rx.recv().await? {
+                    Heard::Gap => return Some((EventDelivery::Lagged(0), (rx, scope))),
+                    Heard::Message(raw) => match events::from_wire(&raw) {
+                        // The channel is the tenant's; the check is for the pattern's sake.
+                        Some(event) if scope.admits(&event.namespace) => {
+                            return Some((EventDelivery::Event(event), (rx, scope)));
+                        }
+                        _ => continue,
+                    },
+                }
+            }
+        });
+        Ok(Box::pin(stream))
+    }
+
+    async fn publish_control(&self, mut message: ControlMessage) -> TransportResult<()> {
+        message
+            .from
+            .get_or_insert_with(|| self.shared.instance.clone());
+        let payload = serde_json::to_string(&message)
+            .map_err(|e| TransportError::Unavailable(format!("encoding a control message: {e}")))?;
+        self.publish(&control_channel(&self.shared.p), payload)
+            .await
+    }
+
+    async fn subscribe_control(&self) -> TransportResult<Subscription<ControlMessage>> {
+        let rx = self
+            .listen(Target::Channel(control_channel(&self.shared.p)))
+            .await?;
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                if let Heard::Message(raw) = rx.recv().await?
+                    && let Ok(message) = serde_json::from_str::<ControlMessage>(&raw)
+                {
+                    return Some((message, rx));
+                }
+            }
+        });
+        Ok(Box::pin(stream))
+    }
+
+    async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>> {
+        registry::groups(&self.shared, scope)
+            .await
+            .map_err(|e| TransportError::Unavailable(format!("reading worker registrations: {e}")))
+    }
+
+    fn retains_tasks(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_password_in_messages() {
+        assert_eq!(
+            redacted("redis://user:secret@10.0.0.1:6379/0"),
+            "redis://user:***@10.0.0.1:6379/0"
+        );
+        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+}

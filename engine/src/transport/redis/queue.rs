@@ -1,0 +1,166 @@
+//! BullMQ-compatible queue operations, written from the key layout the aviary wire documents
+//! (§1.4): a job is a hash `bull:<q>:<id>` (`name`, `data`, `opts`, `timestamp`, `delay`,
+//! `priority`) whose id waits in `bull:<q>:wait` (or `:prioritized`), and a worker blocked on
+//! `bull:<q>:marker` is woken by a marker entry. The Node and Python SDKs consume jobs added
+//! here, and we consume theirs. Each operation is one Lua script, so it is atomic.
+
+use redis::Script;
+use serde_json::{Value, json};
+
+use crate::transport::naming::bull_key;
+
+/// Adds a job; returns its id. KEYS: id, wait, prioritized, pc, marker, meta, paused, events.
+/// ARGV: job key prefix, name, data, opts, timestamp, priority (0 = none).
+const ADD: &str = r#"
+local id = redis.call("INCR", KEYS[1])
+local job = ARGV[1] .. id
+local priority = tonumber(ARGV[6])
+redis.call("HSET", job, "name", ARGV[2], "data", ARGV[3], "opts", ARGV[4],
+  "timestamp", ARGV[5], "delay", 0, "priority", priority)
+redis.call("XADD", KEYS[8], "MAXLEN", "~", 10000, "*", "event", "added", "jobId", id, "name", ARGV[2])
+if redis.call("HEXISTS", KEYS[6], "paused") == 1 then
+  redis.call("LPUSH", KEYS[7], id)
+else
+  if priority > 0 then
+    local n = redis.call("INCR", KEYS[4])
+    redis.call("ZADD", KEYS[3], priority * 4294967296 + (n % 4294967296), id)
+  else
+    redis.call("LPUSH", KEYS[2], id)
+  end
+  redis.call("ZADD", KEYS[5], 0, "0")
+end
+redis.call("XADD", KEYS[8], "MAXLEN", "~", 10000, "*", "event", "waiting", "jobId", id)
+return id
+"#;
+
+/// Takes the next job and deletes it in the same step (our consumers hold no lock: a job lost
+/// to a crash after this is recovered by the engine's lost-dispatch redispatch, which delivery
+/// at-least-once already allows). Returns `{id, data}` or nil. KEYS: wait, prioritized, events.
+/// ARGV: job key prefix.
+const TAKE: &str = r#"
+local id = redis.call("RPOP", KEYS[1])
+if not id then
+  local popped = redis.call("ZPOPMIN", KEYS[2])
+  if #popped == 0 then return false end
+  id = popped[1]
+end
+local job = ARGV[1] .. id
+local data = redis.call("HGET", job, "data")
+redis.call("DEL", job, job .. ":lock", job .. ":logs")
+redis.call("XADD", KEYS[3], "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
+if not data then return false end
+return {id, data}
+"#;
+
+/// BullMQ's priority for an engine priority `p` (higher wins there, lower wins in BullMQ).
+pub fn broker_priority(p: Option<i64>) -> i64 {
+    p.map_or(0, |p| (1_048_576 - p).clamp(1, 2_097_151))
+}
+
+/// How long a finished job is kept, per job kind (wire §1.3).
+#[derive(Clone, Copy, Debug)]
+pub enum Retention {
+    /// Step tasks: failed ones are kept a day, so the worker's failure bridge can read them.
+    Task,
+    /// Everything else: removed however it ends.
+    Message,
+}
+
+impl Retention {
+    fn opts(self) -> Value {
+        match self {
+            Retention::Task => {
+                json!({ "removeOnComplete": true, "removeOnFail": { "age": 86_400 } })
+            }
+            Retention::Message => json!({ "removeOnComplete": true, "removeOnFail": true }),
+        }
+    }
+}
+
+/// A job to add.
+pub struct NewJob<'a> {
+    /// The BullMQ queue name (`P-tasks-<token>`, `P-results`, ...).
+    pub queue: &'a str,
+    /// The job name (`task`, `result`, ...).
+    pub name: &'a str,
+    /// The DTO, as JSON.
+    pub data: &'a str,
+    /// How long it is kept once finished.
+    pub retention: Retention,
+    /// The engine priority, if any.
+    pub priority: Option<i64>,
+}
+
+/// The queue scripts, loaded once per transport.
+pub struct Scripts {
+    add: Script,
+    take: Script,
+}
+
+impl Default for Scripts {
+    fn default() -> Self {
+        Scripts {
+            add: Script::new(ADD),
+            take: Script::new(TAKE),
+        }
+    }
+}
+
+impl Scripts {
+    /// Adds `job`; returns its id.
+    pub async fn add<C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        job: &NewJob<'_>,
+    ) -> redis::RedisResult<i64> {
+        let key = |suffix| bull_key(job.queue, suffix);
+        self.add
+            .key(key("id"))
+            .key(key("wait"))
+            .key(key("prioritized"))
+            .key(key("pc"))
+            .key(key("marker"))
+            .key(key("meta"))
+            .key(key("paused"))
+            .key(key("events"))
+            .arg(bull_key(job.queue, ""))
+            .arg(job.name)
+            .arg(job.data)
+            .arg(job.retention.opts().to_string())
+            .arg(super::now_ms())
+            .arg(broker_priority(job.priority))
+            .invoke_async(conn)
+            .await
+    }
+
+    /// Takes (and removes) the next job of `queue`: its data, or `None` when empty.
+    pub async fn take<C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        queue: &str,
+    ) -> redis::RedisResult<Option<String>> {
+        let key = |suffix| bull_key(queue, suffix);
+        let taken: Option<(String, String)> = self
+            .take
+            .key(key("wait"))
+            .key(key("prioritized"))
+            .key(key("events"))
+            .arg(bull_key(queue, ""))
+            .invoke_async(conn)
+            .await?;
+        Ok(taken.map(|(_, data)| data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priorities_map_like_the_sdks() {
+        assert_eq!(broker_priority(None), 0);
+        assert_eq!(broker_priority(Some(5)), 1_048_571);
+        assert_eq!(broker_priority(Some(2_000_000)), 1);
+        assert_eq!(broker_priority(Some(-2_000_000)), 2_097_151);
+    }
+}

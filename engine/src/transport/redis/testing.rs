@@ -1,0 +1,90 @@
+//! Test support: a Redis transport on a prefix of its own, so tests running at once on one
+//! Redis never see each other's queues, channels or keys.
+//!
+//! The server is `DURABLE_TEST_REDIS` (default `redis://127.0.0.1:6379`). When
+//! `DURABLE_SKIP_REDIS` is set (`make test` sets it, loudly, when Redis is unreachable outside
+//! CI) the Redis suites are skipped; otherwise an unreachable server fails the test.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{RedisConfig, RedisTransport};
+
+/// Test prefixes older than this are deleted when a new test starts.
+const STALE_MS: u128 = 10 * 60 * 1000;
+
+/// The Redis URL tests use.
+pub fn test_url() -> String {
+    std::env::var("DURABLE_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A fresh prefix `dt<ms>x<random>`: unique per test, datable for clean-up.
+pub fn fresh_prefix() -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("dt{ms}x{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// A transport on a fresh prefix; `None` when the Redis suites are skipped. Deletes the keys
+/// of test prefixes left over from runs more than ten minutes old.
+pub async fn fresh_transport() -> Option<RedisTransport> {
+    if std::env::var_os("DURABLE_SKIP_REDIS").is_some() {
+        return None;
+    }
+    let url = test_url();
+    let config = RedisConfig {
+        prefix: fresh_prefix(),
+        ..RedisConfig::new(url.clone())
+    };
+    let transport = match RedisTransport::connect(config).await {
+        Ok(t) => t,
+        Err(e) => panic!(
+            "{e} (tests need Redis at {url}; set DURABLE_TEST_REDIS, or DURABLE_SKIP_REDIS=1 to skip)"
+        ),
+    };
+    if let Err(e) = drop_stale(&transport).await {
+        eprintln!("could not clean up old test keys: {e}");
+    }
+    Some(transport)
+}
+
+async fn drop_stale(transport: &RedisTransport) -> redis::RedisResult<()> {
+    let mut conn = transport.shared.conn.clone();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    for pattern in ["dt*", "bull:dt*"] {
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(&mut conn)
+                .await?;
+            let stale: Vec<&String> = keys
+                .iter()
+                .filter(|k| {
+                    let name = k.strip_prefix("bull:").unwrap_or(k);
+                    name.strip_prefix("dt")
+                        .and_then(|rest| rest.split('x').next())
+                        .and_then(|ms| ms.parse::<u128>().ok())
+                        .is_some_and(|ms| now.saturating_sub(ms) > STALE_MS)
+                })
+                .collect();
+            if !stale.is_empty() {
+                redis::cmd("UNLINK")
+                    .arg(&stale)
+                    .query_async::<i64>(&mut conn)
+                    .await?;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(())
+}
