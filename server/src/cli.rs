@@ -1,4 +1,5 @@
-//! The command line: `serve`, `migrate`, `user add`, `token issue`.
+//! The command line: `serve`, `control-plane`, `worker`, `migrate`, `user add`, `token issue`,
+//! `run`.
 
 use std::io::{BufRead, IsTerminal};
 use std::net::SocketAddr;
@@ -26,14 +27,45 @@ pub struct Cli {
 /// Where the state lives.
 #[derive(Debug, Args)]
 pub struct DbArgs {
-    /// The database: `sqlite://PATH` (created if missing).
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "sqlite://./data/durable.db",
-        global = true
-    )]
-    pub database_url: String,
+    /// The database: `sqlite://PATH` (created if missing; the default is
+    /// sqlite://./data/durable.db) or `postgres://USER@HOST/DATABASE`.
+    #[arg(long, env = "DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+}
+
+impl DbArgs {
+    /// The configured database, or the embedded default.
+    pub fn url(&self) -> String {
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| "sqlite://./data/durable.db".into())
+    }
+}
+
+/// Where the cluster's broker is.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// The Redis every control plane and worker of the cluster shares.
+    #[arg(long, env = "REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// The wire prefix of every queue and key (all processes of a cluster must agree).
+    #[arg(long, env = "DURABLE_PREFIX", default_value = "durable")]
+    pub prefix: String,
+}
+
+impl ClusterArgs {
+    /// The Redis settings, or an error naming what to set.
+    fn redis(&self, role: &str) -> anyhow::Result<durable::transport::RedisConfig> {
+        let Some(url) = &self.redis_url else {
+            bail!(
+                "`durable {role}` works through Redis: set REDIS_URL (for example redis://127.0.0.1:6379)"
+            );
+        };
+        Ok(durable::transport::RedisConfig {
+            prefix: self.prefix.clone(),
+            ..durable::transport::RedisConfig::new(url.clone())
+        })
+    }
 }
 
 /// What to do.
@@ -41,6 +73,13 @@ pub struct DbArgs {
 pub enum Command {
     /// Run the standalone server: engine, embedded worker, dashboard and API in one process.
     Serve(ServeArgs),
+    /// Run a control plane of a cluster: it owns the database and drives runs (every
+    /// namespace when none is set: the operator), serves the dashboard and API, and sends steps
+    /// to workers through Redis.
+    ControlPlane(ControlPlaneArgs),
+    /// Run a store-less worker for one tenant: it executes the tenant's steps it receives
+    /// through Redis, and nothing else.
+    Worker(WorkerArgs),
     /// Apply database migrations and exit.
     Migrate,
     /// Manage dashboard users.
@@ -117,6 +156,34 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The role's settings.
+    fn config(
+        self,
+        database_url: String,
+        cluster: roles::Cluster,
+    ) -> anyhow::Result<roles::ServeConfig> {
+        let namespace = self
+            .namespace
+            .as_deref()
+            .map(Namespace::parse)
+            .transpose()
+            .context("invalid --namespace")?;
+        if std::env::var_os("DURABLE_TENANT").is_some() {
+            bail!(
+                "DURABLE_TENANT names a worker's partition; a control plane polls a namespace: \
+                 set DURABLE_NAMESPACE instead (or nothing, for the operator)"
+            );
+        }
+        Ok(roles::ServeConfig {
+            database_url,
+            bind: self.bind,
+            namespace,
+            lease: Duration::from_secs(self.lease_secs.max(1)),
+            demo: !self.no_demo,
+            cluster,
+        })
+    }
+
     /// The options `durable` without a subcommand runs with: flags' defaults and environment.
     fn from_env() -> Self {
         #[derive(Parser)]
@@ -126,6 +193,31 @@ impl ServeArgs {
         }
         Only::parse_from(["durable"]).serve
     }
+}
+
+/// `durable control-plane` options.
+#[derive(Debug, Args)]
+pub struct ControlPlaneArgs {
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// `durable worker` options.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The tenant whose steps this worker runs: it becomes the worker's partition.
+    #[arg(long, env = "DURABLE_TENANT")]
+    pub tenant: Option<String>,
+    /// Refused: a worker has a partition (its tenant), not a namespace.
+    #[arg(long, env = "DURABLE_NAMESPACE", hide = true)]
+    pub namespace: Option<String>,
+    /// Steps run at once.
+    #[arg(long, env = "DURABLE_CONCURRENCY", default_value_t = 64)]
+    pub concurrency: usize,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// `durable user …`
@@ -167,27 +259,50 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         .unwrap_or_else(|| Command::Serve(ServeArgs::from_env()));
     match command {
         Command::Serve(args) => {
-            let namespace = args
-                .namespace
-                .as_deref()
-                .map(Namespace::parse)
-                .transpose()
-                .context("invalid --namespace")?;
-            roles::serve(roles::ServeConfig {
-                database_url: cli.db.database_url,
-                bind: args.bind,
-                namespace,
-                lease: Duration::from_secs(args.lease_secs.max(1)),
-                demo: !args.no_demo,
+            if std::env::var_os("REDIS_URL").is_some() {
+                bail!(
+                    "`durable serve` is one process with an in-process transport; for a cluster \
+                     on Redis run `durable control-plane` and `durable worker --tenant NAME`, or \
+                     unset REDIS_URL"
+                );
+            }
+            roles::serve(args.config(cli.db.url(), roles::Cluster::Standalone)?).await
+        }
+        Command::ControlPlane(args) => {
+            let redis = args.cluster.redis("control-plane")?;
+            roles::serve(
+                args.serve
+                    .config(cli.db.url(), roles::Cluster::Redis(redis))?,
+            )
+            .await
+        }
+        Command::Worker(args) => {
+            if args.namespace.is_some() {
+                bail!(
+                    "a worker has a partition, not a namespace: drop DURABLE_NAMESPACE/--namespace \
+                     and give its tenant with --tenant NAME"
+                );
+            }
+            if cli.db.database_url.is_some() {
+                bail!(
+                    "a tenant worker is store-less and talks to the control plane only through \
+                     Redis: unset DATABASE_URL"
+                );
+            }
+            let Some(tenant) = args.tenant else {
+                bail!("name the tenant this worker serves: --tenant NAME (or DURABLE_TENANT)");
+            };
+            let tenant = Namespace::tenant(&tenant).context("invalid --tenant")?;
+            roles::worker(roles::WorkerRole {
+                tenant,
+                concurrency: args.concurrency.max(1),
+                redis: args.cluster.redis("worker")?,
             })
             .await
         }
         Command::Migrate => {
-            roles::open_store(&cli.db.database_url).await?;
-            println!(
-                "migrations applied to {}",
-                roles::redact(&cli.db.database_url)
-            );
+            roles::open_store(&cli.db.url()).await?;
+            println!("migrations applied to {}", roles::redact(&cli.db.url()));
             Ok(())
         }
         Command::User(UserCommand::Add {
@@ -213,7 +328,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 (secret::generate_password(), true)
             };
-            let db = roles::open_store(&cli.db.database_url).await?;
+            let db = roles::open_store(&cli.db.url()).await?;
             let hash = app::ssr::hash_password(&password)
                 .map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))?;
             let user = db
@@ -239,10 +354,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Run(args) => run_verb(&cli.db.database_url, args).await,
+        Command::Run(args) => run_verb(&cli.db.url(), args).await,
         Command::Token(TokenCommand::Issue { tenant }) => {
             let tenant = Namespace::tenant(&tenant)?;
-            let db = roles::open_store(&cli.db.database_url).await?;
+            let db = roles::open_store(&cli.db.url()).await?;
             let signer = secret::token_signer(&*db.accounts).await?;
             println!("{}", signer.sign(&tenant));
             Ok(())
@@ -283,11 +398,23 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
         serde_json::from_str(raw).with_context(|| format!("--{what} is not valid JSON"))
     };
     let id_of = |raw: &str| RunId::parse(raw).map_err(anyhow::Error::from);
-    // Changes are made in the database; a running server picks them up on its next poll.
+    // Changes are made in the database; a running server picks them up on its next poll. On a
+    // cluster (REDIS_URL set) the events and cancel notices go out on Redis too, so live
+    // dashboards and in-flight steps hear them at once.
     let db = roles::open_store(database_url).await?;
+    let transport: Arc<dyn durable::transport::Transport> = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => Arc::new(
+            durable::transport::RedisTransport::connect(durable::transport::RedisConfig {
+                prefix: std::env::var("DURABLE_PREFIX").unwrap_or_else(|_| "durable".into()),
+                ..durable::transport::RedisConfig::new(url)
+            })
+            .await?,
+        ),
+        _ => Arc::new(MemoryTransport::new()),
+    };
     let engine = Engine::new(
         db.store,
-        Arc::new(MemoryTransport::new()),
+        transport,
         Arc::new(crate::demo::registry()),
         EngineConfig::default(),
     );

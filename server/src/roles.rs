@@ -1,5 +1,11 @@
-//! Wiring a process for its role. Only the standalone role exists so far: store, in-process
-//! transport, engine, embedded worker, dashboard and API in one process.
+//! Wiring a process for its role:
+//!
+//! - standalone (`serve`): store, in-process transport, engine, embedded worker, dashboard and
+//!   API in one process;
+//! - control plane (`control-plane`): the same without a worker, on the Redis transport, so
+//!   store-less workers anywhere execute the steps;
+//! - tenant worker (`worker --tenant NAME`): no store, only the Redis transport and the step
+//!   handlers, consuming its tenant's partition.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +17,7 @@ use durable::driver::{Engine, EngineConfig};
 use durable::model::Namespace;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::store::{Accounts, PgStore, SqliteStore, Store};
-use durable::transport::{MemoryTransport, Partitions, Transport};
+use durable::transport::{MemoryTransport, Partitions, RedisConfig, RedisTransport, Transport};
 use leptos::config::get_configuration;
 use tokio::sync::watch;
 
@@ -21,13 +27,68 @@ use crate::{demo, secret};
 /// How long shutdown may take before in-flight work is abandoned to lease expiry.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
-/// `durable serve` settings.
+/// How a control plane reaches its workers.
+pub enum Cluster {
+    /// One process: in-process transport and an embedded worker.
+    Standalone,
+    /// Workers elsewhere, through Redis; no embedded worker.
+    Redis(RedisConfig),
+}
+
+/// `durable serve` / `durable control-plane` settings.
 pub struct ServeConfig {
     pub database_url: String,
     pub bind: SocketAddr,
     pub namespace: Option<Namespace>,
     pub lease: Duration,
     pub demo: bool,
+    pub cluster: Cluster,
+}
+
+/// `durable worker` settings.
+pub struct WorkerRole {
+    /// Its tenant, which is its partition.
+    pub tenant: Namespace,
+    /// Steps at once.
+    pub concurrency: usize,
+    /// The cluster's Redis.
+    pub redis: RedisConfig,
+}
+
+/// Runs a store-less tenant worker until SIGINT/SIGTERM: it consumes the tenant's step queues
+/// (`<name>@<tenant>`) and announces itself so dashboards list it.
+pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
+    let transport = RedisTransport::connect(cfg.redis)
+        .await
+        .context("connecting to Redis")?;
+    let registry = Arc::new(demo::registry());
+    let worker = Worker::start(
+        registry.clone(),
+        Arc::new(transport.clone()),
+        Arc::new(SystemClock),
+        WorkerConfig {
+            partitions: Partitions::Only(vec![cfg.tenant.clone()]),
+            concurrency: cfg.concurrency,
+        },
+    )
+    .await
+    .context("starting the worker")?;
+    tracing::info!(
+        tenant = %cfg.tenant,
+        prefix = transport.prefix(),
+        instance = transport.instance_id(),
+        steps = ?registry.step_names(),
+        "worker consuming its tenant's steps"
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing in-flight steps");
+    if tokio::time::timeout(SHUTDOWN_GRACE, worker.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("steps still running were abandoned; the control plane sends them again");
+    }
+    Ok(())
 }
 
 /// The configured database: runs and checkpoints, and the dashboard's accounts.
@@ -91,7 +152,14 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let Database { store, accounts } = open_store(&cfg.database_url).await?;
     let signer = secret::token_signer(&*accounts).await?;
     let registry = Arc::new(demo::registry());
-    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let transport: Arc<dyn Transport> = match &cfg.cluster {
+        Cluster::Standalone => Arc::new(MemoryTransport::new()),
+        Cluster::Redis(redis) => Arc::new(
+            RedisTransport::connect(redis.clone())
+                .await
+                .context("connecting to Redis")?,
+        ),
+    };
     let engine = Engine::new(
         store.clone(),
         transport.clone(),
@@ -103,22 +171,29 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         },
     );
     engine.start().await.context("starting the engine")?;
-    // One process is the whole cluster: its worker serves the partitions it drives.
-    let partitions = match &cfg.namespace {
-        None => Partitions::All,
-        Some(ns) => Partitions::Only(vec![ns.clone()]),
+    // Standalone, one process is the whole cluster: its worker serves the partitions it
+    // drives. A control plane leaves steps to the tenants' workers.
+    let worker = match &cfg.cluster {
+        Cluster::Redis(_) => None,
+        Cluster::Standalone => {
+            let partitions = match &cfg.namespace {
+                None => Partitions::All,
+                Some(ns) => Partitions::Only(vec![ns.clone()]),
+            };
+            let worker = Worker::start(
+                registry,
+                transport.clone(),
+                Arc::new(SystemClock),
+                WorkerConfig {
+                    partitions,
+                    concurrency: 256,
+                },
+            )
+            .await
+            .context("starting the embedded worker")?;
+            Some(worker)
+        }
     };
-    let worker = Worker::start(
-        registry,
-        transport,
-        Arc::new(SystemClock),
-        WorkerConfig {
-            partitions,
-            concurrency: 256,
-        },
-    )
-    .await
-    .context("starting the embedded worker")?;
     if cfg.demo {
         demo::seed(&engine, &*accounts)
             .await
@@ -139,6 +214,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         },
         signer,
         shutdown: stop_rx,
+        live: routes::live::LiveHub::new(engine.transport().clone()),
     };
     let router = routes::router(state, sessions);
     let listener = tokio::net::TcpListener::bind(cfg.bind)
@@ -157,7 +233,9 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     .await
     .context("the HTTP server failed")?;
     let drain = async {
-        worker.shutdown().await;
+        if let Some(worker) = worker {
+            worker.shutdown().await;
+        }
         engine.shutdown().await;
     };
     if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {

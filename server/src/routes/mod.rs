@@ -3,6 +3,7 @@
 
 mod api;
 mod health;
+pub mod live;
 mod sse;
 
 use anyhow::Context;
@@ -35,6 +36,8 @@ pub struct ServerState {
     pub signer: TokenSigner,
     /// Flips to `true` at shutdown, ending live streams so the server can stop.
     pub shutdown: watch::Receiver<bool>,
+    /// Live tenant events, shared among every SSE client of a scope.
+    pub live: live::LiveHub,
 }
 
 impl FromRef<ServerState> for LeptosOptions {

@@ -7,9 +7,9 @@ use std::convert::Infallible;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use durable::model::{Role, Scope};
-use durable::transport::EventDelivery;
 use futures::{Stream, StreamExt};
 use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
 use tower_sessions::Session;
 
 use super::ServerState;
@@ -46,27 +46,21 @@ pub async fn dashboard_events(
 }
 
 async fn stream(state: &ServerState, scope: Scope) -> Result<EventStream, ApiError> {
-    let deliveries = state
-        .app
-        .engine
-        .transport()
-        .subscribe_events(scope)
-        .await
-        .map_err(internal)?;
+    let frames = state.live.subscribe(scope).await.map_err(internal)?;
     let mut shutdown = state.shutdown.clone();
     let ended = async move {
         let _ = shutdown.wait_for(|stopped| *stopped).await;
     };
-    let events = deliveries
-        .map(|d| {
-            let data = match d {
-                EventDelivery::Event(ev) => serde_json::to_string(&ev).unwrap_or_default(),
-                // The reader fell behind: tell it to re-read instead of trusting its copy.
-                EventDelivery::Lagged(n) => json!({ "resync": n }).to_string(),
-            };
-            Ok(Event::default().data(data))
-        })
-        .take_until(ended);
+    let events = futures::stream::unfold(frames, |mut frames| async move {
+        let event = match frames.recv().await {
+            Ok(frame) => Event::default().data(&*frame),
+            // This client fell behind: tell it to re-read instead of trusting its copy.
+            Err(RecvError::Lagged(n)) => Event::default().data(json!({ "resync": n }).to_string()),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((Ok(event), frames))
+    })
+    .take_until(ended);
     let events: BoxedEvents = Box::pin(events);
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }

@@ -16,6 +16,7 @@ pub struct Server {
     pub base: String,
     pub db_url: String,
     port: u16,
+    role: String,
     envs: Vec<(String, String)>,
 }
 
@@ -34,9 +35,15 @@ pub fn db_url(dir: &Path) -> String {
 impl Server {
     /// Starts `durable serve` and waits until `/healthz` answers.
     pub async fn start(dir: &Path, envs: &[(&str, String)]) -> Server {
+        Server::start_role(dir, "serve", envs).await
+    }
+
+    /// Starts `durable <role>` (`serve` or `control-plane`) and waits until `/healthz` answers.
+    pub async fn start_role(dir: &Path, role: &str, envs: &[(&str, String)]) -> Server {
         let port = free_port();
         let mut s = Server {
-            child: spawn(dir, port, envs),
+            child: spawn(dir, port, role, envs),
+            role: role.to_owned(),
             base: format!("http://127.0.0.1:{port}"),
             // A `DATABASE_URL` among `envs` (PostgreSQL) replaces the SQLite file.
             db_url: envs
@@ -59,7 +66,7 @@ impl Server {
             .iter()
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();
-        self.child = spawn(dir, self.port, &envs);
+        self.child = spawn(dir, self.port, &self.role, &envs);
         self.wait_healthy().await;
     }
 
@@ -117,9 +124,9 @@ impl Drop for Server {
     }
 }
 
-fn spawn(dir: &Path, port: u16, envs: &[(&str, String)]) -> Child {
+fn spawn(dir: &Path, port: u16, role: &str, envs: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(BIN);
-    cmd.arg("serve")
+    cmd.arg(role)
         .env("DATABASE_URL", db_url(dir))
         .env("DURABLE_BIND", format!("127.0.0.1:{port}"))
         .env("DURABLE_NO_DEMO", "true")
@@ -130,6 +137,56 @@ fn spawn(dir: &Path, port: u16, envs: &[(&str, String)]) -> Child {
         cmd.env(k, v);
     }
     cmd.spawn().expect("spawn durable")
+}
+
+/// A `durable worker --tenant TENANT` process (no database), killed when dropped.
+pub struct WorkerProcess {
+    pub child: Child,
+}
+
+impl WorkerProcess {
+    pub fn start(tenant: &str, envs: &[(&str, String)]) -> WorkerProcess {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["worker", "--tenant", tenant])
+            .env_remove("DATABASE_URL")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        WorkerProcess {
+            child: cmd.spawn().expect("spawn durable worker"),
+        }
+    }
+
+    pub fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `durable ARGS` with exactly `envs` set (on top of a cleared DATABASE_URL/REDIS_URL),
+/// expecting it to refuse to start; returns what it printed.
+pub fn refused(args: &[&str], envs: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("REDIS_URL")
+        .env_remove("DURABLE_TENANT")
+        .env_remove("DURABLE_NAMESPACE");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run durable");
+    assert!(!out.status.success(), "durable {args:?} started: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Runs a `durable` subcommand against `db_url` and returns its stdout; panics on failure.
