@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use app::ssr::AppState;
 use durable::driver::{Engine, EngineConfig};
+use durable::gateway::RunRequestResponder;
 use durable::model::Namespace;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::store::{Accounts, PgStore, SqliteStore, Store};
@@ -171,6 +172,16 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         },
     );
     engine.start().await.context("starting the engine")?;
+    if let Cluster::Redis(_) = &cfg.cluster {
+        // The door for store-less tenant pods: run requests in, replies out, tenant from the
+        // signed token only.
+        let responder = RunRequestResponder::new(engine.clone(), signer.clone());
+        tokio::spawn(async move {
+            if let Err(e) = responder.serve().await {
+                tracing::error!(error = %e, "the run-request responder stopped");
+            }
+        });
+    }
     // Standalone, one process is the whole cluster: its worker serves the partitions it
     // drives. A control plane leaves steps to the tenants' workers.
     let worker = match &cfg.cluster {

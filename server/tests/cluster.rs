@@ -12,6 +12,7 @@ use durable::model::{Namespace, Scope};
 use durable::store::postgres_testing;
 use durable::transport::Transport;
 use durable::transport::redis_testing::{fresh_transport, test_url};
+use futures::StreamExt;
 use serde_json::json;
 
 /// A command line, its environment, and the fix its refusal must name.
@@ -184,5 +185,46 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
         tenant_of.len() * 3,
         "three steps per run, each once"
     );
+
+    // A store-less pod's only door is the control plane's responder, over Redis: its own runs
+    // it may read; another tenant's it may not.
+    let mut replies = redis.subscribe_run_replies().await.expect("replies");
+    let acme_token = control_plane.token("acme");
+    let run_of = |tenant: &str| {
+        tenant_of
+            .iter()
+            .find(|(_, t)| **t == tenant)
+            .map(|(id, _)| id.clone())
+            .expect("a run")
+    };
+    for (request_id, run) in [("own", run_of("acme")), ("other", run_of("globex"))] {
+        let request = json!({
+            "requestId": request_id,
+            "tenant": acme_token,
+            "body": { "kind": "getRun", "runId": run },
+        });
+        redis
+            .send_run_request(request.to_string())
+            .await
+            .expect("send");
+        let reply = loop {
+            let reply = tokio::time::timeout(Duration::from_secs(10), replies.next())
+                .await
+                .expect("a reply")
+                .expect("open");
+            if reply.request_id == request_id {
+                break reply;
+            }
+        };
+        if request_id == "own" {
+            let data = reply.result.data.expect("data");
+            assert_eq!(
+                data["status"], "completed",
+                "acme reads its own run: {data}"
+            );
+        } else {
+            assert_eq!(reply.code(), Some("cross-tenant"), "{reply:?}");
+        }
+    }
     drop((acme, globex, control_plane));
 }

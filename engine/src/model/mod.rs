@@ -4,6 +4,7 @@
 mod account;
 mod checkpoint;
 mod event;
+mod gateway;
 mod handshake;
 mod health;
 mod namespace;
@@ -17,6 +18,7 @@ mod wire;
 pub use account::Role;
 pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
 pub use event::{TenantEvent, TenantEventKind};
+pub use gateway::{ReplyError, ReplyResult, RunReply};
 pub use handshake::{Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor};
 pub use health::{NamespaceLoad, WorkerGroup};
 pub use namespace::{Namespace, NamespaceError, Scope};

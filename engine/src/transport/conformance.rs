@@ -207,6 +207,33 @@ pub async fn worker_groups_follow_consumers(transport: Arc<dyn Transport>) {
     panic!("a stopped worker is still listed");
 }
 
+/// A run request reaches the responder raw, and its reply reaches every listener.
+pub async fn run_requests_and_replies_travel(transport: Arc<dyn Transport>) {
+    let mut requests = transport.consume_run_requests().await.expect("consume");
+    let mut replies = transport.subscribe_run_replies().await.expect("subscribe");
+    let raw = r#"{"requestId":"req-1","tenant":"acme.sig","body":{"kind":"listRuns"}}"#;
+    transport
+        .send_run_request(raw.to_owned())
+        .await
+        .expect("send");
+    transport
+        .send_run_request("{not json".to_owned())
+        .await
+        .expect("send");
+    assert_eq!(next(&mut requests).await.as_deref(), Some(raw));
+    assert_eq!(
+        next(&mut requests).await.as_deref(),
+        Some("{not json"),
+        "malformed requests still reach the responder"
+    );
+    let reply = crate::model::RunReply::ok("req-1", json!([]));
+    transport
+        .publish_run_reply(reply.clone())
+        .await
+        .expect("reply");
+    assert_eq!(next(&mut replies).await, Some(reply));
+}
+
 /// Stamps every transport conformance case as a `#[tokio::test]`. `$make` is an async
 /// expression giving `Option<Arc<dyn Transport>>`; `None` skips the case (the backend is absent
 /// here and `make test` already said so loudly).
@@ -217,7 +244,8 @@ macro_rules! transport_conformance {
             tasks_reach_only_their_partition,
             events_stay_inside_their_tenant,
             control_messages_reach_every_process,
-            worker_groups_follow_consumers
+            worker_groups_follow_consumers,
+            run_requests_and_replies_travel
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

@@ -13,7 +13,9 @@ use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
     TransportResult,
 };
-use crate::model::{ControlMessage, RemoteTask, Scope, StepResult, TenantEvent, WorkerGroup};
+use crate::model::{
+    ControlMessage, RemoteTask, RunReply, Scope, StepResult, TenantEvent, WorkerGroup,
+};
 
 const EVENT_BUFFER: usize = 4096;
 
@@ -29,6 +31,9 @@ struct Inner {
     results_rx: Mutex<Option<mpsc::UnboundedReceiver<StepResult>>>,
     events: broadcast::Sender<TenantEvent>,
     control: broadcast::Sender<ControlMessage>,
+    requests_tx: mpsc::UnboundedSender<String>,
+    requests_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    replies: broadcast::Sender<RunReply>,
 }
 
 #[derive(Default)]
@@ -68,6 +73,8 @@ impl MemoryTransport {
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (control, _) = broadcast::channel(EVENT_BUFFER);
+        let (requests_tx, requests_rx) = mpsc::unbounded_channel();
+        let (replies, _) = broadcast::channel(EVENT_BUFFER);
         MemoryTransport {
             inner: Arc::new(Inner {
                 router: Mutex::new(Router::default()),
@@ -75,6 +82,9 @@ impl MemoryTransport {
                 results_rx: Mutex::new(Some(results_rx)),
                 events,
                 control,
+                requests_tx,
+                requests_rx: Mutex::new(Some(requests_rx)),
+                replies,
             }),
         }
     }
@@ -84,6 +94,26 @@ impl MemoryTransport {
         // data is still consistent enough to keep routing.
         self.inner.router.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The one consumer of a queue only one process side reads (results, run requests): the first
+/// caller takes the receiver; a second is refused.
+fn sole_consumer<T: Send + 'static>(
+    slot: &Mutex<Option<mpsc::UnboundedReceiver<T>>>,
+    what: &str,
+) -> TransportResult<Subscription<T>> {
+    let rx = slot
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .ok_or_else(|| {
+            TransportError::Unsupported(format!(
+                "the in-process transport has one consumer of {what}, already taken"
+            ))
+        })?;
+    Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })))
 }
 
 #[async_trait]
@@ -153,20 +183,7 @@ impl Transport for MemoryTransport {
     }
 
     async fn consume_results(&self) -> TransportResult<Subscription<StepResult>> {
-        let rx = self
-            .inner
-            .results_rx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .ok_or_else(|| {
-                TransportError::Unsupported(
-                    "the in-process transport has one result consumer, already taken".into(),
-                )
-            })?;
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|r| (r, rx))
-        })))
+        sole_consumer(&self.inner.results_rx, "step results")
     }
 
     async fn publish_event(&self, event: TenantEvent) -> TransportResult<()> {
@@ -242,6 +259,36 @@ impl Transport for MemoryTransport {
             }
         }
         Ok(groups.into_values().collect())
+    }
+
+    async fn send_run_request(&self, request: String) -> TransportResult<()> {
+        self.inner
+            .requests_tx
+            .send(request)
+            .map_err(|_| TransportError::Closed)
+    }
+
+    async fn consume_run_requests(&self) -> TransportResult<Subscription<String>> {
+        sole_consumer(&self.inner.requests_rx, "run requests")
+    }
+
+    async fn publish_run_reply(&self, reply: RunReply) -> TransportResult<()> {
+        // No listener is not an error: nobody was waiting for this reply.
+        let _ = self.inner.replies.send(reply);
+        Ok(())
+    }
+
+    async fn subscribe_run_replies(&self) -> TransportResult<Subscription<RunReply>> {
+        let rx = self.inner.replies.subscribe();
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(reply) => return Some((reply, rx)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })))
     }
 
     fn retains_tasks(&self) -> bool {

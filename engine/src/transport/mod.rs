@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use futures::Stream;
 
 use crate::model::{
-    ControlMessage, Namespace, RemoteTask, Scope, StepResult, TenantEvent, WorkerGroup,
+    ControlMessage, Namespace, RemoteTask, RunReply, Scope, StepResult, TenantEvent, WorkerGroup,
 };
 
 #[cfg(all(feature = "redis", any(test, feature = "test-util")))]
@@ -109,6 +109,20 @@ pub trait Transport: Send + Sync + 'static {
     /// partition), by name: worker health for the dashboard, and whether a waiting step has
     /// anyone to run it.
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>>;
+
+    /// Queues a run request as a tenant pod sends it (raw JSON: the control plane's responder
+    /// decides what to make of it).
+    async fn send_run_request(&self, request: String) -> TransportResult<()>;
+
+    /// Consumes run requests (the control plane's responder), raw, so that a malformed one
+    /// still reaches the responder, which answers it or logs it and goes on.
+    async fn consume_run_requests(&self) -> TransportResult<Subscription<String>>;
+
+    /// Publishes a reply on the channel every tenant pod shares (they match `requestId`).
+    async fn publish_run_reply(&self, reply: RunReply) -> TransportResult<()>;
+
+    /// Hears every run reply from now on.
+    async fn subscribe_run_replies(&self) -> TransportResult<Subscription<RunReply>>;
 
     /// Whether queued tasks survive a restart of this process. When they do not (in-process),
     /// the engine re-dispatches every waiting step at start-up.

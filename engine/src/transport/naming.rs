@@ -47,6 +47,16 @@ pub fn results_queue(p: &str) -> String {
     format!("{p}-results")
 }
 
+/// The queue tenant pods send run requests on (`P-run-request`).
+pub fn run_request_queue(p: &str) -> String {
+    format!("{p}-run-request")
+}
+
+/// The channel the control plane answers run requests on (`P-run-reply`).
+pub fn run_reply_channel(p: &str) -> String {
+    format!("{p}-run-reply")
+}
+
 /// The broadcast channel for cancels and worker progress (`P-control`).
 pub fn control_channel(p: &str) -> String {
     format!("{p}-control")

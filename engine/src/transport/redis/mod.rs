@@ -24,16 +24,16 @@ use tokio::sync::mpsc;
 use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts};
 use super::naming::{
-    control_channel, effective_prefix, results_queue, routing_token, tasks_queue,
-    tenant_events_channel, tenant_events_pattern,
+    control_channel, effective_prefix, results_queue, routing_token, run_reply_channel,
+    run_request_queue, tasks_queue, tenant_events_channel, tenant_events_pattern,
 };
 use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
     TransportResult,
 };
 use crate::model::{
-    ControlMessage, Millis, Namespace, Protocol, RemoteTask, Scope, Sdk, StepResult, TenantEvent,
-    V1_CAPABILITIES, WorkerDescriptor, WorkerGroup,
+    ControlMessage, Millis, Namespace, Protocol, RemoteTask, RunReply, Scope, Sdk, StepResult,
+    TenantEvent, V1_CAPABILITIES, WorkerDescriptor, WorkerGroup,
 };
 
 /// Where and how to reach Redis.
@@ -217,6 +217,24 @@ impl RedisTransport {
         (Box::pin(stream), alive)
     }
 
+    /// Listens on `channel` and parses each message as `T`, skipping what does not parse
+    /// (other SDKs' kinds we do not use).
+    async fn listen_json<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        channel: String,
+    ) -> TransportResult<Subscription<T>> {
+        let rx = self.listen(Target::Channel(channel)).await?;
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                if let Heard::Message(raw) = rx.recv().await?
+                    && let Ok(item) = serde_json::from_str::<T>(&raw)
+                {
+                    return Some((item, rx));
+                }
+            }
+        })))
+    }
+
     async fn listen(&self, target: Target) -> TransportResult<mpsc::Receiver<Heard>> {
         pubsub::listen(self.shared.clone(), target)
             .await
@@ -343,25 +361,41 @@ impl Transport for RedisTransport {
     }
 
     async fn subscribe_control(&self) -> TransportResult<Subscription<ControlMessage>> {
-        let rx = self
-            .listen(Target::Channel(control_channel(&self.shared.p)))
-            .await?;
-        let stream = futures::stream::unfold(rx, |mut rx| async move {
-            loop {
-                if let Heard::Message(raw) = rx.recv().await?
-                    && let Ok(message) = serde_json::from_str::<ControlMessage>(&raw)
-                {
-                    return Some((message, rx));
-                }
-            }
-        });
-        Ok(Box::pin(stream))
+        self.listen_json(control_channel(&self.shared.p)).await
     }
 
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>> {
         registry::groups(&self.shared, scope)
             .await
             .map_err(|e| TransportError::Unavailable(format!("reading worker registrations: {e}")))
+    }
+
+    async fn send_run_request(&self, request: String) -> TransportResult<()> {
+        self.add(
+            &run_request_queue(&self.shared.p),
+            "runRequest",
+            request,
+            Retention::Message,
+        )
+        .await
+    }
+
+    async fn consume_run_requests(&self) -> TransportResult<Subscription<String>> {
+        let rx = consumer::spawn(self.shared.clone(), vec![run_request_queue(&self.shared.p)]);
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        })))
+    }
+
+    async fn publish_run_reply(&self, reply: RunReply) -> TransportResult<()> {
+        let payload = serde_json::to_string(&reply)
+            .map_err(|e| TransportError::Unavailable(format!("encoding a run reply: {e}")))?;
+        self.publish(&run_reply_channel(&self.shared.p), payload)
+            .await
+    }
+
+    async fn subscribe_run_replies(&self) -> TransportResult<Subscription<RunReply>> {
+        self.listen_json(run_reply_channel(&self.shared.p)).await
     }
 
     fn retains_tasks(&self) -> bool {

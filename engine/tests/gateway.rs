@@ -1,0 +1,232 @@
+//! The isolation boundary over the wire: a control plane's run-request responder answering
+//! requests sent through the transport (in-process, and a real Redis), each test trying to cross
+//! the line between tenants and checking that nothing changed.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use durable::driver::StartRun;
+use durable::gateway::{RunRequestResponder, TokenSigner};
+use durable::model::{Namespace, RunReply, RunStatus, Scope};
+use durable::prelude::*;
+use durable::store::{SqliteStore, Store};
+use durable::transport::{MemoryTransport, Subscription, Transport};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+fn ns(s: &str) -> Namespace {
+    Namespace::parse(s).expect("namespace")
+}
+
+struct Pod {
+    transport: Arc<dyn Transport>,
+    replies: Subscription<RunReply>,
+    next_id: u32,
+}
+
+impl Pod {
+    /// Sends `body` with `tenant` (a token, or anything a forger puts there) and waits for the
+    /// reply to it.
+    async fn ask(&mut self, tenant: &str, body: Value) -> RunReply {
+        self.next_id += 1;
+        let request_id = format!("req-{}", self.next_id);
+        let request = json!({ "requestId": request_id, "tenant": tenant, "body": body });
+        self.transport
+            .send_run_request(request.to_string())
+            .await
+            .expect("send");
+        self.reply_to(&request_id).await
+    }
+
+    async fn reply_to(&mut self, request_id: &str) -> RunReply {
+        loop {
+            let reply = tokio::time::timeout(Duration::from_secs(10), self.replies.next())
+                .await
+                .expect("a reply within 10 s")
+                .expect("the reply stream is open");
+            if reply.request_id == request_id {
+                return reply;
+            }
+        }
+    }
+}
+
+async fn boundary(transport: Arc<dyn Transport>) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::connect(&format!("sqlite://{}/t.db", dir.path().display()))
+            .await
+            .expect("store"),
+    );
+    let mut registry = Registry::new();
+    registry.workflow("approval", 1, |ctx: WorkflowContext, _: Value| async move {
+        let got: Option<Value> = ctx.wait_signal("approve", None).await?;
+        Ok::<_, WorkflowError>(json!({ "approved": got }))
+    });
+    let engine = Engine::new(
+        store.clone(),
+        transport.clone(),
+        Arc::new(registry),
+        EngineConfig::default(),
+    );
+    engine.start().await.expect("engine");
+    let signer = TokenSigner::new(vec![42u8; 32]).expect("signer");
+    tokio::spawn(RunRequestResponder::new(engine.clone(), signer.clone()).serve());
+    let acme = signer.sign(&ns("acme"));
+    let start = |tenant: &str| StartRun {
+        workflow: "approval".into(),
+        input: json!({}),
+        namespace: Some(ns(tenant)),
+        ..StartRun::default()
+    };
+    let globex_run = engine.start_run(start("globex")).await.expect("start");
+    let acme_run = engine.start_run(start("acme")).await.expect("start");
+    common::wait_for(&store, &globex_run.id, RunStatus::Suspended).await;
+    common::wait_for(&store, &acme_run.id, RunStatus::Suspended).await;
+    let before = store
+        .get_run(&Scope::All, &globex_run.id)
+        .await
+        .expect("get")
+        .expect("exists");
+
+    let mut pod = Pod {
+        replies: transport.subscribe_run_replies().await.expect("replies"),
+        transport: transport.clone(),
+        next_id: 0,
+    };
+
+    // A forged token, a token signed with another secret, and none at all.
+    let other_secret = TokenSigner::new(vec![7u8; 32])
+        .expect("signer")
+        .sign(&ns("acme"));
+    for tenant in ["acme", "acme.AAAA", other_secret.as_str(), ""] {
+        let reply = pod.ask(tenant, json!({ "kind": "listRuns" })).await;
+        assert_eq!(reply.code(), Some("unauthorized"), "{tenant:?}: {reply:?}");
+    }
+
+    // acme asking for globex's run by every run-id verb: cross-tenant, before anything happens.
+    let id = globex_run.id.to_string();
+    for body in [
+        json!({ "kind": "getRun", "runId": id }),
+        json!({ "kind": "getRunDetail", "runId": id }),
+        json!({ "kind": "getCheckpoints", "runId": id }),
+        json!({ "kind": "getSearchAttributes", "runId": id }),
+        json!({ "kind": "getRunChildren", "runId": id }),
+        json!({ "kind": "signal", "runId": id, "signal": "approve", "payload": { "by": "acme" } }),
+        json!({ "kind": "cancel", "runId": id }),
+        json!({ "kind": "retry", "runId": id }),
+        json!({ "kind": "continue", "runId": id }),
+        json!({ "kind": "retryWithInput", "runId": id, "input": { "x": 1 } }),
+        json!({ "kind": "redispatch", "runId": id }),
+    ] {
+        let reply = pod.ask(&acme, body.clone()).await;
+        assert_eq!(reply.code(), Some("cross-tenant"), "{body}: {reply:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = store
+        .get_run(&Scope::All, &globex_run.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(after, before, "globex's run is untouched");
+    assert!(
+        store
+            .buffered_signals(&globex_run.id)
+            .await
+            .expect("signals")
+            .is_empty(),
+        "no signal was buffered for globex's run"
+    );
+
+    // Listing with globex's namespace in the query still lists acme's runs only.
+    let reply = pod
+        .ask(
+            &acme,
+            json!({ "kind": "listRuns", "query": { "namespace": "globex" } }),
+        )
+        .await;
+    let runs = reply.result.data.expect("data");
+    let ids: Vec<&str> = runs
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(ids, [acme_run.id.as_str()]);
+
+    // A start claiming globex, in the body, is stamped acme.
+    let reply = pod
+        .ask(
+            &acme,
+            json!({ "kind": "start", "workflow": "approval", "tenant": "globex", "namespace": "globex", "input": {} }),
+        )
+        .await;
+    let started = reply.result.data.expect("data")["runId"]
+        .as_str()
+        .expect("runId")
+        .to_owned();
+    let run = store
+        .get_run(
+            &Scope::All,
+            &durable::model::RunId::parse(&started).expect("id"),
+        )
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(run.namespace, ns("acme"));
+
+    // Unknown verbs, and requests that are not even JSON, get an error or are dropped; the
+    // responder keeps answering.
+    let reply = pod.ask(&acme, json!({ "kind": "frobnicate" })).await;
+    assert_eq!(reply.code(), Some("unknown-verb"));
+    assert_eq!(
+        reply.result.error.expect("error").message,
+        "unknown run-request verb: frobnicate"
+    );
+    transport
+        .send_run_request("{not json".into())
+        .await
+        .expect("send");
+    transport
+        .send_run_request(json!({ "tenant": acme }).to_string())
+        .await
+        .expect("send");
+    let reply = pod
+        .ask(
+            &acme,
+            json!({ "kind": "getRun", "runId": "run_does_not_exist" }),
+        )
+        .await;
+    assert!(reply.result.ok, "{reply:?}");
+    assert!(
+        reply.result.data.is_none_or(|d| d.is_null()),
+        "a missing run is null"
+    );
+
+    // Its own run, acme may act on: the signal completes it.
+    let reply = pod
+        .ask(
+            &acme,
+            json!({ "kind": "signal", "runId": acme_run.id, "signal": "approve", "payload": { "ok": true } }),
+        )
+        .await;
+    assert!(reply.result.ok, "{reply:?}");
+    let done = common::wait_for(&store, &acme_run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({ "approved": { "ok": true } })));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_boundary_holds_on_the_in_process_transport() {
+    boundary(Arc::new(MemoryTransport::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_boundary_holds_over_redis() {
+    let Some(transport) = durable::transport::redis_testing::fresh_transport().await else {
+        return;
+    };
+    boundary(Arc::new(transport)).await;
+}
