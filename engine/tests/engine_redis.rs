@@ -141,9 +141,13 @@ fn python() -> Option<String> {
     }
 }
 
-/// Starts the Python step worker on `prefix` and partition `acme`; returns once it consumes.
-async fn python_step_worker(python: &str, prefix: &str) -> tokio::process::Child {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/step_worker.py");
+/// Starts the Python billing worker (`tests/python/billing_worker.py`) on `prefix` and
+/// partition `acme`; returns once it consumes.
+async fn python_worker(python: &str, prefix: &str) -> tokio::process::Child {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/billing_worker.py"
+    );
     let mut child = tokio::process::Command::new(python)
         .arg(script)
         .env("REDIS_URL", test_url())
@@ -176,7 +180,7 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
     let Some(python) = python() else {
         return;
     };
-    let mut python_worker = python_step_worker(&python, transport.prefix()).await;
+    let mut python_worker = python_worker(&python, transport.prefix()).await;
     let dir = tempfile::tempdir().expect("tmp");
     let store = sqlite(&dir).await;
     let mut registry = Registry::new();
@@ -237,6 +241,88 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
             .any(|g| g.token() == "billing.invoice@acme" && g.workers == 1),
         "{groups:?}"
     );
+    engine.shutdown().await;
+    python_worker.kill().await.expect("stop the Python worker");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_control_plane_drives_a_python_workflow_to_completion() {
+    let Some(transport) = fresh_transport().await else {
+        return;
+    };
+    let Some(python) = python() else {
+        return;
+    };
+    let mut python_worker = python_worker(&python, transport.prefix()).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = sqlite(&dir).await;
+    // Nothing registered here: every turn of these workflows runs on the Python worker.
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(transport.clone()),
+        Arc::new(Registry::new()),
+        EngineConfig::default(),
+    );
+    engine.start().await.expect("engine");
+    let acme = ns("acme");
+    let run = engine
+        .start_run(StartRun {
+            workflow: "billing.close-month".into(),
+            input: json!({ "orderId": 9, "amount": 50, "graceMs": 200 }),
+            namespace: Some(acme.clone()),
+            ..StartRun::default()
+        })
+        .await
+        .expect("a workflow a live worker announces can be started");
+
+    // The clock read, the step (served by the Python step worker) and the timer pass; then the
+    // run waits for its signal.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let checkpoints = store
+            .checkpoints(&Scope::All, &run.id)
+            .await
+            .expect("checkpoints");
+        if checkpoints.iter().any(|c| {
+            c.kind == durable::model::CheckpointKind::Signal
+                && c.status == durable::model::CheckpointStatus::Pending
+        }) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never reached its signal wait: {checkpoints:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    engine
+        .signal(
+            &Scope::Only(acme.clone()),
+            &run.id,
+            "approve",
+            json!({ "by": "ops" }),
+        )
+        .await
+        .expect("signal");
+    let done = wait_for(&store, &run.id, RunStatus::Completed).await;
+    let output = done.output.expect("output");
+    assert_eq!(
+        output["invoice"],
+        json!({ "invoiceId": "inv_9", "amount": 50 })
+    );
+    assert_eq!(output["approval"], json!({ "by": "ops" }));
+    assert_eq!(output["receipt"], json!({ "receiptFor": "inv_9" }));
+    assert!(output["startedAt"].is_number());
+    let child = store
+        .get_run(&Scope::All, &durable::runtime::child_run_id(&run.id, 4))
+        .await
+        .expect("get")
+        .expect("the child run");
+    assert_eq!(
+        child.namespace, acme,
+        "the child is stamped with the parent's namespace"
+    );
+    assert_eq!(child.status, RunStatus::Completed);
     engine.shutdown().await;
     python_worker.kill().await.expect("stop the Python worker");
 }

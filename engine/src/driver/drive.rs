@@ -168,26 +168,34 @@ async fn turn(
         Persist::Turn(history) => (history, None),
         Persist::WithResult(history, result) => (Some(history), Some(result)),
     };
+    let history = match history {
+        Some(history) => history,
+        None => History {
+            checkpoints: shared.store.checkpoints(&shared.scope, &run.id).await?,
+            signals: shared.store.buffered_signals(&run.id).await?,
+        },
+    };
     let (commit, tasks) = match shared.registry.get(&run.workflow, run.workflow_version) {
+        // Not here: a worker announcing it on the run's partition turns it, or it parks.
         None => {
-            let reason = StepFailure::new(format!(
-                "no worker here serves workflow `{}` version {}; deploy a worker that registers it",
-                run.workflow, run.workflow_version
-            ))
-            .with_code("no_worker");
-            (TurnCommit::new(TurnOutcome::Block(reason)), Vec::new())
+            let now = shared.clock.now();
+            match super::remote::turn(shared, run, history, now).await {
+                Some(decision) => plan(run, decision, now, &shared.registry),
+                None => {
+                    let reason = StepFailure::new(format!(
+                        "no worker serves workflow `{}` version {} on `{}`; deploy a worker that registers it",
+                        run.workflow, run.workflow_version, run.namespace
+                    ))
+                    .with_code("no_worker");
+                    (TurnCommit::new(TurnOutcome::Block(reason)), Vec::new())
+                }
+            }
         }
         Some(workflow) => {
             let History {
                 checkpoints,
                 signals,
-            } = match history {
-                Some(history) => history,
-                None => History {
-                    checkpoints: shared.store.checkpoints(&shared.scope, &run.id).await?,
-                    signals: shared.store.buffered_signals(&run.id).await?,
-                },
-            };
+            } = history;
             let now = shared.clock.now();
             let input = TurnInput {
                 run_id: run.id.clone(),

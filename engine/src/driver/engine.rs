@@ -6,7 +6,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::shared::Shared;
-use super::{drive, lease, redispatch, results, sweep};
+use super::{drive, lease, redispatch, remote, results, sweep};
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Namespace, Run, RunId, RunStatus, Scope,
     StepFailure, TenantEventKind,
@@ -181,6 +181,7 @@ impl Engine {
                 self.stop.subscribe(),
             )),
             tokio::spawn(lease::renew_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(remote::decisions_loop(s.clone(), self.stop.subscribe())),
         ];
         *self.loops.lock().unwrap_or_else(|p| p.into_inner()) = Some(handles);
         s.set_accepting(true);
@@ -434,15 +435,23 @@ impl Engine {
         Ok(run)
     }
 
-    /// Starts a top-level run of the newest registered version of `req.workflow`.
+    /// Starts a top-level run of the newest registered version of `req.workflow`, or of a
+    /// workflow a live worker on the run's partition announces (its turns then run there).
     pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
         let registry = &self.shared.registry;
-        let workflow = registry.latest(&req.workflow).ok_or_else(|| {
-            EngineError::UnknownWorkflow(req.workflow.clone(), registry.workflow_names().join(", "))
-        })?;
         let namespace = req.namespace.unwrap_or_else(|| self.stamp_namespace());
+        let version = match registry.latest(&req.workflow) {
+            Some(workflow) => workflow.version,
+            None if remote::served(&self.shared, &req.workflow, &namespace).await => 1,
+            None => {
+                return Err(EngineError::UnknownWorkflow(
+                    req.workflow.clone(),
+                    registry.workflow_names().join(", "),
+                ));
+            }
+        };
         let id = req.id.unwrap_or_else(RunId::generate);
-        let mut new = NewRun::top_level(id, namespace, &workflow.name, workflow.version, req.input);
+        let mut new = NewRun::top_level(id, namespace, &req.workflow, version, req.input);
         new.tags = req.tags;
         new.search_attributes = req.search_attributes;
         let run = self.create(new).await?;

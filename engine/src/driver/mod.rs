@@ -6,6 +6,7 @@ mod drive;
 mod engine;
 mod lease;
 mod redispatch;
+mod remote;
 mod results;
 mod shared;
 mod sticky;

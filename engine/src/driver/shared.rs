@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub sticky: Sticky,
     /// Runs whose turn is executing here; their leases are renewed.
     in_flight: Mutex<HashSet<RunId>>,
+    /// Remote workflow turns sent and not yet decided.
+    pub awaiting: super::remote::Awaiting,
 }
 
 impl Shared {
@@ -63,6 +65,7 @@ impl Shared {
             accepting: AtomicBool::new(false),
             sticky: Sticky::default(),
             in_flight: Mutex::default(),
+            awaiting: super::remote::Awaiting::default(),
             config,
         }
     }

@@ -261,6 +261,18 @@ impl Transport for MemoryTransport {
         Ok(groups.into_values().collect())
     }
 
+    async fn dispatch_turn(&self, _task: serde_json::Value) -> TransportResult<()> {
+        Err(TransportError::Unsupported(
+            "no worker in this process runs workflow turns; run the workflow's worker on Redis"
+                .into(),
+        ))
+    }
+
+    async fn consume_decisions(&self) -> TransportResult<Subscription<serde_json::Value>> {
+        // Nothing here ever decides a remote turn.
+        Ok(Box::pin(futures::stream::pending()))
+    }
+
     async fn send_run_request(&self, request: String) -> TransportResult<()> {
         self.inner
             .requests_tx

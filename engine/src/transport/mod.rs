@@ -110,6 +110,14 @@ pub trait Transport: Send + Sync + 'static {
     /// anyone to run it.
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>>;
 
+    /// Queues a workflow turn (wire §3.2: `task` is the `WorkflowTask` JSON) on its `group`
+    /// token, for a worker that runs that workflow.
+    async fn dispatch_turn(&self, task: serde_json::Value) -> TransportResult<()>;
+
+    /// Consumes workflow decisions (wire §3.4), raw: the driver matches them to the turns it
+    /// sent by `taskId`.
+    async fn consume_decisions(&self) -> TransportResult<Subscription<serde_json::Value>>;
+
     /// Queues a run request as a tenant pod sends it (raw JSON: the control plane's responder
     /// decides what to make of it).
     async fn send_run_request(&self, request: String) -> TransportResult<()>;

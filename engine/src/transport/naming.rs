@@ -47,6 +47,11 @@ pub fn results_queue(p: &str) -> String {
     format!("{p}-results")
 }
 
+/// The queue workers send workflow decisions on (`P-decisions`).
+pub fn decisions_queue(p: &str) -> String {
+    format!("{p}-decisions")
+}
+
 /// The queue tenant pods send run requests on (`P-run-request`).
 pub fn run_request_queue(p: &str) -> String {
     format!("{p}-run-request")

@@ -24,8 +24,9 @@ use tokio::sync::mpsc;
 use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts};
 use super::naming::{
-    control_channel, effective_prefix, results_queue, routing_token, run_reply_channel,
-    run_request_queue, tasks_queue, tenant_events_channel, tenant_events_pattern,
+    control_channel, decisions_queue, effective_prefix, results_queue, routing_token,
+    run_reply_channel, run_request_queue, tasks_queue, tenant_events_channel,
+    tenant_events_pattern,
 };
 use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
@@ -368,6 +369,24 @@ impl Transport for RedisTransport {
         registry::groups(&self.shared, scope)
             .await
             .map_err(|e| TransportError::Unavailable(format!("reading worker registrations: {e}")))
+    }
+
+    async fn dispatch_turn(&self, task: serde_json::Value) -> TransportResult<()> {
+        let group = task
+            .get("group")
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| {
+                TransportError::Unsupported("a workflow task needs its `group`".into())
+            })?;
+        let queue = tasks_queue(&self.shared.p, group);
+        self.add(&queue, "workflow", task.to_string(), Retention::Message)
+            .await
+    }
+
+    async fn consume_decisions(&self) -> TransportResult<Subscription<serde_json::Value>> {
+        let (decisions, _alive) =
+            self.consume::<serde_json::Value>(vec![decisions_queue(&self.shared.p)], "decision");
+        Ok(decisions)
     }
 
     async fn send_run_request(&self, request: String) -> TransportResult<()> {

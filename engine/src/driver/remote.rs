@@ -1,0 +1,310 @@
+//! Remote workflow turns (aviary wire §3): a run whose workflow this process does not have is
+//! turned by a worker that announces it on the run's partition (the Python `durable-worker`,
+//! say). The control plane keeps the run claimed, sends the worker the run's resolved history,
+//! and applies the decision it returns exactly as it applies a turn computed here.
+//!
+//! The control plane itself decides what the worker cannot know: timers that are due fire, and
+//! a buffered signal satisfies the wait it was sent for (`pendingSignals`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use tokio::sync::{oneshot, watch};
+
+use super::shared::Shared;
+use crate::model::{CheckpointKind, CheckpointStatus, Millis, Run, Scope, StepFailure};
+use crate::runtime::{Command, Decision, DecisionStatus};
+use crate::store::History;
+use crate::transport::naming::{routing_token, sanitize};
+
+/// How long a worker may stay silent on a turn before it is sent again.
+const SILENCE: Duration = Duration::from_secs(30);
+/// Sends of one turn before the run is parked as having no worker.
+const SENDS: usize = 3;
+
+/// Turns sent and not yet decided, by `taskId`.
+#[derive(Default)]
+pub(crate) struct Awaiting {
+    turns: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+}
+
+impl Awaiting {
+    fn insert(&self, task_id: String) -> oneshot::Receiver<Value> {
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(task_id, tx);
+        rx
+    }
+
+    fn remove(&self, task_id: &str) -> Option<oneshot::Sender<Value>> {
+        self.lock().remove(task_id)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Value>>> {
+        self.turns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Hands every decision to the turn waiting for it. A decision nobody here waits for (a turn
+/// sent again meanwhile, or another control plane's) is dropped: its sender re-drives.
+pub(crate) async fn decisions_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut decisions = match shared.transport.consume_decisions().await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot consume workflow decisions; remote workflows will not advance");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            decision = decisions.next() => {
+                let Some(decision) = decision else { return };
+                let task_id = decision.get("taskId").and_then(Value::as_str).unwrap_or_default();
+                match shared.awaiting.remove(task_id) {
+                    Some(waiter) => {
+                        let _ = waiter.send(decision);
+                    }
+                    None => tracing::debug!(task_id, "dropped a decision for a turn not awaited here"),
+                }
+            }
+        }
+    }
+}
+
+/// Whether a live worker on `run`'s partition announces its workflow.
+pub(crate) async fn served(
+    shared: &Shared,
+    workflow: &str,
+    namespace: &crate::model::Namespace,
+) -> bool {
+    let name = sanitize(workflow);
+    shared
+        .transport
+        .worker_groups(&Scope::Only(namespace.clone()))
+        .await
+        .map(|groups| groups.iter().any(|g| g.serves(&name, namespace)))
+        .unwrap_or(false)
+}
+
+/// The decision of one remote turn of `run`, or `None` when no worker serves its workflow or
+/// none answered.
+pub(crate) async fn turn(
+    shared: &Shared,
+    run: &Run,
+    history: History,
+    now: Millis,
+) -> Option<Decision> {
+    if !served(shared, &run.workflow, &run.namespace).await {
+        return None;
+    }
+    let prepared = prepare(&history, now);
+    let group = routing_token(&run.workflow, Some(&run.namespace));
+    for _ in 0..SENDS {
+        let task_id = format!(
+            "{}:wf:{}",
+            run.id,
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let mut task = json!({
+            "taskId": task_id,
+            "runId": run.id,
+            "workflow": run.workflow,
+            "workflowVersion": run.workflow_version.to_string(),
+            "input": run.input,
+            "history": prepared.history,
+            "group": group,
+            "attempt": 1,
+        });
+        if !prepared.pending_signals.is_empty() {
+            task["pendingSignals"] = Value::Array(prepared.pending_signals.clone());
+        }
+        let answer = shared.awaiting.insert(task_id.clone());
+        if let Err(e) = shared.transport.dispatch_turn(task).await {
+            shared.awaiting.remove(&task_id);
+            tracing::warn!(run_id = %run.id, error = %e, "sending a workflow turn failed");
+            return None;
+        }
+        match tokio::time::timeout(SILENCE, answer).await {
+            Ok(Ok(raw)) => return Some(decision(raw, &prepared, now)),
+            _ => {
+                shared.awaiting.remove(&task_id);
+                tracing::warn!(run_id = %run.id, task_id, "no decision within the silence window; sending the turn again");
+            }
+        }
+    }
+    None
+}
+
+/// A turn's history as the wire carries it, and what the control plane decided itself.
+struct Prepared {
+    history: Vec<Value>,
+    pending_signals: Vec<Value>,
+    /// Commands the control plane adds: timers found due, buffered signals taken.
+    own: Vec<Command>,
+    /// Positions that already have a checkpoint (a worker re-emits pending ones; they are
+    /// skipped).
+    known: HashSet<u32>,
+    /// The earliest pending timer that is not due yet.
+    next_wake: Option<Millis>,
+}
+
+/// Builds the resolved history (wire §3.2) of `run` at `now`.
+fn prepare(history: &History, now: Millis) -> Prepared {
+    let mut out = Prepared {
+        history: Vec::new(),
+        pending_signals: Vec::new(),
+        own: Vec::new(),
+        known: HashSet::new(),
+        next_wake: None,
+    };
+    let mut taken = HashSet::new();
+    let mut checkpoints = history.checkpoints.clone();
+    checkpoints.sort_by_key(|c| c.seq);
+    for cp in &checkpoints {
+        out.known.insert(cp.seq);
+        let resolved = matches!(
+            cp.status,
+            CheckpointStatus::Completed | CheckpointStatus::Failed
+        );
+        let mut entry = Map::new();
+        entry.insert("seq".into(), json!(cp.seq));
+        let outcome = |entry: &mut Map<String, Value>| match (&cp.output, &cp.error, cp.status) {
+            (_, Some(error), CheckpointStatus::Failed) => {
+                entry.insert("error".into(), json!(error));
+            }
+            (output, _, _) => {
+                entry.insert("output".into(), output.clone().unwrap_or(Value::Null));
+            }
+        };
+        match cp.kind {
+            CheckpointKind::LocalStep | CheckpointKind::SideEffect if resolved => {
+                entry.insert("kind".into(), json!("step"));
+                entry.insert("name".into(), json!(cp.name));
+                outcome(&mut entry);
+            }
+            CheckpointKind::RemoteStep if resolved => {
+                entry.insert("kind".into(), json!("call"));
+                entry.insert("name".into(), json!(cp.name));
+                outcome(&mut entry);
+            }
+            CheckpointKind::Sleep => {
+                let due = cp.wake_at.is_some_and(|at| at <= now);
+                if !resolved && !due {
+                    out.next_wake = cp.wake_at.map(|at| out.next_wake.map_or(at, |w| w.min(at)));
+                    continue;
+                }
+                if !resolved {
+                    out.own.push(Command::FireTimer { seq: cp.seq });
+                }
+                entry.insert("kind".into(), json!("timer"));
+                entry.insert("name".into(), json!(format!("sleep:{}", cp.seq)));
+            }
+            CheckpointKind::Signal if resolved => {
+                entry.insert("kind".into(), json!("signal"));
+                outcome(&mut entry);
+            }
+            CheckpointKind::Signal => {
+                // A buffered signal of this name satisfies the wait: the worker learns it from
+                // `pendingSignals`, the store from the command.
+                if let Some(signal) = history
+                    .signals
+                    .iter()
+                    .find(|s| s.name == cp.name && !taken.contains(&s.id))
+                {
+                    taken.insert(signal.id);
+                    out.pending_signals.push(
+                        json!({ "seq": cp.seq, "signal": cp.name, "payload": signal.payload }),
+                    );
+                    out.own.push(Command::ConsumeSignal {
+                        seq: cp.seq,
+                        signal: cp.name.clone(),
+                        signal_id: signal.id,
+                    });
+                }
+                continue;
+            }
+            CheckpointKind::Child if resolved => {
+                entry.insert("kind".into(), json!("child"));
+                outcome(&mut entry);
+            }
+            _ => continue,
+        }
+        out.history.push(Value::Object(entry));
+    }
+    out
+}
+
+/// A worker's decision as this engine applies it: the control plane's own commands first, then
+/// the worker's, minus those for positions that already have a checkpoint.
+fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
+    let bad = |why: String| Decision {
+        status: DecisionStatus::Failed {
+            error: StepFailure::new(format!("the worker's decision cannot be applied: {why}"))
+                .with_code("bad_decision"),
+        },
+        commands: Vec::new(),
+        next_wake: None,
+    };
+    let status = match raw.get("status").and_then(Value::as_str) {
+        // A run cancelled during the turn is finished by the cancellation itself.
+        Some("continue" | "cancelled") => DecisionStatus::Continue,
+        Some("completed") => DecisionStatus::Completed {
+            output: raw.get("output").cloned().unwrap_or(Value::Null),
+        },
+        Some("failed") => DecisionStatus::Failed {
+            error: raw
+                .get("error")
+                .cloned()
+                .and_then(|e| serde_json::from_value(e).ok())
+                .unwrap_or_else(|| StepFailure::new("the workflow failed on its worker")),
+        },
+        other => return bad(format!("unknown status {other:?}")),
+    };
+    let mut commands = prepared.own.clone();
+    let mut next_wake = prepared.next_wake;
+    for mut command in raw
+        .get("commands")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
+        let seq = command
+            .get("seq")
+            .and_then(Value::as_u64)
+            .unwrap_or(u64::MAX);
+        if prepared.known.contains(&(seq as u32)) {
+            continue;
+        }
+        if command.get("kind").and_then(Value::as_str) == Some("recordStep") {
+            for field in ["startedAt", "finishedAt"] {
+                if command.get(field).is_none() {
+                    command[field] = json!(now);
+                }
+            }
+        }
+        match serde_json::from_value::<Command>(command.clone()) {
+            Ok(
+                c @ (Command::Call { .. }
+                | Command::RecordStep { .. }
+                | Command::Sleep { .. }
+                | Command::WaitSignal { .. }
+                | Command::StartChild { .. }),
+            ) => {
+                if let Command::Sleep { ms, .. } = &c {
+                    let at = now.saturating_add(i64::try_from(*ms).unwrap_or(i64::MAX));
+                    next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                }
+                commands.push(c);
+            }
+            _ => return bad(format!("unknown or malformed command {command}")),
+        }
+    }
+    Decision {
+        status,
+        commands,
+        next_wake,
+    }
+}

@@ -1,0 +1,58 @@
+"""An unmodified `durable-worker` (PyPI) worker for the interop tests, on partition
+$DURABLE_PARTITION under wire prefix $DURABLE_PREFIX. It serves:
+
+- step `billing.invoice` (a Python step of a Rust workflow);
+- workflows `billing.close-month` (a clock read, a step, a sleep, a signal wait and a child)
+  and `billing.receipt` (the child), whose turns our control plane drives.
+
+    REDIS_URL=redis://127.0.0.1:6379 DURABLE_PARTITION=acme DURABLE_PREFIX=durable python billing_worker.py
+"""
+import asyncio
+import os
+
+from durable_worker import FatalError, Worker
+from durable_worker.redis_runner import run_redis_worker
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+PARTITION = os.environ.get("DURABLE_PARTITION", "acme") or None
+PREFIX = os.environ.get("DURABLE_PREFIX", "durable")
+
+worker = Worker(PARTITION, redis=REDIS_URL, prefix=PREFIX, auto_register=False)
+
+
+@worker.step("billing.invoice")
+async def invoice(data, ctx):
+    ctx.info("invoicing", {"orderId": data.get("orderId")})
+    if data.get("decline"):
+        raise FatalError("card declined", "declined", details={"reason": "nsf"})
+    return {"invoiceId": f"inv_{data['orderId']}", "amount": data.get("amount", 0)}
+
+
+@worker.workflow("billing.close-month", version="1")
+def close_month(ctx, inp):
+    started = ctx.now()
+    invoice = ctx.step("billing.invoice", {"orderId": inp["orderId"], "amount": inp["amount"]})
+    ctx.sleep(inp.get("graceMs", 1000))
+    approval = ctx.wait_signal("approve")
+    receipt = ctx.start_child("billing.receipt", {"invoiceId": invoice["invoiceId"]})
+    return {"startedAt": started, "invoice": invoice, "approval": approval, "receipt": receipt}
+
+
+@worker.workflow("billing.receipt", version="1")
+def receipt(ctx, inp):
+    return {"receiptFor": inp["invoiceId"]}
+
+
+async def main():
+    handle = await run_redis_worker(
+        worker, partition=PARTITION, connection=REDIS_URL, prefix=PREFIX, concurrency=4
+    )
+    print("READY", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await handle.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
