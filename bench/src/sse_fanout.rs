@@ -9,15 +9,17 @@
 //! The server binary is `$DURABLE_BIN`, else `$CARGO_TARGET_DIR/release/durable`; the site
 //! (for the bundle sizes) is `$LEPTOS_SITE_ROOT`, else `target/site`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::path::Path;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use support::{BoxError, Proc, free_port, run, server_binary, wait_healthy};
 
 /// Runs are started in waves of this many, a pause apart, so the measure is delivery latency,
 /// not a queue of starts.
@@ -34,7 +36,16 @@ async fn main() -> Result<(), BoxError> {
     let db = format!("sqlite://{}/bench.db", dir.path().display());
     let port = free_port()?;
     let base = format!("http://127.0.0.1:{port}");
-    let server = Server::start(&bin, &db, port)?;
+    let bind = format!("127.0.0.1:{port}");
+    let server = Proc::spawn(
+        &bin,
+        &["serve"],
+        &[
+            ("DATABASE_URL", db.as_str()),
+            ("DURABLE_BIND", bind.as_str()),
+            ("DURABLE_DEMO_PASSWORD", "bench-password"),
+        ],
+    )?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(subscribers + 8)
         .build()?;
@@ -110,7 +121,7 @@ async fn measure(
     token: &str,
     subscribers: usize,
     runs: usize,
-    server: &Server,
+    server: &Proc,
 ) -> Result<Outcome, BoxError> {
     let latencies: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(Vec::new()));
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
@@ -228,99 +239,12 @@ async fn measure(
     })
 }
 
-/// The server under test; killed when dropped.
-struct Server {
-    child: Child,
-}
-
-impl Server {
-    fn start(bin: &Path, db: &str, port: u16) -> Result<Self, BoxError> {
-        let child = Command::new(bin)
-            .arg("serve")
-            .env("DATABASE_URL", db)
-            .env("DURABLE_BIND", format!("127.0.0.1:{port}"))
-            .env("DURABLE_DEMO_PASSWORD", "bench-password")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                format!(
-                    "starting {}: {e}; build it with `cargo build --release -p server`",
-                    bin.display()
-                )
-            })?;
-        Ok(Server { child })
-    }
-
-    /// Resident set size, from /proc.
-    fn rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            })
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn server_binary() -> Result<PathBuf, BoxError> {
-    if let Ok(bin) = std::env::var("DURABLE_BIN") {
-        return Ok(bin.into());
-    }
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let bin = Path::new(&target).join("release/durable");
-    if bin.exists() {
-        Ok(bin)
-    } else {
-        Err(format!(
-            "{} is missing: build it with `cargo build --release -p server` or set DURABLE_BIN",
-            bin.display()
-        )
-        .into())
-    }
-}
-
 fn issue_token(bin: &Path, db: &str) -> Result<String, BoxError> {
-    let out = Command::new(bin)
-        .args(["token", "issue", "--tenant", "acme"])
-        .env("DATABASE_URL", db)
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "token issue failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(String::from_utf8(out.stdout)?.trim().to_owned())
-}
-
-async fn wait_healthy(http: &reqwest::Client, base: &str) -> Result<(), BoxError> {
-    for _ in 0..300 {
-        if let Ok(r) = http.get(format!("{base}/healthz")).send().await
-            && r.status().is_success()
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err("the server did not become healthy within 30 s".into())
-}
-
-fn free_port() -> Result<u16, BoxError> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    run(
+        bin,
+        &["token", "issue", "--tenant", "acme"],
+        &[("DATABASE_URL", db)],
+    )
 }
 
 /// `(file, raw bytes, gzip -9 bytes)` of the hydrate bundle.

@@ -1,0 +1,290 @@
+//! The cluster over the wire: a `durable control-plane` (PostgreSQL + Redis) and separate
+//! `durable worker --tenant bench` processes (release builds), driving `demo.order` (three
+//! remote steps) started through the API. Side by side in one run:
+//!
+//! - the raw queue round trip on the same Redis (a task job out and a result job back through
+//!   the BullMQ-layout queues, no engine, no database);
+//! - one step's dispatch-to-result round trip inside the engine (a 1-step workflow);
+//! - 3-step runs one at a time (p50/p99, start call to `run.completed` on the SSE stream);
+//! - 2,000 3-step runs started at once (completed runs/s).
+//!
+//! `cargo build --release -p durable-server && cargo run --release -p durable-bench --bin cluster [-- WORKERS BURST]`
+//! (PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379, or `DURABLE_TEST_POSTGRES` /
+//! `DURABLE_TEST_REDIS`.)
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use durable::model::{Namespace, RemoteTask, RunId, StepOutcome, StepResult};
+use durable::store::postgres_testing;
+use durable::transport::redis_testing::{fresh_prefix, test_url};
+use durable::transport::{Partitions, RedisConfig, RedisTransport, TaskSubscription, Transport};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use support::{BoxError, Proc, free_port, run, server_binary, wait_healthy};
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let mut args = std::env::args().skip(1);
+    let workers: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(2);
+    let burst: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(2000);
+    let sequential = 300;
+
+    let prefix = fresh_prefix();
+    let raw = raw_round_trip(&prefix, 500).await?;
+
+    let bin = server_binary()?;
+    let db = postgres_testing::fresh_database()
+        .await
+        .ok_or("PostgreSQL is required (DURABLE_SKIP_POSTGRES is set)")?;
+    run(&bin, &["migrate"], &[("DATABASE_URL", db.as_str())])?;
+    let token = run(
+        &bin,
+        &["token", "issue", "--tenant", "bench"],
+        &[("DATABASE_URL", db.as_str())],
+    )?;
+    let port = free_port()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let redis = test_url();
+    let cluster = [
+        ("REDIS_URL", redis.as_str()),
+        ("DURABLE_PREFIX", prefix.as_str()),
+    ];
+    let mut cp_env = cluster.to_vec();
+    let bind = format!("127.0.0.1:{port}");
+    cp_env.extend([
+        ("DATABASE_URL", db.as_str()),
+        ("DURABLE_BIND", bind.as_str()),
+        ("DURABLE_NO_DEMO", "true"),
+    ]);
+    let control_plane = Proc::spawn(&bin, &["control-plane"], &cp_env)?;
+    let _workers: Vec<Proc> = (0..workers)
+        .map(|_| {
+            Proc::spawn(
+                &bin,
+                &["worker", "--tenant", "bench", "--concurrency", "256"],
+                &cluster,
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(128)
+        .build()?;
+    wait_healthy(&http, &base).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let completions = Arc::new(Completions::default());
+    completions.clone().listen(&http, &base, &token).await?;
+
+    // One at a time.
+    let mut latencies = Vec::with_capacity(sequential);
+    for i in 0..sequential {
+        let t0 = Instant::now();
+        let id = start(&http, &base, &token, i).await?;
+        completions.wait(&id).await;
+        latencies.push(t0.elapsed());
+    }
+    latencies.sort();
+    let pct = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+
+    // At once.
+    let before = completions.count();
+    let t0 = Instant::now();
+    futures::stream::iter(0..burst)
+        .map(|i| {
+            let (http, base, token) = (http.clone(), base.clone(), token.clone());
+            async move { start(&http, &base, &token, 100_000 + i).await }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while completions.count() < before + burst {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "only {} of {burst} runs completed in 5 minutes",
+                completions.count() - before
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = t0.elapsed();
+    let rss = control_plane.rss_kib();
+
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "\n## Cluster: control plane (PostgreSQL + Redis) and {workers} worker processes, `demo.order` (3 steps)\n"
+    );
+    println!("| measure | result |");
+    println!("| --- | --- |");
+    println!(
+        "| raw queue round trip on the same Redis, p50 / p99 | {:.2} ms / {:.2} ms |",
+        ms(raw.0),
+        ms(raw.1)
+    );
+    println!(
+        "| 3-step run one at a time, p50 | {:.2} ms |",
+        ms(pct(0.50))
+    );
+    println!(
+        "| 3-step run one at a time, p99 | {:.2} ms |",
+        ms(pct(0.99))
+    );
+    println!(
+        "| {burst} runs at once: completed | {:.0} runs/s |",
+        burst as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "| control-plane RSS after the burst | {:.1} MiB |",
+        rss as f64 / 1024.0
+    );
+    println!(
+        "\nA 3-step run costs {:.1}x the raw round trip (p50): three round trips plus the database writes.",
+        ms(pct(0.50)) / ms(raw.0).max(0.001)
+    );
+    Ok(())
+}
+
+/// A task job out and a result job back through our Redis transport alone, one at a time.
+async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), BoxError> {
+    let transport = RedisTransport::connect(RedisConfig {
+        prefix: format!("{prefix}raw"),
+        ..RedisConfig::new(test_url())
+    })
+    .await?;
+    let acme = Namespace::tenant("bench")?;
+    let mut tasks = transport
+        .consume_tasks(TaskSubscription {
+            names: vec!["echo".into()],
+            partitions: Partitions::Only(vec![acme.clone()]),
+        })
+        .await?;
+    let mut results = transport.consume_results().await?;
+    let echo = transport.clone();
+    tokio::spawn(async move {
+        while let Some(task) = tasks.next().await {
+            let result = StepResult {
+                run_id: task.run_id,
+                seq: task.seq,
+                step_id: task.step_id,
+                started_at: None,
+                outcome: StepOutcome::Completed {
+                    output: task.input.unwrap_or(Value::Null),
+                },
+            };
+            let _ = echo.publish_result(result).await;
+        }
+    });
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let run_id = RunId::parse(&format!("raw-{i}"))?;
+        let t0 = Instant::now();
+        transport
+            .dispatch(RemoteTask {
+                run_id: run_id.clone(),
+                seq: 0,
+                name: "echo".into(),
+                step_id: format!("{run_id}:0"),
+                group: format!("echo@{acme}"),
+                input: Some(json!({ "i": i })),
+                context: None,
+                attempt: 1,
+            })
+            .await?;
+        results.next().await.ok_or("the result stream ended")?;
+        times.push(t0.elapsed());
+    }
+    times.sort();
+    Ok((times[n / 2], times[(n * 99 / 100).min(n - 1)]))
+}
+
+/// Counts `run.completed` events of the bench tenant, and lets a caller wait for one run.
+#[derive(Default)]
+struct Completions {
+    done: std::sync::Mutex<std::collections::HashSet<String>>,
+    count: AtomicUsize,
+    notify: tokio::sync::Notify,
+}
+
+impl Completions {
+    async fn listen(
+        self: Arc<Self>,
+        http: &reqwest::Client,
+        base: &str,
+        token: &str,
+    ) -> Result<(), BoxError> {
+        let response = http
+            .get(format!("{base}/api/v1/events"))
+            .bearer_auth(token)
+            .send()
+            .await?
+            .error_for_status()?;
+        tokio::spawn(async move {
+            let mut body = response.bytes_stream();
+            let mut buf = String::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find("\n\n") {
+                    let frame: String = buf.drain(..end + 2).collect();
+                    for data in frame.lines().filter_map(|l| l.strip_prefix("data:")) {
+                        let Ok(event) = serde_json::from_str::<Value>(data.trim()) else {
+                            continue;
+                        };
+                        if event["type"] == "run.completed"
+                            && let Some(id) = event["runId"].as_str()
+                            && self
+                                .done
+                                .lock()
+                                .map(|mut d| d.insert(id.to_owned()))
+                                .unwrap_or(false)
+                        {
+                            self.count.fetch_add(1, Ordering::SeqCst);
+                            self.notify.notify_waiters();
+                        }
+                    }
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(())
+    }
+
+    fn count(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    async fn wait(&self, id: &str) {
+        loop {
+            let notified = self.notify.notified();
+            if self.done.lock().map(|d| d.contains(id)).unwrap_or(false) {
+                return;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
+        }
+    }
+}
+
+async fn start(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    i: usize,
+) -> Result<String, BoxError> {
+    let run: Value = http
+        .post(format!("{base}/api/v1/runs"))
+        .bearer_auth(token)
+        .json(&json!({ "workflow": "demo.order", "input": { "item": format!("b-{i}"), "delay_ms": 0 } }))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(run["id"].as_str().ok_or("no run id")?.to_owned())
+}
