@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use durable::driver::StartRun;
-use durable::gateway::{RunRequestResponder, TokenSigner};
+use durable::gateway::{ProxyGateway, RunGateway, RunRequestResponder, StoreGateway, TokenSigner};
 use durable::model::{Namespace, RunReply, RunStatus, Scope};
 use durable::prelude::*;
 use durable::store::{SqliteStore, Store};
@@ -204,6 +204,40 @@ async fn boundary(transport: Arc<dyn Transport>) {
         reply.result.data.is_none_or(|d| d.is_null()),
         "a missing run is null"
     );
+
+    // The same verbs through both gateways give the same answers: in-process over the store,
+    // and as a store-less pod through the responder.
+    let direct = StoreGateway::new(engine.clone(), ns("acme"));
+    let proxied = ProxyGateway::connect(transport.clone(), acme.clone())
+        .await
+        .expect("proxy");
+    let gateways: [&dyn RunGateway; 2] = [&direct, &proxied];
+    let mut answers = Vec::new();
+    for gateway in gateways {
+        let own = gateway.get_run(&acme_run.id).await.expect("own run");
+        let other = gateway
+            .get_run(&globex_run.id)
+            .await
+            .expect_err("globex's run");
+        let listed: Vec<String> = gateway
+            .list_runs(json!({ "namespace": "globex" }))
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|r| r.id.to_string())
+            .collect();
+        answers.push((own.map(|r| r.id), other.code, listed));
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0].1.as_deref(), Some("cross-tenant"));
+    let forged = ProxyGateway::connect(transport.clone(), "acme.forged")
+        .await
+        .expect("proxy");
+    let refused = forged
+        .get_run(&acme_run.id)
+        .await
+        .expect_err("forged token");
+    assert_eq!(refused.code.as_deref(), Some("unauthorized"));
 
     // Its own run, acme may act on: the signal completes it.
     let reply = pod

@@ -1,0 +1,329 @@
+//! The store-backed [`RunGateway`]: a tenant's view of runs read and changed through the
+//! engine and its store, confined to that tenant. It is what the control plane's responder
+//! answers pods with, and what a process that owns the store uses directly.
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+use super::RunGateway;
+use crate::driver::{Control, Engine, EngineError, StartRun};
+use crate::model::{MAX_PAGE_SIZE, Namespace, ReplyError, RunId, RunQuery, RunStatus, Scope};
+use crate::store::{ScopedStore, SignalSent};
+
+/// Why a verb could not be carried out; becomes the reply's error.
+struct Refusal {
+    message: String,
+    code: Option<&'static str>,
+}
+
+impl Refusal {
+    fn bad(message: impl Into<String>) -> Self {
+        Refusal {
+            message: message.into(),
+            code: Some("bad-request"),
+        }
+    }
+}
+
+impl From<EngineError> for Refusal {
+    fn from(e: EngineError) -> Self {
+        let code = match e {
+            EngineError::UnknownWorkflow(..) => Some("bad-request"),
+            _ => None,
+        };
+        Refusal {
+            message: e.to_string(),
+            code,
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for Refusal {
+    fn from(e: crate::store::StoreError) -> Self {
+        EngineError::from(e).into()
+    }
+}
+
+/// One tenant's gateway over the engine and its store.
+#[derive(Clone)]
+pub struct StoreGateway {
+    engine: Engine,
+    tenant: Namespace,
+}
+
+#[async_trait]
+impl RunGateway for StoreGateway {
+    async fn request(&self, body: Value) -> Result<Value, ReplyError> {
+        let kind = body.get("kind").and_then(Value::as_str).unwrap_or_default();
+        self.verb(&self.tenant, kind, &body)
+            .await
+            .map_err(|r| ReplyError {
+                message: r.message,
+                code: r.code.map(str::to_owned),
+            })
+    }
+}
+
+impl StoreGateway {
+    /// `tenant`'s gateway (the tenant was verified by whoever builds this).
+    pub fn new(engine: Engine, tenant: Namespace) -> Self {
+        StoreGateway { engine, tenant }
+    }
+
+    /// The run a run-id verb names, if it exists and is `tenant`'s; `Ok(None)` when it does not
+    /// exist; `cross-tenant` when it is another tenant's.
+    async fn owned(&self, tenant: &Namespace, body: &Value) -> Result<Option<RunId>, Refusal> {
+        let raw = body
+            .get("runId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Refusal::bad("this verb needs `runId`"))?;
+        let id = RunId::parse(raw).map_err(|e| Refusal::bad(e.to_string()))?;
+        match self.engine.store().get_run(&Scope::All, &id).await? {
+            None => Ok(None),
+            Some(run) if &run.namespace == tenant => Ok(Some(id)),
+            Some(_) => Err(Refusal {
+                message: "run belongs to another tenant".into(),
+                code: Some("cross-tenant"),
+            }),
+        }
+    }
+
+    async fn verb(&self, tenant: &Namespace, kind: &str, body: &Value) -> Result<Value, Refusal> {
+        let scope = Scope::Only(tenant.clone());
+        let reads = ScopedStore::new(self.engine.store().clone(), tenant.clone())?;
+        let engine = &self.engine;
+        match kind {
+            "listRuns" => {
+                // The query's namespace, if any, is overwritten by the token's tenant.
+                let query = list_query(body.get("query"))?;
+                Ok(to_json(&reads.list_runs(&query).await?.runs))
+            }
+            "runFacets" => Ok(to_json(&reads.facets().await?)),
+            "runValueFacets" => {
+                let key = body
+                    .get("key")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| Refusal::bad("runValueFacets needs `key`"))?;
+                Ok(to_json(&reads.value_facets(key).await?))
+            }
+            "workerHealth" => {
+                let groups = engine
+                    .transport()
+                    .worker_groups(&scope)
+                    .await
+                    .map_err(EngineError::from)?;
+                Ok(to_json(&groups))
+            }
+            "waitingFor" => {
+                let ids = body
+                    .get("runIds")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| Refusal::bad("waitingFor needs `runIds`"))?;
+                let mut out = Map::new();
+                for id in ids
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .take(MAX_PAGE_SIZE as usize)
+                {
+                    let Ok(id) = RunId::parse(id) else { continue };
+                    // Only the tenant's own runs are answered; others are left out silently.
+                    if let Some(run) = reads.get_run(&id).await? {
+                        let checkpoints = reads.checkpoints(&id).await?;
+                        let detail = crate::model::RunDetail { run, checkpoints };
+                        out.insert(id.to_string(), to_json(&detail.waiting_for()));
+                    }
+                }
+                Ok(Value::Object(out))
+            }
+            "start" => {
+                let workflow = body
+                    .get("workflow")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| Refusal::bad("start needs `workflow`"))?;
+                let id = body
+                    .get("runId")
+                    .and_then(Value::as_str)
+                    .map(RunId::parse)
+                    .transpose()
+                    .map_err(|e| Refusal::bad(e.to_string()))?;
+                let tags = body
+                    .get("tags")
+                    .and_then(Value::as_array)
+                    .map(|t| {
+                        t.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let search_attributes = body
+                    .get("searchAttributes")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                let run = engine
+                    .start_run(StartRun {
+                        workflow: workflow.to_owned(),
+                        input: body.get("input").cloned().unwrap_or(Value::Null),
+                        // Always the token's tenant, whatever the body claims.
+                        namespace: Some(tenant.clone()),
+                        id,
+                        tags,
+                        search_attributes,
+                    })
+                    .await?;
+                Ok(json!({ "runId": run.id, "status": run.status }))
+            }
+            "getRun"
+            | "getRunDetail"
+            | "getCheckpoints"
+            | "getSearchAttributes"
+            | "getRunChildren"
+            | "signal"
+            | "cancel"
+            | "retry"
+            | "continue"
+            | "retryWithInput"
+            | "redispatch" => {
+                let Some(id) = self.owned(tenant, body).await? else {
+                    return Ok(Value::Null);
+                };
+                self.run_verb(&scope, &reads, kind, &id, body).await
+            }
+            other => Err(Refusal {
+                message: format!("unknown run-request verb: {other}"),
+                code: Some("unknown-verb"),
+            }),
+        }
+    }
+
+    /// A verb on run `id`, already known to be the tenant's.
+    async fn run_verb(
+        &self,
+        scope: &Scope,
+        reads: &ScopedStore,
+        kind: &str,
+        id: &RunId,
+        body: &Value,
+    ) -> Result<Value, Refusal> {
+        let engine = &self.engine;
+        let result = |control: Control| match control {
+            Control::Done(run) => Ok(
+                json!({ "runId": run.id, "status": run.status, "output": run.output, "error": run.error }),
+            ),
+            Control::NotFound => Ok(Value::Null),
+            Control::WrongStatus(run) => Err(Refusal::bad(format!(
+                "the run is {}; `{kind}` does not apply",
+                run.status
+            ))),
+        };
+        match kind {
+            "getRun" => Ok(reads
+                .get_run(id)
+                .await?
+                .map(|r| to_json(&r))
+                .unwrap_or(Value::Null)),
+            "getRunDetail" => {
+                let Some(run) = reads.get_run(id).await? else {
+                    return Ok(Value::Null);
+                };
+                let timeline = reads.checkpoints(id).await?;
+                let children = children(reads, &run).await?;
+                Ok(json!({ "run": run, "timeline": timeline, "children": children }))
+            }
+            "getCheckpoints" => Ok(to_json(&reads.checkpoints(id).await?)),
+            "getSearchAttributes" => Ok(reads
+                .get_run(id)
+                .await?
+                .map(|r| Value::Object(r.search_attributes))
+                .unwrap_or(Value::Null)),
+            "getRunChildren" => match reads.get_run(id).await? {
+                Some(run) => Ok(to_json(&children(reads, &run).await?)),
+                None => Ok(Value::Null),
+            },
+            "signal" => {
+                let name = body
+                    .get("signal")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| Refusal::bad("signal needs `signal` (its name)"))?;
+                let payload = body.get("payload").cloned().unwrap_or(Value::Null);
+                match engine.signal(scope, id, name, payload).await? {
+                    SignalSent::Delivered(run) => {
+                        Ok(json!({ "runId": run.id, "status": run.status }))
+                    }
+                    SignalSent::NotFound => Ok(Value::Null),
+                    SignalSent::RunFinished(run) => Err(Refusal::bad(format!(
+                        "the run already ended ({}); it takes no signals",
+                        run.status
+                    ))),
+                }
+            }
+            "cancel" => result(engine.cancel(scope, id).await?),
+            "retry" => result(engine.retry(scope, id).await?),
+            "continue" => result(engine.continue_run(scope, id).await?),
+            "retryWithInput" => {
+                let input = body
+                    .get("input")
+                    .cloned()
+                    .ok_or_else(|| Refusal::bad("retryWithInput needs `input`"))?;
+                match engine.retry_with_input(scope, id, input).await? {
+                    Control::Done(run) => Ok(json!({ "runId": run.id })),
+                    other => result(other),
+                }
+            }
+            "redispatch" => {
+                let (control, n) = engine.redispatch(scope, id).await?;
+                let mut reply = result(control)?;
+                if let Some(o) = reply.as_object_mut() {
+                    o.insert("redispatched".into(), json!(n));
+                }
+                Ok(reply)
+            }
+            _ => Err(Refusal::bad(format!("unknown run verb {kind}"))),
+        }
+    }
+}
+
+/// The ids of `run`'s direct children.
+async fn children(reads: &ScopedStore, run: &crate::model::Run) -> Result<Vec<RunId>, Refusal> {
+    let family = reads
+        .list_runs(&RunQuery {
+            family: Some(run.root_run_id.clone()),
+            limit: MAX_PAGE_SIZE,
+            ..RunQuery::default()
+        })
+        .await?;
+    Ok(family
+        .runs
+        .into_iter()
+        .filter(|r| r.parent_run_id.as_ref() == Some(&run.id))
+        .map(|r| r.id)
+        .collect())
+}
+
+/// A `listRuns` query as the wire spells it; `namespace` is deliberately not read.
+fn list_query(raw: Option<&Value>) -> Result<RunQuery, Refusal> {
+    let empty = Map::new();
+    let q = raw.and_then(Value::as_object).unwrap_or(&empty);
+    let text = |k: &str| q.get(k).and_then(Value::as_str).map(str::to_owned);
+    let status = text("status")
+        .map(|s| s.parse::<RunStatus>())
+        .transpose()
+        .map_err(|e| Refusal::bad(e.to_string()))?;
+    let limit = q
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map_or(50, |l| l.clamp(1, u64::from(MAX_PAGE_SIZE)) as u32);
+    Ok(RunQuery {
+        status,
+        workflow: text("workflow"),
+        tag: text("tag"),
+        limit,
+        ..RunQuery::default()
+    })
+}
+
+/// JSON of a model value (they always serialize; `null` if one ever did not).
+fn to_json(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
