@@ -38,9 +38,13 @@ async fn main() -> Result<(), BoxError> {
     let raw = raw_round_trip(&prefix, 500).await?;
 
     let bin = server_binary()?;
-    let db = postgres_testing::fresh_database()
-        .await
-        .ok_or("PostgreSQL is required (DURABLE_SKIP_POSTGRES is set)")?;
+    // `DURABLE_BENCH_DATABASE` swaps the store (a `sqlite://` file, say) to see its share.
+    let db = match std::env::var("DURABLE_BENCH_DATABASE") {
+        Ok(url) => url,
+        Err(_) => postgres_testing::fresh_database()
+            .await
+            .ok_or("PostgreSQL is required (DURABLE_SKIP_POSTGRES is set)")?,
+    };
     run(&bin, &["migrate"], &[("DATABASE_URL", db.as_str())])?;
     let token = run(
         &bin,
@@ -119,8 +123,13 @@ async fn main() -> Result<(), BoxError> {
     let rss = control_plane.rss_kib();
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let store = if db.starts_with("sqlite") {
+        "SQLite"
+    } else {
+        "PostgreSQL"
+    };
     println!(
-        "\n## Cluster: control plane (PostgreSQL + Redis) and {workers} worker processes, `demo.order` (3 steps)\n"
+        "\n## Cluster: control plane ({store} + Redis) and {workers} worker processes, `demo.order` (3 steps)\n"
     );
     println!("| measure | result |");
     println!("| --- | --- |");
