@@ -173,6 +173,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
         .consume_tasks(TaskSubscription {
             names: vec!["echo".into()],
             partitions: Partitions::Only(vec![acme.clone()]),
+            concurrency: 1,
         })
         .await?;
     let mut results = transport.consume_results().await?;

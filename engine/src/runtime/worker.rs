@@ -41,6 +41,7 @@ impl Worker {
         let subscription = TaskSubscription {
             names: registry.step_names(),
             partitions: config.partitions,
+            concurrency: config.concurrency,
         };
         let mut tasks = transport.consume_tasks(subscription).await?;
         let (stop, mut stopped) = watch::channel(false);

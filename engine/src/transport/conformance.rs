@@ -64,6 +64,7 @@ pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
     let subscribe = |partition: &str| TaskSubscription {
         names: vec!["charge".into()],
         partitions: Partitions::Only(vec![ns(partition)]),
+        concurrency: 1,
     };
     let mut acme = transport
         .consume_tasks(subscribe("acme"))
@@ -157,6 +158,7 @@ pub async fn worker_groups_follow_consumers(transport: Arc<dyn Transport>) {
         .consume_tasks(TaskSubscription {
             names: vec!["billing.invoice".into()],
             partitions: Partitions::Only(vec![ns("acme")]),
+            concurrency: 1,
         })
         .await
         .expect("consumer");

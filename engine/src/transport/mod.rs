@@ -60,6 +60,8 @@ pub struct TaskSubscription {
     pub names: Vec<String>,
     /// The partitions served.
     pub partitions: Partitions,
+    /// How many tasks the worker runs at once (announced in its liveness value).
+    pub concurrency: usize,
 }
 
 /// A stream of items from the transport.

@@ -298,7 +298,13 @@ impl Transport for RedisTransport {
             namespace: None,
             started_at: self.shared.started_at,
         };
-        registry::announce(self.shared.clone(), tokens, descriptor, alive);
+        registry::announce(
+            self.shared.clone(),
+            tokens,
+            descriptor,
+            subscription.concurrency,
+            alive,
+        );
         Ok(tasks)
     }
 

@@ -28,6 +28,7 @@ pub(super) fn announce<T: Send + 'static>(
     shared: Arc<Shared>,
     tokens: Vec<String>,
     descriptor: WorkerDescriptor,
+    concurrency: usize,
     alive: mpsc::Sender<T>,
 ) {
     tokio::spawn(async move {
@@ -43,7 +44,7 @@ pub(super) fn announce<T: Send + 'static>(
         loop {
             let beat = json!({
                 "ts": super::now_ms(),
-                "status": { "concurrency": { "mode": "fixed", "limit": 1 }, "inFlight": 0 },
+                "status": { "runtime": "rust", "concurrency": { "mode": "fixed", "limit": concurrency } },
                 "descriptorHash": hash,
             })
             .to_string();
