@@ -174,6 +174,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
             names: vec!["echo".into()],
             partitions: Partitions::Only(vec![acme.clone()]),
             concurrency: 1,
+            workflows: Vec::new(),
         })
         .await?;
     let mut results = transport.consume_results().await?;

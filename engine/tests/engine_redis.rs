@@ -117,7 +117,8 @@ async fn each_tenants_steps_run_only_on_its_own_pool() {
         .expect("groups");
     assert_eq!(
         groups.iter().map(|g| g.token()).collect::<Vec<_>>(),
-        ["add@acme"]
+        ["add@acme", "sum3@acme"],
+        "the pool announces its step and its workflow"
     );
     for w in [acme, globex, bare] {
         w.shutdown().await;
@@ -325,4 +326,77 @@ async fn our_control_plane_drives_a_python_workflow_to_completion() {
     assert_eq!(child.status, RunStatus::Completed);
     engine.shutdown().await;
     python_worker.kill().await.expect("stop the Python worker");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_worker_runs_the_turns_of_a_workflow_the_control_plane_lacks() {
+    let Some(transport) = fresh_transport().await else {
+        return;
+    };
+    let executions = Arc::new(AtomicU32::new(0));
+    let mut worker_registry = counting_registry(executions.clone());
+    worker_registry.workflow("rs.flow", 1, |ctx: WorkflowContext, n: i64| async move {
+        let started = ctx.now().await;
+        let a: i64 = ctx.step("add", &n).await?;
+        ctx.sleep(Duration::from_millis(100)).await;
+        let go: Option<Value> = ctx.wait_signal("go", None).await?;
+        let doubled: i64 = ctx.child("rs.double", &a).await?;
+        Ok::<_, WorkflowError>(
+            json!({ "a": a, "go": go, "doubled": doubled, "started": started > 0 }),
+        )
+    });
+    worker_registry.workflow("rs.double", 1, |_ctx: WorkflowContext, n: i64| async move {
+        Ok::<_, WorkflowError>(n * 2)
+    });
+    let worker = worker_on(&transport, worker_registry, "acme").await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = sqlite(&dir).await;
+    // The control plane registers nothing: every turn and step runs on the worker.
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(transport.clone()),
+        Arc::new(Registry::new()),
+        EngineConfig::default(),
+    );
+    engine.start().await.expect("engine");
+    let acme = ns("acme");
+    let run = engine
+        .start_run(StartRun {
+            workflow: "rs.flow".into(),
+            input: json!(4),
+            namespace: Some(acme.clone()),
+            ..StartRun::default()
+        })
+        .await
+        .expect("start");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let checkpoints = store
+            .checkpoints(&Scope::All, &run.id)
+            .await
+            .expect("checkpoints");
+        if checkpoints.iter().any(|c| {
+            c.kind == durable::model::CheckpointKind::Signal
+                && c.status == durable::model::CheckpointStatus::Pending
+        }) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never reached the signal wait: {checkpoints:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    engine
+        .signal(&Scope::Only(acme.clone()), &run.id, "go", json!("now"))
+        .await
+        .expect("signal");
+    let done = wait_for(&store, &run.id, RunStatus::Completed).await;
+    assert_eq!(
+        done.output,
+        Some(json!({ "a": 5, "go": "now", "doubled": 10, "started": true }))
+    );
+    assert_eq!(executions.load(Ordering::SeqCst), 1, "the step ran once");
+    worker.shutdown().await;
+    engine.shutdown().await;
 }

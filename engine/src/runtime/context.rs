@@ -102,7 +102,9 @@ impl WorkflowContext {
         let Some(cp) = st.history.get(&seq).cloned() else {
             return (seq, Replay::New);
         };
-        if cp.kind != kind || cp.name != name {
+        // A checkpoint without a name (the wire's history leaves signal and child names out)
+        // matches by kind and position alone.
+        if cp.kind != kind || (!cp.name.is_empty() && cp.name != name) {
             if st.nondeterminism.is_none() {
                 st.nondeterminism = Some(WorkflowError::NonDeterminism {
                     run_id: self.run_id.clone(),

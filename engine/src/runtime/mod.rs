@@ -9,6 +9,7 @@ mod decision;
 mod error;
 mod options;
 mod registry;
+pub mod remote_turn;
 pub mod turn;
 mod worker;
 

@@ -42,8 +42,15 @@ impl Worker {
             names: registry.step_names(),
             partitions: config.partitions,
             concurrency: config.concurrency,
+            workflows: registry.workflow_names(),
         };
-        let mut tasks = transport.consume_tasks(subscription).await?;
+        let mut tasks = transport.consume_tasks(subscription.clone()).await?;
+        // Turns of the workflows registered here, for control planes that lack them.
+        let turns = if subscription.workflows.is_empty() {
+            None
+        } else {
+            Some(transport.consume_turns(subscription).await?)
+        };
         let (stop, mut stopped) = watch::channel(false);
         let cancellations = Arc::new(Cancellations::default());
         let mut control = transport.subscribe_control().await?;
@@ -64,6 +71,26 @@ impl Worker {
                 }
             })
         };
+        let turner = turns.map(|mut turns| {
+            let (registry, transport, clock, mut stopped) = (
+                registry.clone(),
+                transport.clone(),
+                clock.clone(),
+                stopped.clone(),
+            );
+            tokio::spawn(async move {
+                loop {
+                    let task = tokio::select! {
+                        _ = stopped.changed() => return,
+                        t = turns.next() => match t { Some(t) => t, None => return },
+                    };
+                    let decision = super::remote_turn::decide(&registry, clock.clone(), &task).await;
+                    if let Err(e) = transport.publish_decision(decision).await {
+                        tracing::warn!(error = %e, "could not send a turn's decision; the control plane sends the turn again");
+                    }
+                }
+            })
+        });
         let permits = Arc::new(Semaphore::new(config.concurrency.max(1)));
         let task = tokio::spawn(async move {
             let mut running = JoinSet::new();
@@ -94,6 +121,9 @@ impl Worker {
             // Let in-flight handlers finish and report, so their work is not repeated.
             while running.join_next().await.is_some() {}
             listener.abort();
+            if let Some(turner) = turner {
+                turner.abort();
+            }
         });
         Ok(Worker { stop, task })
     }

@@ -65,6 +65,7 @@ pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
         names: vec!["charge".into()],
         partitions: Partitions::Only(vec![ns(partition)]),
         concurrency: 1,
+        workflows: Vec::new(),
     };
     let mut acme = transport
         .consume_tasks(subscribe("acme"))
@@ -159,6 +160,7 @@ pub async fn worker_groups_follow_consumers(transport: Arc<dyn Transport>) {
             names: vec!["billing.invoice".into()],
             partitions: Partitions::Only(vec![ns("acme")]),
             concurrency: 1,
+            workflows: Vec::new(),
         })
         .await
         .expect("consumer");

@@ -273,6 +273,20 @@ impl Transport for MemoryTransport {
         Ok(Box::pin(futures::stream::pending()))
     }
 
+    async fn consume_turns(
+        &self,
+        _subscription: TaskSubscription,
+    ) -> TransportResult<Subscription<serde_json::Value>> {
+        // The in-process engine turns its own workflows; no turn is ever sent here.
+        Ok(Box::pin(futures::stream::pending()))
+    }
+
+    async fn publish_decision(&self, _decision: serde_json::Value) -> TransportResult<()> {
+        Err(TransportError::Unsupported(
+            "no control plane in this process awaits remote decisions".into(),
+        ))
+    }
+
     async fn send_run_request(&self, request: String) -> TransportResult<()> {
         self.inner
             .requests_tx

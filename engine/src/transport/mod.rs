@@ -62,6 +62,9 @@ pub struct TaskSubscription {
     pub partitions: Partitions,
     /// How many tasks the worker runs at once (announced in its liveness value).
     pub concurrency: usize,
+    /// The workflows whose turns it also runs (announced; consumed by
+    /// [`Transport::consume_turns`]).
+    pub workflows: Vec<String>,
 }
 
 /// A stream of items from the transport.
@@ -119,6 +122,16 @@ pub trait Transport: Send + Sync + 'static {
     /// Consumes workflow decisions (wire §3.4), raw: the driver matches them to the turns it
     /// sent by `taskId`.
     async fn consume_decisions(&self) -> TransportResult<Subscription<serde_json::Value>>;
+
+    /// Consumes workflow turns (wire §3.2, raw) for `subscription.workflows` on its partitions:
+    /// the worker's side of remote turns.
+    async fn consume_turns(
+        &self,
+        subscription: TaskSubscription,
+    ) -> TransportResult<Subscription<serde_json::Value>>;
+
+    /// Sends a turn's decision (wire §3.4) back to the control plane.
+    async fn publish_decision(&self, decision: serde_json::Value) -> TransportResult<()>;
 
     /// Queues a run request as a tenant pod sends it (raw JSON: the control plane's responder
     /// decides what to make of it).

@@ -218,6 +218,64 @@ impl RedisTransport {
         (Box::pin(stream), alive)
     }
 
+    /// Consumes the queues of `names` on the subscription's partitions, and announces this
+    /// worker on each of their tokens while the stream lives.
+    fn consume_announced<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        subscription: TaskSubscription,
+        names: &[String],
+        what: &'static str,
+    ) -> TransportResult<Subscription<T>> {
+        let Partitions::Only(partitions) = &subscription.partitions else {
+            return Err(TransportError::Unsupported(
+                "a shared Redis broker serves named partitions only: give the worker its tenant \
+                 (`durable worker --tenant NAME`)"
+                    .into(),
+            ));
+        };
+        let tokens: Vec<String> = partitions
+            .iter()
+            .flat_map(|p| names.iter().map(move |name| routing_token(name, Some(p))))
+            .collect();
+        let queues = tokens
+            .iter()
+            .map(|t| tasks_queue(&self.shared.p, t))
+            .collect();
+        let (items, alive) = self.consume::<T>(queues, what);
+        let sorted = |v: &[String]| {
+            let mut v = v.to_vec();
+            v.sort();
+            v
+        };
+        let descriptor = WorkerDescriptor {
+            instance_id: self.shared.instance.clone(),
+            runtime: "node".into(),
+            sdk: Sdk {
+                name: "durable-rs".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            protocol: Protocol::default(),
+            capabilities: V1_CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
+            workflows: sorted(&subscription.workflows),
+            steps: sorted(&subscription.names),
+            registrations: None,
+            partition: match partitions.as_slice() {
+                [one] if !one.is_default() => Some(one.to_string()),
+                _ => None,
+            },
+            namespace: None,
+            started_at: self.shared.started_at,
+        };
+        registry::announce(
+            self.shared.clone(),
+            tokens,
+            descriptor,
+            subscription.concurrency,
+            alive,
+        );
+        Ok(items)
+    }
+
     /// Listens on `channel` and parses each message as `T`, skipping what does not parse
     /// (other SDKs' kinds we do not use).
     async fn listen_json<T: serde::de::DeserializeOwned + Send + 'static>(
@@ -256,56 +314,26 @@ impl Transport for RedisTransport {
         &self,
         subscription: TaskSubscription,
     ) -> TransportResult<Subscription<RemoteTask>> {
-        let Partitions::Only(partitions) = &subscription.partitions else {
-            return Err(TransportError::Unsupported(
-                "a shared Redis broker serves named partitions only: give the worker its tenant \
-                 (`durable worker --tenant NAME`)"
-                    .into(),
-            ));
-        };
-        let tokens: Vec<String> = partitions
-            .iter()
-            .flat_map(|p| {
-                subscription
-                    .names
-                    .iter()
-                    .map(move |name| routing_token(name, Some(p)))
-            })
-            .collect();
-        let queues = tokens
-            .iter()
-            .map(|t| tasks_queue(&self.shared.p, t))
-            .collect();
-        let (tasks, alive) = self.consume::<RemoteTask>(queues, "task");
-        let mut steps = subscription.names.clone();
-        steps.sort();
-        let descriptor = WorkerDescriptor {
-            instance_id: self.shared.instance.clone(),
-            runtime: "node".into(),
-            sdk: Sdk {
-                name: "durable-rs".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-            protocol: Protocol::default(),
-            capabilities: V1_CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
-            workflows: Vec::new(),
-            steps,
-            registrations: None,
-            partition: match partitions.as_slice() {
-                [one] if !one.is_default() => Some(one.to_string()),
-                _ => None,
-            },
-            namespace: None,
-            started_at: self.shared.started_at,
-        };
-        registry::announce(
-            self.shared.clone(),
-            tokens,
-            descriptor,
-            subscription.concurrency,
-            alive,
-        );
-        Ok(tasks)
+        let names = subscription.names.clone();
+        self.consume_announced(subscription, &names, "task")
+    }
+
+    async fn consume_turns(
+        &self,
+        subscription: TaskSubscription,
+    ) -> TransportResult<Subscription<serde_json::Value>> {
+        let names = subscription.workflows.clone();
+        self.consume_announced(subscription, &names, "turn")
+    }
+
+    async fn publish_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
+        self.add(
+            &decisions_queue(&self.shared.p),
+            "decision",
+            decision.to_string(),
+            Retention::Message,
+        )
+        .await
     }
 
     async fn publish_result(&self, result: StepResult) -> TransportResult<()> {

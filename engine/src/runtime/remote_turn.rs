@@ -1,0 +1,155 @@
+//! The worker's side of remote turns (aviary wire §3): a `WorkflowTask` in (its resolved
+//! history as the wire spells it), the same replay a control plane runs locally, and a
+//! `WorkflowDecision` out with only the commands the wire knows.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::turn::{TurnInput, run_turn};
+use super::{Clock, Command, DecisionStatus, Registry};
+use crate::model::{
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, RunId, StepFailure,
+};
+use crate::transport::naming::split_token;
+
+/// The decision for one turn task; always an answer (a task it cannot run is `failed`).
+pub async fn decide(registry: &Registry, clock: Arc<dyn Clock>, task: &Value) -> Value {
+    let text = |k: &str| task.get(k).and_then(Value::as_str).unwrap_or_default();
+    let (task_id, run_id, name) = (text("taskId"), text("runId"), text("workflow"));
+    let failed = |error: StepFailure| json!({ "taskId": task_id, "runId": run_id, "status": "failed", "error": error, "commands": [] });
+    let workflow = text("workflowVersion")
+        .parse::<u32>()
+        .ok()
+        .and_then(|v| registry.get(name, v))
+        .or_else(|| registry.latest(name));
+    let Some(workflow) = workflow else {
+        return failed(
+            StepFailure::new(format!("no workflow registered for '{name}'"))
+                .with_code("no_workflow"),
+        );
+    };
+    let Ok(id) = RunId::parse(run_id) else {
+        return failed(
+            StepFailure::new(format!("`{run_id}` is not a run id")).with_code("bad_task"),
+        );
+    };
+    let (_, partition) = split_token(text("group"));
+    let history = task
+        .get("history")
+        .and_then(Value::as_array)
+        .map(|entries| entries.iter().filter_map(|e| checkpoint(&id, e)).collect())
+        .unwrap_or_default();
+    let signals = task
+        .get("pendingSignals")
+        .and_then(Value::as_array)
+        .map(|pending| {
+            pending
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    Some(BufferedSignal {
+                        id: i as i64,
+                        name: p.get("signal")?.as_str()?.to_owned(),
+                        payload: p.get("payload").cloned().unwrap_or(Value::Null),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let now = clock.now();
+    let decision = run_turn(
+        workflow,
+        TurnInput {
+            run_id: id,
+            // Routed by convention: the token's partition is the run's namespace.
+            namespace: partition,
+            input: task.get("input").cloned().unwrap_or(Value::Null),
+            history,
+            signals,
+            now,
+        },
+        clock,
+    )
+    .await;
+    // The control plane decides timers, signal deliveries and retries itself: only the
+    // commands the wire knows go back.
+    let commands: Vec<&Command> = decision
+        .commands
+        .iter()
+        .filter(|c| {
+            matches!(
+                c,
+                Command::Call { .. }
+                    | Command::RecordStep { .. }
+                    | Command::Sleep { .. }
+                    | Command::WaitSignal { .. }
+                    | Command::StartChild { .. }
+            )
+        })
+        .collect();
+    let mut out = json!({ "taskId": task_id, "runId": run_id, "commands": commands });
+    match decision.status {
+        DecisionStatus::Continue => out["status"] = json!("continue"),
+        DecisionStatus::Completed { output } => {
+            out["status"] = json!("completed");
+            out["output"] = output;
+        }
+        DecisionStatus::Failed { error } => {
+            out["status"] = json!("failed");
+            out["error"] = json!(error);
+        }
+        DecisionStatus::ContinuedAsNew { .. } => {
+            return failed(
+                StepFailure::new("continue-as-new is not part of the remote turn protocol")
+                    .with_code("unsupported"),
+            );
+        }
+    }
+    out
+}
+
+/// One wire history entry as the checkpoint a local replay reads. Signal and child entries
+/// carry no name; the replay matches them by kind and position.
+fn checkpoint(run_id: &RunId, entry: &Value) -> Option<Checkpoint> {
+    let seq = u32::try_from(entry.get("seq")?.as_u64()?).ok()?;
+    let name = entry
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind = match entry.get("kind")?.as_str()? {
+        "step" if name.starts_with("now#") || name == "sideEffect" => CheckpointKind::SideEffect,
+        "step" => CheckpointKind::LocalStep,
+        "call" => CheckpointKind::RemoteStep,
+        "timer" => CheckpointKind::Sleep,
+        "signal" => CheckpointKind::Signal,
+        "child" => CheckpointKind::Child,
+        _ => return None,
+    };
+    let error: Option<StepFailure> = entry
+        .get("error")
+        .cloned()
+        .and_then(|e| serde_json::from_value(e).ok());
+    Some(Checkpoint {
+        run_id: run_id.clone(),
+        seq,
+        kind,
+        name: name.to_owned(),
+        status: if error.is_some() {
+            CheckpointStatus::Failed
+        } else {
+            CheckpointStatus::Completed
+        },
+        attempts: 1,
+        worker_group: None,
+        input: None,
+        output: entry.get("output").cloned(),
+        error,
+        wake_at: None,
+        enqueued_at: None,
+        started_at: None,
+        finished_at: None,
+        retry_policy: None,
+        timeout_ms: None,
+    })
+}
