@@ -278,24 +278,7 @@ async fn our_control_plane_drives_a_python_workflow_to_completion() {
 
     // The clock read, the step (served by the Python step worker) and the timer pass; then the
     // run waits for its signal.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let checkpoints = store
-            .checkpoints(&Scope::All, &run.id)
-            .await
-            .expect("checkpoints");
-        if checkpoints.iter().any(|c| {
-            c.kind == durable::model::CheckpointKind::Signal
-                && c.status == durable::model::CheckpointStatus::Pending
-        }) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never reached its signal wait: {checkpoints:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::wait_for_signal_wait(&store, &run.id).await;
     engine
         .signal(
             &Scope::Only(acme.clone()),
@@ -369,24 +352,7 @@ async fn a_rust_worker_runs_the_turns_of_a_workflow_the_control_plane_lacks() {
         })
         .await
         .expect("start");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let checkpoints = store
-            .checkpoints(&Scope::All, &run.id)
-            .await
-            .expect("checkpoints");
-        if checkpoints.iter().any(|c| {
-            c.kind == durable::model::CheckpointKind::Signal
-                && c.status == durable::model::CheckpointStatus::Pending
-        }) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never reached the signal wait: {checkpoints:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::wait_for_signal_wait(&store, &run.id).await;
     engine
         .signal(&Scope::Only(acme.clone()), &run.id, "go", json!("now"))
         .await

@@ -22,3 +22,28 @@ pub async fn wait_for(store: &Arc<dyn Store>, id: &RunId, want: RunStatus) -> Ru
     let run = store.get_run(&Scope::All, id).await.expect("get");
     panic!("run {id} never reached {want}: {run:?}");
 }
+
+/// Polls until run `id` waits for a signal (a pending signal checkpoint; 30 s at most).
+#[allow(dead_code)]
+pub async fn wait_for_signal_wait(store: &Arc<dyn Store>, id: &RunId) {
+    use durable::model::{CheckpointKind, CheckpointStatus};
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let checkpoints = store
+            .checkpoints(&Scope::All, id)
+            .await
+            .expect("checkpoints");
+        if checkpoints
+            .iter()
+            .any(|c| c.kind == CheckpointKind::Signal && c.status == CheckpointStatus::Pending)
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {id} never reached its signal wait: {checkpoints:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
