@@ -13,6 +13,9 @@ use super::{RunGateway, StoreGateway, TokenSigner};
 use crate::driver::Engine;
 use crate::model::RunReply;
 
+/// Requests answered at once by one responder.
+const CONCURRENT: usize = 32;
+
 /// Answers run requests for one control plane.
 #[derive(Clone)]
 pub struct RunRequestResponder {
@@ -28,16 +31,25 @@ impl RunRequestResponder {
 
     /// Consumes run requests from the engine's transport and publishes a reply to each, until
     /// the transport closes the stream.
+    /// Up to [`CONCURRENT`] requests are answered at once, so one slow verb does not hold up
+    /// every pod.
     pub async fn serve(self) -> Result<(), crate::transport::TransportError> {
         let transport = self.engine.transport().clone();
         let mut requests = transport.consume_run_requests().await?;
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONCURRENT));
         while let Some(raw) = requests.next().await {
-            let Some(reply) = self.answer(&raw).await else {
-                continue;
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                break;
             };
-            if let Err(e) = transport.publish_run_reply(reply).await {
-                tracing::warn!(error = %e, "could not publish a run reply");
-            }
+            let (responder, transport) = (self.clone(), transport.clone());
+            tokio::spawn(async move {
+                if let Some(reply) = responder.answer(&raw).await
+                    && let Err(e) = transport.publish_run_reply(reply).await
+                {
+                    tracing::warn!(error = %e, "could not publish a run reply");
+                }
+                drop(slot);
+            });
         }
         Ok(())
     }

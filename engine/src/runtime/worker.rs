@@ -71,11 +71,14 @@ impl Worker {
                 }
             })
         };
+        // Steps and turns share the worker's concurrency.
+        let permits = Arc::new(Semaphore::new(config.concurrency.max(1)));
         let turner = turns.map(|mut turns| {
-            let (registry, transport, clock, mut stopped) = (
+            let (registry, transport, clock, permits, mut stopped) = (
                 registry.clone(),
                 transport.clone(),
                 clock.clone(),
+                permits.clone(),
                 stopped.clone(),
             );
             tokio::spawn(async move {
@@ -84,14 +87,21 @@ impl Worker {
                         _ = stopped.changed() => return,
                         t = turns.next() => match t { Some(t) => t, None => return },
                     };
-                    let decision = super::remote_turn::decide(&registry, clock.clone(), &task).await;
-                    if let Err(e) = transport.publish_decision(decision).await {
-                        tracing::warn!(error = %e, "could not send a turn's decision; the control plane sends the turn again");
-                    }
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        return;
+                    };
+                    let (registry, transport, clock) =
+                        (registry.clone(), transport.clone(), clock.clone());
+                    tokio::spawn(async move {
+                        let decision = super::remote_turn::decide(&registry, clock, &task).await;
+                        if let Err(e) = transport.publish_decision(decision).await {
+                            tracing::warn!(error = %e, "could not send a turn's decision; the control plane sends the turn again");
+                        }
+                        drop(permit);
+                    });
                 }
             })
         });
-        let permits = Arc::new(Semaphore::new(config.concurrency.max(1)));
         let task = tokio::spawn(async move {
             let mut running = JoinSet::new();
             loop {
