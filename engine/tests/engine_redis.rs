@@ -35,6 +35,22 @@ async fn sqlite(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     )
 }
 
+/// A started engine over `store` and the Redis `transport` with `registry`.
+async fn control_plane(
+    store: &Arc<dyn Store>,
+    transport: &RedisTransport,
+    registry: Arc<Registry>,
+) -> Engine {
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(transport.clone()),
+        registry,
+        EngineConfig::default(),
+    );
+    engine.start().await.expect("engine");
+    engine
+}
+
 fn counting_registry(executions: Arc<AtomicU32>) -> Registry {
     let mut r = Registry::new();
     r.step("add", move |_ctx: StepContext, n: i64| {
@@ -79,13 +95,12 @@ async fn each_tenants_steps_run_only_on_its_own_pool() {
         Arc::new(AtomicU32::new(0)),
         Arc::new(AtomicU32::new(0)),
     );
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(transport.clone()),
+    let engine = control_plane(
+        &store,
+        &transport,
         Arc::new(counting_registry(Arc::new(AtomicU32::new(0)))),
-        EngineConfig::default(),
-    );
-    engine.start().await.expect("engine");
+    )
+    .await;
     let acme = worker_on(&transport, counting_registry(acme_runs.clone()), "acme").await;
     let globex = worker_on(&transport, counting_registry(globex_runs.clone()), "globex").await;
     // An un-partitioned worker serves only bare tokens: it must never see a tenant's step.
@@ -193,13 +208,7 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
             Ok::<_, WorkflowError>(json!({ "invoice": invoice }))
         },
     );
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(transport.clone()),
-        Arc::new(registry),
-        EngineConfig::default(),
-    );
-    engine.start().await.expect("engine");
+    let engine = control_plane(&store, &transport, Arc::new(registry)).await;
     let start = |input: Value| StartRun {
         workflow: "interop.invoice".into(),
         input,
@@ -258,13 +267,7 @@ async fn our_control_plane_drives_a_python_workflow_to_completion() {
     let dir = tempfile::tempdir().expect("tmp");
     let store = sqlite(&dir).await;
     // Nothing registered here: every turn of these workflows runs on the Python worker.
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(transport.clone()),
-        Arc::new(Registry::new()),
-        EngineConfig::default(),
-    );
-    engine.start().await.expect("engine");
+    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
     let acme = ns("acme");
     let run = engine
         .start_run(StartRun {
@@ -335,13 +338,7 @@ async fn a_rust_worker_runs_the_turns_of_a_workflow_the_control_plane_lacks() {
     let dir = tempfile::tempdir().expect("tmp");
     let store = sqlite(&dir).await;
     // The control plane registers nothing: every turn and step runs on the worker.
-    let engine = Engine::new(
-        store.clone(),
-        Arc::new(transport.clone()),
-        Arc::new(Registry::new()),
-        EngineConfig::default(),
-    );
-    engine.start().await.expect("engine");
+    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
     let acme = ns("acme");
     let run = engine
         .start_run(StartRun {
@@ -363,6 +360,66 @@ async fn a_rust_worker_runs_the_turns_of_a_workflow_the_control_plane_lacks() {
         Some(json!({ "a": 5, "go": "now", "doubled": 10, "started": true }))
     );
     assert_eq!(executions.load(Ordering::SeqCst), 1, "the step ran once");
+    worker.shutdown().await;
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_parked_while_its_workers_were_gone_resumes_when_one_returns() {
+    let Some(transport) = fresh_transport().await else {
+        return;
+    };
+    let waiting = || {
+        let mut r = Registry::new();
+        r.workflow("rs.wait", 1, |ctx: WorkflowContext, _: Value| async move {
+            let go: Option<Value> = ctx.wait_signal("go", None).await?;
+            Ok::<_, WorkflowError>(json!({ "go": go }))
+        });
+        r
+    };
+    let worker = worker_on(&transport, waiting(), "acme").await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = sqlite(&dir).await;
+    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
+    let acme = ns("acme");
+    let run = engine
+        .start_run(StartRun {
+            workflow: "rs.wait".into(),
+            input: json!({}),
+            namespace: Some(acme.clone()),
+            ..StartRun::default()
+        })
+        .await
+        .expect("start");
+    common::wait_for_signal_wait(&store, &run.id).await;
+
+    // The only worker goes away; the signal's turn finds nobody and parks the run.
+    worker.shutdown().await;
+    for _ in 0..100 {
+        if transport
+            .worker_groups(&Scope::Only(acme.clone()))
+            .await
+            .expect("groups")
+            .is_empty()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    engine
+        .signal(&Scope::Only(acme.clone()), &run.id, "go", json!(1))
+        .await
+        .expect("signal");
+    let parked = wait_for(&store, &run.id, RunStatus::Blocked).await;
+    assert_eq!(
+        parked.error.and_then(|e| e.code).as_deref(),
+        Some("no_worker")
+    );
+
+    // A worker returns: the sweep un-parks the run and it finishes there.
+    let worker = worker_on(&transport, waiting(), "acme").await;
+    let done = wait_for(&store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({ "go": 1 })));
     worker.shutdown().await;
     engine.shutdown().await;
 }

@@ -1,12 +1,13 @@
-//! The sweep: ends runs whose drivers abandoned them. A run taken over `max_recoveries` times
-//! goes `dead`; a `cancelling` run whose driver died goes `cancelled`.
+//! The sweep: ends runs whose drivers abandoned them (a run taken over `max_recoveries` times
+//! goes `dead`; a `cancelling` run whose driver died goes `cancelled`), and un-parks runs of a
+//! remote workflow once a worker announcing it is live again.
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
 use super::shared::Shared;
-use crate::model::TenantEventKind;
+use crate::model::{Scope, TenantEventKind};
 use crate::store::StoreError;
 
 pub(crate) async fn sweep_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -36,6 +37,36 @@ pub(crate) async fn sweep_once(shared: &Shared) -> Result<(), StoreError> {
     if !ended.is_empty() {
         // Parents may have been settled.
         shared.wake.notify_one();
+    }
+    unpark_remote(shared, now).await
+}
+
+/// Runs parked because no worker served their workflow (one this process does not have) go
+/// back to `pending` once a live worker on their partition announces it.
+async fn unpark_remote(shared: &Shared, now: crate::model::Millis) -> Result<(), StoreError> {
+    let Ok(groups) = shared.transport.worker_groups(&shared.scope).await else {
+        return Ok(());
+    };
+    for group in groups {
+        let Some(partition) = group.partition.clone() else {
+            continue;
+        };
+        if shared.registry.latest(&group.name).is_some() || !shared.scope.admits(&partition) {
+            continue;
+        }
+        // Remote workflows run on version 1 here (the wire's versions are the worker's).
+        let served = [(group.name.clone(), 1)];
+        let unparked = shared
+            .store
+            .unblock_runs(&Scope::Only(partition), &served, now)
+            .await?;
+        for run in &unparked {
+            tracing::info!(run_id = %run.id, workflow = %run.workflow, "a worker serves this run's workflow again");
+            shared.emit(run, TenantEventKind::RunStarted, None).await;
+        }
+        if !unparked.is_empty() {
+            shared.wake.notify_one();
+        }
     }
     Ok(())
 }
