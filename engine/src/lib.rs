@@ -36,6 +36,7 @@ pub mod runtime;
 pub mod store;
 #[cfg(feature = "engine")]
 pub mod transport;
+pub mod url;
 
 /// The names most programs need, in one import.
 #[cfg(feature = "engine")]

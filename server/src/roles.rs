@@ -137,16 +137,7 @@ pub async fn open_store(url: &str) -> anyhow::Result<Database> {
     })
 }
 
-/// `url` without its password, for messages and logs.
-pub fn redact(url: &str) -> String {
-    match (url.split_once("://"), url.rsplit_once('@')) {
-        (Some((scheme, rest)), Some((_, host))) if rest.contains('@') => {
-            let user = rest.split(['@', ':']).next().unwrap_or("");
-            format!("{scheme}://{user}@{host}")
-        }
-        _ => url.to_owned(),
-    }
-}
+pub use durable::url::redact;
 
 /// Runs the standalone server until SIGINT/SIGTERM, then drains in-flight work.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {

@@ -95,19 +95,6 @@ fn now_ms() -> Millis {
         .map_or(0, |d| d.as_millis() as Millis)
 }
 
-/// The URL without its password, for messages.
-fn redacted(url: &str) -> String {
-    match (url.split_once("://"), url.rfind('@')) {
-        (Some((scheme, rest)), Some(at)) => {
-            let host = &url[at + 1..];
-            let user = rest.split_once('@').map(|(u, _)| u).unwrap_or_default();
-            let user = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}")
-        }
-        _ => url.to_owned(),
-    }
-}
-
 impl RedisTransport {
     /// Connects and checks the server answers; fails fast with a message naming the URL (its
     /// password left out) when it does not.
@@ -115,13 +102,13 @@ impl RedisTransport {
         let unavailable = |e: redis::RedisError| {
             TransportError::Unavailable(format!(
                 "Redis at {} does not answer ({e}); start it or fix REDIS_URL",
-                redacted(&config.url)
+                crate::url::redact(&config.url)
             ))
         };
         let client = redis::Client::open(config.url.as_str()).map_err(|e| {
             TransportError::Unavailable(format!(
                 "REDIS_URL `{}` is not a Redis URL ({e}); use redis://HOST:PORT",
-                redacted(&config.url)
+                crate::url::redact(&config.url)
             ))
         })?;
         let mut conn = ConnectionManager::new(client.clone())
@@ -453,19 +440,5 @@ impl Transport for RedisTransport {
 
     fn retains_tasks(&self) -> bool {
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_lose_their_password_in_messages() {
-        assert_eq!(
-            redacted("redis://user:secret@10.0.0.1:6379/0"),
-            "redis://user:***@10.0.0.1:6379/0"
-        );
-        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
     }
 }
