@@ -56,12 +56,17 @@ pub struct ClusterArgs {
 impl ClusterArgs {
     /// The Redis settings, or an error naming what to set.
     fn redis(&self, role: &str) -> anyhow::Result<durable::transport::RedisConfig> {
-        let Some(url) = &self.redis_url else {
-            bail!(
+        self.redis_if_set().ok_or_else(|| {
+            anyhow::anyhow!(
                 "`durable {role}` works through Redis: set REDIS_URL (for example redis://127.0.0.1:6379)"
-            );
-        };
-        Ok(durable::transport::RedisConfig {
+            )
+        })
+    }
+
+    /// The Redis settings, when a Redis is configured.
+    fn redis_if_set(&self) -> Option<durable::transport::RedisConfig> {
+        let url = self.redis_url.as_ref().filter(|u| !u.is_empty())?;
+        Some(durable::transport::RedisConfig {
             prefix: self.prefix.clone(),
             ..durable::transport::RedisConfig::new(url.clone())
         })
@@ -98,6 +103,9 @@ pub struct RunArgs {
     /// Only act on this tenant's runs; a run of another tenant is "not found".
     #[arg(long, global = true)]
     pub tenant: Option<String>,
+    /// On a cluster, events and cancel notices also go out on its Redis.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     #[command(subcommand)]
     pub verb: RunVerb,
 }
@@ -402,15 +410,9 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     // cluster (REDIS_URL set) the events and cancel notices go out on Redis too, so live
     // dashboards and in-flight steps hear them at once.
     let db = roles::open_store(database_url).await?;
-    let transport: Arc<dyn durable::transport::Transport> = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => Arc::new(
-            durable::transport::RedisTransport::connect(durable::transport::RedisConfig {
-                prefix: std::env::var("DURABLE_PREFIX").unwrap_or_else(|_| "durable".into()),
-                ..durable::transport::RedisConfig::new(url)
-            })
-            .await?,
-        ),
-        _ => Arc::new(MemoryTransport::new()),
+    let transport: Arc<dyn durable::transport::Transport> = match args.cluster.redis_if_set() {
+        Some(redis) => Arc::new(durable::transport::RedisTransport::connect(redis).await?),
+        None => Arc::new(MemoryTransport::new()),
     };
     let engine = Engine::new(
         db.store,
