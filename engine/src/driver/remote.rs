@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{oneshot, watch};
 
 use super::shared::Shared;
-use crate::model::{CheckpointKind, CheckpointStatus, Millis, Run, Scope, StepFailure};
+use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Run, Scope, StepFailure};
 use crate::runtime::{Command, Decision, DecisionStatus};
 use crate::store::History;
 use crate::transport::naming::{routing_token, sanitize};
@@ -161,9 +161,9 @@ fn prepare(history: &History, now: Millis) -> Prepared {
         next_wake: None,
     };
     let mut taken = HashSet::new();
-    let mut checkpoints = history.checkpoints.clone();
+    let mut checkpoints: Vec<&Checkpoint> = history.checkpoints.iter().collect();
     checkpoints.sort_by_key(|c| c.seq);
-    for cp in &checkpoints {
+    for cp in checkpoints {
         out.known.insert(cp.seq);
         let resolved = matches!(
             cp.status,

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::RunGateway;
 use crate::driver::{Control, Engine, EngineError, StartRun};
-use crate::model::{MAX_PAGE_SIZE, Namespace, ReplyError, RunId, RunQuery, RunStatus, Scope};
+use crate::model::{MAX_PAGE_SIZE, Namespace, ReplyError, Run, RunId, RunQuery, RunStatus, Scope};
 use crate::store::{ScopedStore, SignalSent};
 
 /// Why a verb could not be carried out; becomes the reply's error.
@@ -72,7 +72,7 @@ impl StoreGateway {
 
     /// The run a run-id verb names, if it exists and is `tenant`'s; `Ok(None)` when it does not
     /// exist; `cross-tenant` when it is another tenant's.
-    async fn owned(&self, tenant: &Namespace, body: &Value) -> Result<Option<RunId>, Refusal> {
+    async fn owned(&self, tenant: &Namespace, body: &Value) -> Result<Option<Run>, Refusal> {
         let raw = body
             .get("runId")
             .and_then(Value::as_str)
@@ -80,7 +80,7 @@ impl StoreGateway {
         let id = RunId::parse(raw).map_err(|e| Refusal::bad(e.to_string()))?;
         match self.engine.store().get_run(&Scope::All, &id).await? {
             None => Ok(None),
-            Some(run) if &run.namespace == tenant => Ok(Some(id)),
+            Some(run) if &run.namespace == tenant => Ok(Some(run)),
             Some(_) => Err(Refusal {
                 message: "run belongs to another tenant".into(),
                 code: Some("cross-tenant"),
@@ -185,10 +185,10 @@ impl StoreGateway {
             | "continue"
             | "retryWithInput"
             | "redispatch" => {
-                let Some(id) = self.owned(tenant, body).await? else {
+                let Some(run) = self.owned(tenant, body).await? else {
                     return Ok(Value::Null);
                 };
-                self.run_verb(&scope, &reads, kind, &id, body).await
+                self.run_verb(&scope, &reads, kind, run, body).await
             }
             other => Err(Refusal {
                 message: format!("unknown run-request verb: {other}"),
@@ -197,16 +197,18 @@ impl StoreGateway {
         }
     }
 
-    /// A verb on run `id`, already known to be the tenant's.
+    /// A verb on `run`, already loaded and known to be the tenant's (the read verbs answer
+    /// from it without reading it again).
     async fn run_verb(
         &self,
         scope: &Scope,
         reads: &ScopedStore,
         kind: &str,
-        id: &RunId,
+        run: Run,
         body: &Value,
     ) -> Result<Value, Refusal> {
         let engine = &self.engine;
+        let id = &run.id;
         let result = |control: Control| match control {
             Control::Done(run) => Ok(
                 json!({ "runId": run.id, "status": run.status, "output": run.output, "error": run.error }),
@@ -218,29 +220,15 @@ impl StoreGateway {
             ))),
         };
         match kind {
-            "getRun" => Ok(reads
-                .get_run(id)
-                .await?
-                .map(|r| to_json(&r))
-                .unwrap_or(Value::Null)),
+            "getRun" => Ok(to_json(&run)),
             "getRunDetail" => {
-                let Some(run) = reads.get_run(id).await? else {
-                    return Ok(Value::Null);
-                };
                 let timeline = reads.checkpoints(id).await?;
                 let children = children(reads, &run).await?;
                 Ok(json!({ "run": run, "timeline": timeline, "children": children }))
             }
             "getCheckpoints" => Ok(to_json(&reads.checkpoints(id).await?)),
-            "getSearchAttributes" => Ok(reads
-                .get_run(id)
-                .await?
-                .map(|r| Value::Object(r.search_attributes))
-                .unwrap_or(Value::Null)),
-            "getRunChildren" => match reads.get_run(id).await? {
-                Some(run) => Ok(to_json(&children(reads, &run).await?)),
-                None => Ok(Value::Null),
-            },
+            "getSearchAttributes" => Ok(Value::Object(run.search_attributes.clone())),
+            "getRunChildren" => Ok(to_json(&children(reads, &run).await?)),
             "signal" => {
                 let name = body
                     .get("signal")
