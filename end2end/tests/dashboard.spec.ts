@@ -208,3 +208,91 @@ test('repeated failed logins are refused for a while, with a message that says s
   // The limit is per email: the demo admin still gets in.
   await login(page, ACME_ADMIN);
 });
+
+async function startFromList(page: Page, workflow: string, input: string): Promise<string> {
+  await page.goto('/');
+  await hydrated(page);
+  await page.getByLabel('Workflow', { exact: true }).selectOption(workflow);
+  await page.getByLabel('Input (JSON)').fill(input);
+  await page.getByRole('button', { name: 'Start run' }).click();
+  await expect(page).toHaveURL(/\/runs\/run_/);
+  await hydrated(page);
+  return page.url().split('/runs/')[1];
+}
+
+test('signal, cancel behind its confirmation, retry, and bulk retry each do what they say', async ({ page }) => {
+  await login(page, ACME_ADMIN);
+
+  // Signal: a fresh approval run completes with the payload sent from the form.
+  await startFromList(page, 'demo.approval', '{}');
+  await expect(page.getByTestId('run-status')).toHaveText('suspended');
+  await page.getByLabel('Signal name').fill('approve');
+  await page.getByLabel('Signal payload (JSON)').fill('{"by": "e2e"}');
+  await page.getByRole('button', { name: 'Send signal' }).click();
+  await expect(page.getByTestId('run-status')).toHaveText('completed', { timeout: 20_000 });
+  await expect(page.getByTestId('run-output')).toContainText('"by": "e2e"');
+
+  // A signal with a malformed payload is refused with what to fix, and sends nothing.
+  const waiting = await startFromList(page, 'demo.approval', '{}');
+  await page.getByLabel('Signal name').fill('approve');
+  await page.getByLabel('Signal payload (JSON)').fill('{by: e2e');
+  await page.getByRole('button', { name: 'Send signal' }).click();
+  await expect(page.getByTestId('action-error')).toContainText('not valid JSON');
+  await page.goto(`/runs/${waiting}`);
+  await expect(page.getByTestId('run-status')).toHaveText('suspended');
+
+  // Cancel: nothing happens until the confirmation is given.
+  await startFromList(page, 'demo.sleepy', '{"seconds": 600}');
+  await expect(page.getByTestId('run-status')).toHaveText('suspended');
+  await page.getByText('Cancel this run…').click();
+  await page.getByRole('button', { name: 'Yes, cancel it' }).click();
+  await expect(page.getByTestId('run-status')).toHaveText('cancelled', { timeout: 20_000 });
+
+  // Retry from the last good checkpoint: a failed demo.flaky run goes again (and fails again,
+  // its input unchanged), with one more turn.
+  const flaky = await startFromList(page, 'demo.flaky', '{"ok": false}');
+  await expect(page.getByTestId('run-status')).toHaveText('failed', { timeout: 20_000 });
+  await page.getByRole('button', { name: 'Retry from the last good checkpoint' }).click();
+  await expect(page.getByTestId('action-error')).toHaveCount(0);
+  await expect(page).toHaveURL(new RegExp(`/runs/${flaky}$`));
+  await expect(page.getByTestId('run-status')).toHaveText('failed', { timeout: 20_000 });
+
+  // Bulk retry over a filter: the preview counts acme's failed flaky runs, the action retries them.
+  await page.goto('/?workflow=demo.flaky&status=failed');
+  await hydrated(page);
+  await page.getByTestId('bulk-retry').click();
+  const preview = page.getByTestId('bulk-preview');
+  await expect(preview).toContainText('This will retry');
+  const count = Number(await preview.getAttribute('data-count'));
+  expect(count).toBeGreaterThanOrEqual(2);
+  await page.getByTestId('bulk-confirm').click();
+  await expect(page.getByTestId('bulk-done')).toContainText(`Retried ${count} runs.`);
+});
+
+test('a forged bulk action cannot reach another tenant, and a viewer cannot act in bulk at all', async ({ page, browser }) => {
+  // acme's admin names globex in the namespace filter of a forged bulk cancel: the filter is
+  // ignored for a tenant, so only acme's runs could match, and globex's sleepy run is untouched.
+  await login(page, ACME_ADMIN);
+  const forged = await page.request.post('/api/bulk_act', {
+    form: { verb: 'cancel', expected: '500', 'filters[ns]': 'globex', 'filters[workflow]': 'demo.sleepy' },
+  });
+  expect(forged.status()).toBeLessThan(500);
+  const operator = await browser.newPage();
+  await login(operator, OPERATOR);
+  await operator.goto('/?ns=globex&workflow=demo.sleepy');
+  await expect(operator.locator('tr[data-run-id]')).not.toHaveCount(0);
+  await expect(operator.locator('tr[data-run-id] [data-status="cancelled"]')).toHaveCount(0);
+  await operator.close();
+
+  // A viewer's forged bulk action is refused, and an unknown bulk verb gets a clear error.
+  const viewer = await browser.newPage();
+  await login(viewer, GLOBEX_VIEWER);
+  const refused = await viewer.request.post('/api/bulk_act', {
+    form: { verb: 'cancel', expected: '500', 'filters[workflow]': 'demo.sleepy' },
+  });
+  expect(refused.status()).toBe(403);
+  await viewer.close();
+  const unknown = await page.request.post('/api/bulk_act', { form: { verb: 'delete', expected: '1' } });
+  expect(unknown.status()).toBe(400);
+  expect(await unknown.text()).toContain('unknown bulk action');
+});

@@ -109,7 +109,11 @@ pub async fn preview(
 /// and returns to the list with a note of what it did. `expected` is the previewed count: if
 /// the set has grown past it since, nothing is done and the user is asked to preview again.
 #[server(endpoint = "bulk_act")]
-pub async fn bulk_act(verb: String, expected: usize, filters: Filters) -> Result<(), AppError> {
+pub async fn bulk_act(
+    verb: String,
+    #[server(default)] expected: usize,
+    #[server(default)] filters: Filters,
+) -> Result<(), AppError> {
     crate::ssr::reply(
         async move {
             use durable::driver::Control;

@@ -16,7 +16,7 @@ use crate::{AppError, Me, RunsView};
 /// checked here.
 #[server]
 pub async fn list_runs(
-    filters: Filters,
+    #[server(default)] filters: Filters,
     after: Option<String>,
     bulk: Option<String>,
 ) -> Result<(Me, RunsView), AppError> {
