@@ -2,6 +2,7 @@
 //! one run at a time (end-to-end latency) and 2,000 runs started at once (throughput).
 //!
 //! `cargo run --release -p durable-bench --bin embedded [-- RUNS_AT_ONCE SEQUENTIAL_RUNS]`
+//! (`DURABLE_BENCH_DATABASE=postgres://…` runs the same engine on PostgreSQL instead.)
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use durable::driver::StartRun;
 use durable::model::{RunId, Scope, TenantEventKind};
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::store::{SqliteStore, Store};
+use durable::store::{PgStore, SqliteStore, Store};
 use durable::transport::{EventDelivery, MemoryTransport, Partitions, Subscription, Transport};
 use futures::StreamExt;
 use serde_json::json;
@@ -23,9 +24,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sequential: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(300);
 
     let dir = tempfile::tempdir()?;
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::connect(&format!("sqlite://{}/bench.db", dir.path().display())).await?,
-    );
+    // `DURABLE_BENCH_DATABASE=postgres://…` swaps the store, to see its share of a run.
+    let store: Arc<dyn Store> = match std::env::var("DURABLE_BENCH_DATABASE") {
+        Ok(url) if url.starts_with("postgres") => Arc::new(PgStore::connect(&url).await?),
+        _ => Arc::new(
+            SqliteStore::connect(&format!("sqlite://{}/bench.db", dir.path().display())).await?,
+        ),
+    };
     let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
     let mut registry = Registry::new();
     registry.step("bench.add", |_ctx: StepContext, n: i64| async move {

@@ -92,7 +92,10 @@ pub fn registry() -> Registry {
                 .and_then(Value::as_u64)
                 .unwrap_or(400)
                 .min(60_000);
-            tokio::time::sleep(Duration::from_millis(delay)).await;
+            // Even a zero sleep waits for the timer's next millisecond tick.
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
             Ok::<_, StepError>(json!({ verb: true, "step_id": ctx.step_id }))
         });
     }

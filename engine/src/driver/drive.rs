@@ -111,7 +111,7 @@ pub(crate) fn spawn_turns(
     tokio::spawn(async move {
         let id = run.id.clone();
         shared.in_flight().insert(id.clone());
-        shared.emit(&run, TenantEventKind::RunRunning, None).await;
+        shared.emit(&run, TenantEventKind::RunRunning, None);
         let (mut run, mut next) = match first {
             FirstTurn::Claimed(history) => (run, Persist::Turn(history)),
             FirstTurn::Sticky(history, result) => (run, Persist::WithResult(history, result)),
@@ -249,7 +249,7 @@ async fn turn(
             .update_run_if(&shared.scope, &run.id, &[RunStatus::Cancelling], patch, now)
             .await?;
         match cancelled {
-            Some(run) => shared.emit(&run, TenantEventKind::RunFailed, None).await,
+            Some(run) => shared.emit(&run, TenantEventKind::RunFailed, None),
             None => {
                 tracing::warn!(run_id = %run.id, "lost the lease during a turn; its outcome was discarded")
             }
@@ -257,9 +257,7 @@ async fn turn(
         return Ok(TurnEnd::Done);
     };
     if let Some(result) = &with_result {
-        shared
-            .emit(&updated, TenantEventKind::StepCompleted, Some(result.seq))
-            .await;
+        shared.emit(&updated, TenantEventKind::StepCompleted, Some(result.seq));
     }
     for id in &cancelled {
         shared.announce_cancel(id).await;
@@ -273,7 +271,7 @@ async fn turn(
     let started_children = !children_started.is_empty();
     for child in children_started {
         if let Ok(Some(child)) = shared.store.get_run(&shared.scope, &child).await {
-            shared.emit(&child, TenantEventKind::RunStarted, None).await;
+            shared.emit(&child, TenantEventKind::RunStarted, None);
         }
     }
     if started_children {
@@ -292,9 +290,7 @@ async fn turn(
         }
         _ => {}
     }
-    shared
-        .emit(&updated, TenantEventKind::for_status(updated.status), None)
-        .await;
+    shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
     Ok(TurnEnd::Done)
 }
 
@@ -358,34 +354,14 @@ fn plan(
                 error,
                 started_at,
                 finished_at,
-            } => {
-                // `now#<seq>` and `sideEffect` are captured values, as the aviary wire names them.
-                let kind = if name.starts_with("now#") || name == "sideEffect" {
-                    CheckpointKind::SideEffect
-                } else {
-                    CheckpointKind::LocalStep
-                };
-                checkpoints.push(NewCheckpoint {
-                    seq,
-                    kind,
-                    name,
-                    status: if error.is_some() {
-                        CheckpointStatus::Failed
-                    } else {
-                        CheckpointStatus::Completed
-                    },
-                    worker_group: None,
-                    input: None,
-                    output,
-                    error,
-                    wake_at: None,
-                    enqueued_at: None,
-                    started_at: Some(started_at),
-                    finished_at: Some(finished_at),
-                    retry_policy: None,
-                    timeout_ms: None,
-                });
-            }
+            } => checkpoints.push(NewCheckpoint::recorded_step(
+                seq,
+                name,
+                output,
+                error,
+                started_at,
+                finished_at,
+            )),
             Command::Sleep { seq, ms } => checkpoints.push(NewCheckpoint {
                 seq,
                 kind: CheckpointKind::Sleep,

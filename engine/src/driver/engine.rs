@@ -6,7 +6,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::shared::Shared;
-use super::{drive, lease, redispatch, remote, results, sweep};
+use super::{drive, inbox, lease, redispatch, remote, results, sweep};
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Namespace, Run, RunId, RunStatus, Scope,
     StepFailure, TenantEventKind,
@@ -163,9 +163,7 @@ impl Engine {
             .await?
         {
             tracing::info!(run_id = %run.id, workflow = %run.workflow, version = run.workflow_version, "un-parked a blocked run: its version is served here now");
-            self.shared
-                .emit(&run, TenantEventKind::RunStarted, None)
-                .await;
+            self.shared.emit(&run, TenantEventKind::RunStarted, None);
         }
         let s = &self.shared;
         let handles = vec![
@@ -181,7 +179,7 @@ impl Engine {
                 self.stop.subscribe(),
             )),
             tokio::spawn(lease::renew_loop(s.clone(), self.stop.subscribe())),
-            tokio::spawn(remote::decisions_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(inbox::inbox_loop(s.clone(), self.stop.subscribe())),
         ];
         *self.loops.lock().unwrap_or_else(|p| p.into_inner()) = Some(handles);
         s.set_accepting(true);
@@ -253,8 +251,7 @@ impl Engine {
         if let SignalSent::Delivered(run) = &sent {
             self.shared.wake.notify_one();
             self.shared
-                .emit(run, TenantEventKind::for_status(run.status), None)
-                .await;
+                .emit(run, TenantEventKind::for_status(run.status), None);
         }
         Ok(sent)
     }
@@ -401,8 +398,7 @@ impl Engine {
         match changed {
             Some(run) => {
                 self.shared
-                    .emit(&run, TenantEventKind::for_status(run.status), None)
-                    .await;
+                    .emit(&run, TenantEventKind::for_status(run.status), None);
                 Ok(Control::Done(run))
             }
             None => Ok(match self.shared.store.get_run(scope, id).await? {
@@ -423,7 +419,7 @@ impl Engine {
             .store
             .create_run(new, shared.clock.now(), claim.as_ref())
             .await?;
-        shared.emit(&run, TenantEventKind::RunStarted, None).await;
+        shared.emit(&run, TenantEventKind::RunStarted, None);
         match slot {
             // A new run has no history yet: its first turn needs no read.
             Some(slot) if run.status == RunStatus::Running => {

@@ -4,7 +4,9 @@
 
 mod drive;
 mod engine;
+mod inbox;
 mod lease;
+mod publisher;
 mod redispatch;
 mod remote;
 mod results;

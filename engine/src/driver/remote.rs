@@ -6,14 +6,12 @@
 //! The control plane itself decides what the worker cannot know: timers that are due fire, and
 //! a buffered signal satisfies the wait it was sent for (`pendingSignals`).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use tokio::sync::{oneshot, watch};
 
+use super::inbox::Pending;
 use super::shared::Shared;
 use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Run, Scope, StepFailure};
 use crate::runtime::{Command, Decision, DecisionStatus};
@@ -24,55 +22,6 @@ use crate::transport::naming::{routing_token, sanitize};
 const SILENCE: Duration = Duration::from_secs(30);
 /// Sends of one turn before the run is parked as having no worker.
 const SENDS: usize = 3;
-
-/// Turns sent and not yet decided, by `taskId`.
-#[derive(Default)]
-pub(crate) struct Awaiting {
-    turns: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-}
-
-impl Awaiting {
-    fn insert(&self, task_id: String) -> oneshot::Receiver<Value> {
-        let (tx, rx) = oneshot::channel();
-        self.lock().insert(task_id, tx);
-        rx
-    }
-
-    fn remove(&self, task_id: &str) -> Option<oneshot::Sender<Value>> {
-        self.lock().remove(task_id)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Value>>> {
-        self.turns.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Hands every decision to the turn waiting for it. A decision nobody here waits for (a turn
-/// sent again meanwhile, or another control plane's) is dropped: its sender re-drives.
-pub(crate) async fn decisions_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let mut decisions = match shared.transport.consume_decisions().await {
-        Ok(d) => d,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot consume workflow decisions; remote workflows will not advance");
-            return;
-        }
-    };
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            decision = decisions.next() => {
-                let Some(decision) = decision else { return };
-                let task_id = decision.get("taskId").and_then(Value::as_str).unwrap_or_default();
-                match shared.awaiting.remove(task_id) {
-                    Some(waiter) => {
-                        let _ = waiter.send(decision);
-                    }
-                    None => tracing::debug!(task_id, "dropped a decision for a turn not awaited here"),
-                }
-            }
-        }
-    }
-}
 
 /// Whether a live worker on `run`'s partition announces its workflow.
 pub(crate) async fn served(
@@ -121,21 +70,32 @@ pub(crate) async fn turn(
         if !prepared.pending_signals.is_empty() {
             task["pendingSignals"] = Value::Array(prepared.pending_signals.clone());
         }
-        let answer = shared.awaiting.insert(task_id.clone());
+        let pending = shared.awaiting.insert(task_id.clone(), run.id.clone());
         if let Err(e) = shared.transport.dispatch_turn(task).await {
             shared.awaiting.remove(&task_id);
             tracing::warn!(run_id = %run.id, error = %e, "sending a workflow turn failed");
             return None;
         }
-        match tokio::time::timeout(SILENCE, answer).await {
-            Ok(Ok(raw)) => return Some(decision(raw, &prepared, now)),
-            _ => {
-                shared.awaiting.remove(&task_id);
-                tracing::warn!(run_id = %run.id, task_id, "no decision within the silence window; sending the turn again");
-            }
+        if let Some(raw) = await_decision(pending).await {
+            return Some(decision(raw, &prepared, now));
         }
+        shared.awaiting.remove(&task_id);
+        tracing::warn!(run_id = %run.id, task_id, "no decision within the silence window; sending the turn again");
     }
     None
+}
+
+/// The decision for a sent turn, or `None` after [`SILENCE`] without one. Each run beat (the
+/// worker is still replaying) restarts the window.
+async fn await_decision(pending: Pending) -> Option<Value> {
+    let Pending { mut answer, beat } = pending;
+    loop {
+        tokio::select! {
+            got = &mut answer => return got.ok(),
+            () = beat.notified() => continue,
+            () = tokio::time::sleep(SILENCE) => return None,
+        }
+    }
 }
 
 /// A turn's history as the wire carries it, and what the control plane decided itself.

@@ -73,9 +73,7 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
             } else {
                 TenantEventKind::StepFailed
             };
-            shared
-                .emit(&applied.run, kind, Some(applied.checkpoint.seq))
-                .await;
+            shared.emit(&applied.run, kind, Some(applied.checkpoint.seq));
             match (slot, applied.claimed) {
                 (Some(slot), Some(history)) => spawn_turns(
                     shared.clone(),

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::EngineConfig;
+use super::publisher::Publisher;
 use super::sticky::Sticky;
 use crate::model::{
     ControlMessage, ControlNotice, Millis, Run, RunId, Scope, TenantEvent, TenantEventKind,
@@ -38,7 +39,9 @@ pub(crate) struct Shared {
     /// Runs whose turn is executing here; their leases are renewed.
     in_flight: Mutex<HashSet<RunId>>,
     /// Remote workflow turns sent and not yet decided.
-    pub awaiting: super::remote::Awaiting,
+    pub awaiting: super::inbox::Awaiting,
+    /// Where tenant events leave.
+    events: Publisher,
 }
 
 impl Shared {
@@ -55,6 +58,7 @@ impl Shared {
         };
         Shared {
             store,
+            events: Publisher::new(transport.clone()),
             transport,
             registry,
             clock,
@@ -65,7 +69,7 @@ impl Shared {
             accepting: AtomicBool::new(false),
             sticky: Sticky::default(),
             in_flight: Mutex::default(),
-            awaiting: super::remote::Awaiting::default(),
+            awaiting: super::inbox::Awaiting::default(),
             config,
         }
     }
@@ -134,9 +138,9 @@ impl Shared {
         }
     }
 
-    /// Publishes the run's current status to its tenant. Losing an event only delays a live
-    /// view, so a transport error is logged, not raised.
-    pub async fn emit(&self, run: &Run, kind: TenantEventKind, seq: Option<u32>) {
+    /// Publishes the run's current status to its tenant, without waiting for the broker (see
+    /// [`Publisher`]).
+    pub fn emit(&self, run: &Run, kind: TenantEventKind, seq: Option<u32>) {
         let event = TenantEvent {
             kind,
             namespace: run.namespace.clone(),
@@ -146,8 +150,6 @@ impl Shared {
             seq,
             at: self.clock.now(),
         };
-        if let Err(e) = self.transport.publish_event(event).await {
-            tracing::warn!(run_id = %run.id, error = %e, "could not publish a tenant event");
-        }
+        self.events.publish(event);
     }
 }

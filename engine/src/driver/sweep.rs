@@ -32,7 +32,7 @@ pub(crate) async fn sweep_once(shared: &Shared) -> Result<(), StoreError> {
         .await?;
     for run in &ended {
         tracing::warn!(run_id = %run.id, status = %run.status, "ended a run its drivers abandoned");
-        shared.emit(run, TenantEventKind::RunFailed, None).await;
+        shared.emit(run, TenantEventKind::RunFailed, None);
     }
     if !ended.is_empty() {
         // Parents may have been settled.
@@ -62,7 +62,7 @@ async fn unpark_remote(shared: &Shared, now: crate::model::Millis) -> Result<(),
             .await?;
         for run in &unparked {
             tracing::info!(run_id = %run.id, workflow = %run.workflow, "a worker serves this run's workflow again");
-            shared.emit(run, TenantEventKind::RunStarted, None).await;
+            shared.emit(run, TenantEventKind::RunStarted, None);
         }
         if !unparked.is_empty() {
             shared.wake.notify_one();

@@ -30,7 +30,9 @@ pub use retry::RetryPolicy;
 pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
 pub use signal::BufferedSignal;
 pub use waiting::Waiting;
-pub use wire::{ControlMessage, ControlNotice, RemoteTask, StepFailure, StepOutcome, StepResult};
+pub use wire::{
+    ControlMessage, ControlNotice, Heartbeat, RemoteTask, StepFailure, StepOutcome, StepResult,
+};
 
 /// Milliseconds since the Unix epoch: the one time representation on the wire, in the store and
 /// in the UI.

@@ -192,3 +192,40 @@ pub enum ControlNotice {
         event: Value,
     },
 }
+
+/// A liveness beat on `P-heartbeat` (wire §2.6). With `stepId` it is about one step; without,
+/// the worker is still replaying a turn of the run (the Python worker beats every 5 s), so the
+/// control plane keeps waiting for its decision instead of sending the turn again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeat {
+    /// The run.
+    pub run_id: RunId,
+    /// The step's position (0 on a run-scoped beat).
+    #[serde(default)]
+    pub seq: u32,
+    /// The step, on a step-scoped beat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+    /// The routing token of the worker that beats.
+    #[serde(default)]
+    pub group: String,
+}
+
+#[cfg(test)]
+mod heartbeat_tests {
+    use super::*;
+
+    #[test]
+    fn a_python_run_beat_parses_and_an_adonis_beat_keeps_its_step() {
+        let py: Heartbeat =
+            serde_json::from_str(r#"{"runId":"run-s","seq":0,"group":"slow"}"#).unwrap();
+        assert_eq!(py.run_id.as_str(), "run-s");
+        assert_eq!(py.step_id, None);
+        let adonis: Heartbeat = serde_json::from_str(
+            r#"{"runId":"run-s","seq":2,"stepId":"run-s:2","group":"charge@acme","at":1,"progress":0.5}"#,
+        )
+        .unwrap();
+        assert_eq!(adonis.step_id.as_deref(), Some("run-s:2"));
+    }
+}

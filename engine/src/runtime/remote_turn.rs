@@ -2,16 +2,60 @@
 //! history as the wire spells it), the same replay a control plane runs locally, and a
 //! `WorkflowDecision` out with only the commands the wire knows.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::turn::{TurnInput, run_turn};
 use super::{Clock, Command, DecisionStatus, Registry};
 use crate::model::{
-    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, RunId, StepFailure,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Heartbeat, RunId, StepFailure,
 };
+use crate::transport::Transport;
 use crate::transport::naming::split_token;
+
+/// How often a turn still replaying beats for its run (the Python worker's period).
+const BEAT: Duration = Duration::from_secs(5);
+
+/// Runs `turn` (the decision for `task`), beating for its run on the transport every [`BEAT`]
+/// it takes, so the control plane keeps waiting instead of sending the turn again (wire §3.8).
+/// A quick turn never beats.
+pub async fn beating(
+    transport: &dyn Transport,
+    task: &Value,
+    turn: impl Future<Output = Value>,
+) -> Value {
+    let beat = task
+        .get("runId")
+        .and_then(Value::as_str)
+        .and_then(|id| RunId::parse(id).ok())
+        .map(|run_id| Heartbeat {
+            run_id,
+            seq: 0,
+            step_id: None,
+            group: task
+                .get("group")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        });
+    tokio::pin!(turn);
+    let mut every = tokio::time::interval_at(tokio::time::Instant::now() + BEAT, BEAT);
+    loop {
+        tokio::select! {
+            decision = &mut turn => return decision,
+            _ = every.tick() => {
+                if let Some(beat) = &beat
+                    && let Err(e) = transport.publish_heartbeat(beat.clone()).await
+                {
+                    tracing::debug!(error = %e, "could not beat for a long turn");
+                }
+            }
+        }
+    }
+}
 
 /// The decision for one turn task; always an answer (a task it cannot run is `failed`).
 pub async fn decide(registry: &Registry, clock: Arc<dyn Clock>, task: &Value) -> Value {

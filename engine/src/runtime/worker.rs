@@ -93,7 +93,9 @@ impl Worker {
                     let (registry, transport, clock) =
                         (registry.clone(), transport.clone(), clock.clone());
                     tokio::spawn(async move {
-                        let decision = super::remote_turn::decide(&registry, clock, &task).await;
+                        let turn = super::remote_turn::decide(&registry, clock, &task);
+                        let decision =
+                            super::remote_turn::beating(&*transport, &task, turn).await;
                         if let Err(e) = transport.publish_decision(decision).await {
                             tracing::warn!(error = %e, "could not send a turn's decision; the control plane sends the turn again");
                         }

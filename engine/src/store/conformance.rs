@@ -1181,6 +1181,151 @@ pub async fn racing_claims_split_the_runs(store: Arc<dyn Store>) {
     assert_eq!(claimed, 24, "6 drivers × 5 slots take all 24 runs");
 }
 
+/// Many writes in flight at once (the group commit batches them): each one's outcome is its
+/// own. A turn under a lease nobody holds, or a start that reuses an id, changes nothing, and
+/// its neighbours in the same transaction still commit.
+pub async fn concurrent_writes_keep_their_own_outcomes(store: Arc<dyn Store>) {
+    let claim = lease("a");
+    for i in 0..32 {
+        store
+            .create_run(new_run(&format!("w-{i}"), "acme"), 1, Some(&claim))
+            .await
+            .expect("create");
+    }
+    let writes = (0..32).map(|i| {
+        let store = store.clone();
+        async move {
+            let id = RunId::parse(&format!("w-{i}")).expect("id");
+            let (owner, output) = if i % 2 == 0 { ("a", 1) } else { ("b", 2) };
+            let commit = TurnCommit::new(TurnOutcome::Complete(json!(output)));
+            let turned = store
+                .commit_turn(&lease(owner), &id, commit, 5)
+                .await
+                .expect("commit");
+            let again = store
+                .create_run(new_run(&format!("w-{i}"), "acme"), 5, None)
+                .await;
+            (i, turned.is_some(), again)
+        }
+    });
+    for (i, turned, again) in futures::future::join_all(writes).await {
+        assert_eq!(
+            turned,
+            i % 2 == 0,
+            "only the lease holder's turn commits (run {i})"
+        );
+        assert!(
+            matches!(again, Err(StoreError::Conflict(_))),
+            "a reused id is refused (run {i}): {again:?}"
+        );
+        let id = RunId::parse(&format!("w-{i}")).expect("id");
+        let run = store
+            .get_run(&Scope::All, &id)
+            .await
+            .expect("read")
+            .expect("exists");
+        if i % 2 == 0 {
+            assert_eq!(run.status, RunStatus::Completed);
+            assert_eq!(run.output, Some(json!(1)));
+        } else {
+            assert_eq!(
+                run.status,
+                RunStatus::Running,
+                "the stale turn changed nothing"
+            );
+            assert_eq!(run.output, None);
+        }
+    }
+}
+
+/// A worker's step event checkpoints a finished local step before the turn's decision: only
+/// for an unfinished run in the caller's scope, only at a free position, and the decision's own
+/// record of the step later keeps it as it is.
+pub async fn step_events_checkpoint_only_open_runs_in_scope(store: Arc<dyn Store>) {
+    let (acme, globex) = (Scope::Only(ns("acme")), Scope::Only(ns("globex")));
+    let run = store
+        .create_run(new_run("ev-1", "acme"), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    let step = |output: i64| {
+        NewCheckpoint::recorded_step(0, "reserve".into(), Some(json!(output)), None, 2, 3)
+    };
+    assert!(
+        !store
+            .record_local_step(&globex, &run.id, step(7), 4)
+            .await
+            .expect("write"),
+        "another tenant's scope cannot write"
+    );
+    assert!(
+        store
+            .checkpoints(&acme, &run.id)
+            .await
+            .expect("read")
+            .is_empty()
+    );
+    assert!(
+        store
+            .record_local_step(&acme, &run.id, step(7), 4)
+            .await
+            .expect("write")
+    );
+    assert!(
+        !store
+            .record_local_step(&acme, &run.id, step(8), 4)
+            .await
+            .expect("write"),
+        "a taken position is kept"
+    );
+    // The decision records the same step again, with the next one.
+    let commit = TurnCommit {
+        checkpoints: vec![step(9), pending_step(1)],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    store
+        .commit_turn(&lease("a"), &run.id, commit, 5)
+        .await
+        .expect("commit")
+        .expect("held");
+    let cps = store.checkpoints(&acme, &run.id).await.expect("read");
+    assert_eq!(cps.len(), 2);
+    assert_eq!(cps[0].status, CheckpointStatus::Completed);
+    assert_eq!(
+        cps[0].output,
+        Some(json!(7)),
+        "the first record of a step stands"
+    );
+    store
+        .update_run_if(
+            &acme,
+            &run.id,
+            &[RunStatus::Suspended],
+            RunPatch {
+                status: RunStatus::Cancelled,
+                error: None,
+            },
+            6,
+        )
+        .await
+        .expect("cancel")
+        .expect("was suspended");
+    let late = NewCheckpoint::recorded_step(2, "late".into(), None, None, 6, 7);
+    assert!(
+        !store
+            .record_local_step(&acme, &run.id, late, 7)
+            .await
+            .expect("write"),
+        "an ended run takes no more steps"
+    );
+    let missing = RunId::parse("ev-missing").expect("id");
+    assert!(
+        !store
+            .record_local_step(&Scope::All, &missing, step(1), 7)
+            .await
+            .expect("write")
+    );
+}
+
 /// Lease renewal, dispatch marks, compare-and-set control verbs, retry from the last good
 /// checkpoint and buffered signals, each inside its scope.
 pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) {
@@ -1414,7 +1559,9 @@ macro_rules! store_conformance {
             driver_scans_stay_inside_their_namespace,
             racing_claims_split_the_runs,
             control_verbs_and_leases_follow_their_rules,
-            families_and_loads_follow_the_scope
+            families_and_loads_follow_the_scope,
+            concurrent_writes_keep_their_own_outcomes,
+            step_events_checkpoint_only_open_runs_in_scope
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

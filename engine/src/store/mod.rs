@@ -160,6 +160,18 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<PendingStep>>;
 
+    /// Checkpoints a local step a worker reports finished inside a turn (wire §3.7), before
+    /// the turn's decision arrives, so a turn sent again replays it instead of running it twice.
+    /// Written only when the run is in `scope`, has not ended, and has nothing at that position
+    /// (the decision's own record of the step then changes nothing). Returns whether it was.
+    async fn record_local_step(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        checkpoint: NewCheckpoint,
+        now: Millis,
+    ) -> StoreResult<bool>;
+
     /// Notes that a remote step was (re)dispatched at `now`.
     async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()>;
 

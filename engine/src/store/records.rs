@@ -94,6 +94,45 @@ pub struct NewCheckpoint {
     pub timeout_ms: Option<u64>,
 }
 
+impl NewCheckpoint {
+    /// A local step (or captured value) that already ran: `failed` when it has an `error`.
+    /// `now#<seq>` and `sideEffect` are captured values, as the aviary wire names them.
+    pub fn recorded_step(
+        seq: u32,
+        name: String,
+        output: Option<Value>,
+        error: Option<StepFailure>,
+        started_at: Millis,
+        finished_at: Millis,
+    ) -> Self {
+        let kind = if name.starts_with("now#") || name == "sideEffect" {
+            CheckpointKind::SideEffect
+        } else {
+            CheckpointKind::LocalStep
+        };
+        NewCheckpoint {
+            seq,
+            kind,
+            name,
+            status: if error.is_some() {
+                CheckpointStatus::Failed
+            } else {
+                CheckpointStatus::Completed
+            },
+            worker_group: None,
+            input: None,
+            output,
+            error,
+            wake_at: None,
+            enqueued_at: None,
+            started_at: Some(started_at),
+            finished_at: Some(finished_at),
+            retry_policy: None,
+            timeout_ms: None,
+        }
+    }
+}
+
 /// Where a run goes after a turn.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TurnOutcome {

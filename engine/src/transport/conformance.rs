@@ -238,6 +238,45 @@ pub async fn run_requests_and_replies_travel(transport: Arc<dyn Transport>) {
     assert_eq!(next(&mut replies).await, Some(reply));
 }
 
+/// Run beats and relayed decisions reach every process that listens, whoever sent them.
+pub async fn beats_and_relayed_decisions_reach_every_process(transport: Arc<dyn Transport>) {
+    let mut beats = [
+        transport.subscribe_heartbeats().await.expect("subscribe"),
+        transport.subscribe_heartbeats().await.expect("subscribe"),
+    ];
+    let mut relays = [
+        transport
+            .subscribe_relayed_decisions()
+            .await
+            .expect("subscribe"),
+        transport
+            .subscribe_relayed_decisions()
+            .await
+            .expect("subscribe"),
+    ];
+    let beat = crate::model::Heartbeat {
+        run_id: RunId::parse("run-beat").expect("id"),
+        seq: 0,
+        step_id: None,
+        group: "billing.close-month@acme".into(),
+    };
+    transport
+        .publish_heartbeat(beat.clone())
+        .await
+        .expect("beat");
+    let decision = json!({ "taskId": "run-beat:wf:1", "runId": "run-beat", "status": "continue", "commands": [] });
+    transport
+        .relay_decision(decision.clone())
+        .await
+        .expect("relay");
+    for heard in &mut beats {
+        assert_eq!(next(heard).await, Some(beat.clone()));
+    }
+    for heard in &mut relays {
+        assert_eq!(next(heard).await, Some(decision.clone()));
+    }
+}
+
 /// Stamps every transport conformance case as a `#[tokio::test]`. `$make` is an async
 /// expression giving `Option<Arc<dyn Transport>>`; `None` skips the case (the backend is absent
 /// here and `make test` already said so loudly).
@@ -249,7 +288,8 @@ macro_rules! transport_conformance {
             events_stay_inside_their_tenant,
             control_messages_reach_every_process,
             worker_groups_follow_consumers,
-            run_requests_and_replies_travel
+            run_requests_and_replies_travel,
+            beats_and_relayed_decisions_reach_every_process
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

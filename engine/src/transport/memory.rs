@@ -14,7 +14,7 @@ use super::{
     TransportResult,
 };
 use crate::model::{
-    ControlMessage, RemoteTask, RunReply, Scope, StepResult, TenantEvent, WorkerGroup,
+    ControlMessage, Heartbeat, RemoteTask, RunReply, Scope, StepResult, TenantEvent, WorkerGroup,
 };
 
 const EVENT_BUFFER: usize = 4096;
@@ -34,6 +34,8 @@ struct Inner {
     requests_tx: mpsc::UnboundedSender<String>,
     requests_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     replies: broadcast::Sender<RunReply>,
+    heartbeats: broadcast::Sender<Heartbeat>,
+    relayed: broadcast::Sender<serde_json::Value>,
 }
 
 #[derive(Default)]
@@ -75,6 +77,8 @@ impl MemoryTransport {
         let (control, _) = broadcast::channel(EVENT_BUFFER);
         let (requests_tx, requests_rx) = mpsc::unbounded_channel();
         let (replies, _) = broadcast::channel(EVENT_BUFFER);
+        let (heartbeats, _) = broadcast::channel(EVENT_BUFFER);
+        let (relayed, _) = broadcast::channel(EVENT_BUFFER);
         MemoryTransport {
             inner: Arc::new(Inner {
                 router: Mutex::new(Router::default()),
@@ -85,6 +89,8 @@ impl MemoryTransport {
                 requests_tx,
                 requests_rx: Mutex::new(Some(requests_rx)),
                 replies,
+                heartbeats,
+                relayed,
             }),
         }
     }
@@ -114,6 +120,24 @@ fn sole_consumer<T: Send + 'static>(
     Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     })))
+}
+
+/// Everything sent on `channel` from now on. A message a slow reader missed is skipped: what
+/// travels on these channels (control notices, replies, beats, relays) are hints, each backed
+/// by a retry or a timeout.
+fn listen<T: Clone + Send + 'static>(channel: &broadcast::Sender<T>) -> Subscription<T> {
+    Box::pin(futures::stream::unfold(
+        channel.subscribe(),
+        |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(item) => return Some((item, rx)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        },
+    ))
 }
 
 #[async_trait]
@@ -218,18 +242,9 @@ impl Transport for MemoryTransport {
     }
 
     async fn subscribe_control(&self) -> TransportResult<Subscription<ControlMessage>> {
-        let rx = self.inner.control.subscribe();
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(message) => return Some((message, rx)),
-                    // A notice missed by a slow reader is only a lost hint: the engine also
-                    // drops results for cancelled runs.
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })))
+        // A missed cancel notice is only a lost hint: the engine also drops results for
+        // cancelled runs.
+        Ok(listen(&self.inner.control))
     }
 
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>> {
@@ -287,6 +302,32 @@ impl Transport for MemoryTransport {
         ))
     }
 
+    async fn relay_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
+        // Nobody listening is fine: no turn awaits it.
+        let _ = self.inner.relayed.send(decision);
+        Ok(())
+    }
+
+    async fn subscribe_relayed_decisions(
+        &self,
+    ) -> TransportResult<Subscription<serde_json::Value>> {
+        Ok(listen(&self.inner.relayed))
+    }
+
+    async fn publish_heartbeat(&self, beat: Heartbeat) -> TransportResult<()> {
+        let _ = self.inner.heartbeats.send(beat);
+        Ok(())
+    }
+
+    async fn subscribe_heartbeats(&self) -> TransportResult<Subscription<Heartbeat>> {
+        Ok(listen(&self.inner.heartbeats))
+    }
+
+    async fn consume_step_events(&self) -> TransportResult<Subscription<serde_json::Value>> {
+        // Turns never leave this process, so no worker reports steps from one.
+        Ok(Box::pin(futures::stream::pending()))
+    }
+
     async fn send_run_request(&self, request: String) -> TransportResult<()> {
         self.inner
             .requests_tx
@@ -305,16 +346,7 @@ impl Transport for MemoryTransport {
     }
 
     async fn subscribe_run_replies(&self) -> TransportResult<Subscription<RunReply>> {
-        let rx = self.inner.replies.subscribe();
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(reply) => return Some((reply, rx)),
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })))
+        Ok(listen(&self.inner.replies))
     }
 
     fn retains_tasks(&self) -> bool {

@@ -17,7 +17,8 @@ use async_trait::async_trait;
 use futures::Stream;
 
 use crate::model::{
-    ControlMessage, Namespace, RemoteTask, RunReply, Scope, StepResult, TenantEvent, WorkerGroup,
+    ControlMessage, Heartbeat, Namespace, RemoteTask, RunReply, Scope, StepResult, TenantEvent,
+    WorkerGroup,
 };
 
 #[cfg(all(feature = "redis", any(test, feature = "test-util")))]
@@ -132,6 +133,24 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Sends a turn's decision (wire §3.4) back to the control plane.
     async fn publish_decision(&self, decision: serde_json::Value) -> TransportResult<()>;
+
+    /// Passes a decision this process took off the queue, but whose turn another control plane
+    /// sent, to every control plane: the sender applies it instead of sending the turn again.
+    async fn relay_decision(&self, decision: serde_json::Value) -> TransportResult<()>;
+
+    /// Hears every relayed decision from now on (this process's own relays included).
+    async fn subscribe_relayed_decisions(&self)
+    -> TransportResult<Subscription<serde_json::Value>>;
+
+    /// Beats for a run whose turn a worker is replaying, or for a step it runs (wire §2.6).
+    async fn publish_heartbeat(&self, beat: Heartbeat) -> TransportResult<()>;
+
+    /// Hears every worker's beats from now on.
+    async fn subscribe_heartbeats(&self) -> TransportResult<Subscription<Heartbeat>>;
+
+    /// Consumes step events (wire §3.7, raw): local steps a worker finished inside a turn,
+    /// reported before the turn's decision.
+    async fn consume_step_events(&self) -> TransportResult<Subscription<serde_json::Value>>;
 
     /// Queues a run request as a tenant pod sends it (raw JSON: the control plane's responder
     /// decides what to make of it).

@@ -52,6 +52,22 @@ pub fn decisions_queue(p: &str) -> String {
     format!("{p}-decisions")
 }
 
+/// Where a control plane passes on a decision that another control plane's turn awaits
+/// (`P-decision-relay`: between our control planes only, no SDK uses it).
+pub fn decision_relay_channel(p: &str) -> String {
+    format!("{p}-decision-relay")
+}
+
+/// The channel workers beat on while they run a step or replay a turn (`P-heartbeat`).
+pub fn heartbeat_channel(p: &str) -> String {
+    format!("{p}-heartbeat")
+}
+
+/// The queue workers report the local steps of a turn on as they finish (`P-step-events`).
+pub fn step_events_queue(p: &str) -> String {
+    format!("{p}-step-events")
+}
+
 /// The queue tenant pods send run requests on (`P-run-request`).
 pub fn run_request_queue(p: &str) -> String {
     format!("{p}-run-request")

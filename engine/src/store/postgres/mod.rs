@@ -6,6 +6,7 @@
 //! control planes on one database drive disjoint sets of runs.
 
 mod accounts;
+mod group;
 mod lifecycle;
 mod reads;
 mod rows;
@@ -21,10 +22,11 @@ use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
+use self::group::GroupCommit;
 use self::rows::db;
 use super::{
-    Claim, Committed, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store, StoreError,
-    StoreResult, TurnCommit,
+    Claim, Committed, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store,
+    StoreError, StoreResult, TurnCommit,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
@@ -35,6 +37,8 @@ use crate::model::{
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// Starts, turns and step results: the writes every run makes, committed in groups.
+    group: GroupCommit,
 }
 
 /// Runs `$body` (an async block using `$conn: &mut PgConnection`) in a transaction, committing
@@ -72,7 +76,8 @@ impl PgStore {
     /// Connects to `url` (`postgres://…`) and applies the migrations.
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let pool = PgPoolOptions::new()
-            .max_connections(16)
+            // Reads, the cold writes, and one connection per group-commit lane.
+            .max_connections(16 + group::LANES as u32)
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await
@@ -81,7 +86,8 @@ impl PgStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migrate(Box::new(e)))?;
-        Ok(PgStore { pool })
+        let group = GroupCommit::start(&pool);
+        Ok(PgStore { pool, group })
     }
 
     /// Runs raw SQL; for tests that plant legacy rows.
@@ -110,11 +116,17 @@ impl Store for PgStore {
         // Only a driver of the run's namespace may take it.
         let lease = claim
             .filter(|c| c.scope.admits(&run.namespace))
-            .map(|c| (c.owner.as_str(), c.until));
-        let mut conn = self.pool.acquire().await.map_err(db)?;
-        rows::insert_run(&mut conn, &run, now, false, lease)
+            .map(|c| (c.owner.clone(), c.until));
+        let id = run.id.clone();
+        self.group
+            .write((run, lease, now), |conn, (run, lease, now)| {
+                let lease = lease
+                    .as_ref()
+                    .map(|(owner, until)| (owner.as_str(), *until));
+                Box::pin(rows::insert_run(conn, run, *now, false, lease))
+            })
             .await?
-            .ok_or_else(|| StoreError::Conflict(format!("run `{}`", run.id)))
+            .ok_or_else(|| StoreError::Conflict(format!("run `{id}`")))
     }
 
     async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
@@ -188,9 +200,11 @@ impl Store for PgStore {
             return Ok(0);
         }
         let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
+        // Rows a commit holds right now are skipped, never waited for: waiting could close a
+        // lock cycle with a group transaction, and that commit settles the lease anyway.
         let done = sqlx::query(
-            "UPDATE runs SET locked_until = $1 WHERE status = 'running' AND locked_by = $2 \
-             AND id = ANY($3)",
+            "UPDATE runs SET locked_until = $1 WHERE id IN (SELECT id FROM runs \
+             WHERE status = 'running' AND locked_by = $2 AND id = ANY($3) FOR UPDATE SKIP LOCKED)",
         )
         .bind(until)
         .bind(owner)
@@ -208,7 +222,12 @@ impl Store for PgStore {
         commit: TurnCommit,
         now: Millis,
     ) -> StoreResult<Option<Committed>> {
-        in_tx!(optional self.pool, |conn| turn::commit_turn(conn, lease, id, &commit, now))
+        let args = (lease.clone(), id.clone(), commit, now);
+        self.group
+            .write(args, |conn, (lease, id, commit, now)| {
+                Box::pin(turn::commit_turn(conn, lease, id, commit, *now))
+            })
+            .await
     }
 
     async fn apply_step_result(
@@ -217,7 +236,12 @@ impl Store for PgStore {
         now: Millis,
         claim: Option<&Claim>,
     ) -> StoreResult<Option<StepApplied>> {
-        in_tx!(optional self.pool, |conn| turn::apply_step_result(conn, result, now, claim))
+        let args = (result.clone(), now, claim.cloned());
+        self.group
+            .write(args, |conn, (result, now, claim)| {
+                Box::pin(turn::apply_step_result(conn, result, *now, claim.as_ref()))
+            })
+            .await
     }
 
     async fn apply_result_and_commit(
@@ -228,9 +252,14 @@ impl Store for PgStore {
         commit: TurnCommit,
         now: Millis,
     ) -> StoreResult<Option<Committed>> {
-        in_tx!(optional self.pool, |conn| turn::apply_result_and_commit(
-            conn, result, lease, attempt, &commit, now
-        ))
+        let args = (result.clone(), lease.clone(), attempt, commit, now);
+        self.group
+            .write(args, |conn, (result, lease, attempt, commit, now)| {
+                Box::pin(turn::apply_result_and_commit(
+                    conn, result, lease, *attempt, commit, *now,
+                ))
+            })
+            .await
     }
 
     async fn pending_remote_steps(
@@ -240,6 +269,23 @@ impl Store for PgStore {
         limit: u32,
     ) -> StoreResult<Vec<PendingStep>> {
         reads::pending_remote_steps(&self.pool, scope, dispatched_before, limit).await
+    }
+
+    async fn record_local_step(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        checkpoint: NewCheckpoint,
+        _now: Millis,
+    ) -> StoreResult<bool> {
+        let args = (scope.clone(), id.clone(), checkpoint);
+        let written = self
+            .group
+            .write(args, |conn, (scope, id, checkpoint)| {
+                Box::pin(turn::record_local_step(conn, scope, id, checkpoint))
+            })
+            .await?;
+        Ok(written.unwrap_or(false))
     }
 
     async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {

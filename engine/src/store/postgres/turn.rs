@@ -6,9 +6,11 @@ use sqlx::PgConnection;
 use super::reads::history;
 use super::rows::{RUN_COLS, Sql, db, insert_run, push_scope, run_by_id, run_from_row, to_value};
 use super::settle::{Resolution, record_result, resolve_pending, schedule_retry, settle_parent};
-use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, StepOutcome, StepResult};
+use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult};
 use crate::store::rules::{self, settles_parent};
-use crate::store::{Claim, Committed, StepApplied, StoreResult, TurnCommit, TurnOutcome};
+use crate::store::{
+    Claim, Committed, NewCheckpoint, StepApplied, StoreResult, TurnCommit, TurnOutcome,
+};
 
 /// [`crate::store::Store::commit_turn`] inside a transaction. `None` when the lease is gone or
 /// the turn's view was stale (a buffered signal it took was taken meanwhile): the caller rolls
@@ -24,30 +26,7 @@ pub(super) async fn commit_turn(
         return Ok(None);
     };
     for cp in &commit.checkpoints {
-        sqlx::query(
-            "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
-             input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
-             timeout_ms) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-             ON CONFLICT (run_id, seq) DO NOTHING",
-        )
-        .bind(id.as_str())
-        .bind(cp.seq as i32)
-        .bind(cp.kind.as_str())
-        .bind(&cp.name)
-        .bind(cp.status.as_str())
-        .bind(cp.worker_group.as_deref())
-        .bind(cp.input.clone())
-        .bind(cp.output.clone())
-        .bind(cp.error.as_ref().map(to_value))
-        .bind(cp.wake_at)
-        .bind(cp.enqueued_at)
-        .bind(cp.started_at)
-        .bind(cp.finished_at)
-        .bind(cp.retry_policy.as_ref().map(to_value))
-        .bind(cp.timeout_ms.map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)))
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
+        insert_checkpoint(conn, id, cp).await?;
     }
     for seq in &commit.redispatched {
         sqlx::query(
@@ -141,6 +120,58 @@ pub(super) async fn commit_turn(
         _ => None,
     };
     Ok(Some(Committed { run, history }))
+}
+
+/// [`crate::store::Store::record_local_step`] inside a transaction.
+pub(super) async fn record_local_step(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    id: &RunId,
+    checkpoint: &NewCheckpoint,
+) -> StoreResult<Option<bool>> {
+    let open = run_by_id(conn, id)
+        .await?
+        .is_some_and(|run| scope.admits(&run.namespace) && !run.status.is_terminal());
+    if !open {
+        return Ok(Some(false));
+    }
+    Ok(Some(insert_checkpoint(conn, id, checkpoint).await?))
+}
+
+/// Inserts `cp`, keeping any checkpoint already at its position; whether it was new.
+async fn insert_checkpoint(
+    conn: &mut PgConnection,
+    id: &RunId,
+    cp: &NewCheckpoint,
+) -> StoreResult<bool> {
+    let done = sqlx::query(
+        "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
+         input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
+         timeout_ms) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         ON CONFLICT (run_id, seq) DO NOTHING",
+    )
+    .bind(id.as_str())
+    .bind(cp.seq as i32)
+    .bind(cp.kind.as_str())
+    .bind(&cp.name)
+    .bind(cp.status.as_str())
+    .bind(cp.worker_group.as_deref())
+    .bind(cp.input.clone())
+    .bind(cp.output.clone())
+    .bind(cp.error.as_ref().map(to_value))
+    .bind(cp.wake_at)
+    .bind(cp.enqueued_at)
+    .bind(cp.started_at)
+    .bind(cp.finished_at)
+    .bind(cp.retry_policy.as_ref().map(to_value))
+    .bind(
+        cp.timeout_ms
+            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+    )
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected() > 0)
 }
 
 /// Moves the run to its next status if `lease` still holds it; a run woken during the turn

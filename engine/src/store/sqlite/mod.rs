@@ -32,8 +32,8 @@ use self::lifecycle::ClaimRequest;
 use self::readers::Readers;
 use self::writer::{Writer, Wrote};
 use super::{
-    Claim, Committed, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store, StoreError,
-    StoreResult, TurnCommit,
+    Claim, Committed, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store,
+    StoreError, StoreResult, TurnCommit,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
@@ -297,6 +297,19 @@ impl Store for SqliteStore {
         let scope = scope.clone();
         self.readers
             .read(move |conn| reads::pending_remote_steps(conn, &scope, dispatched_before, limit))
+            .await
+    }
+
+    async fn record_local_step(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        checkpoint: NewCheckpoint,
+        _now: Millis,
+    ) -> StoreResult<bool> {
+        let (scope, id) = (scope.clone(), id.clone());
+        self.writer
+            .write(move |conn| turn::record_local_step(conn, &scope, &id, &checkpoint))
             .await
     }
 

@@ -8,8 +8,8 @@ use super::rows::{RUN_COLS, db, insert_run, run_by_id, run_from_row, to_json};
 use super::settle::{Resolution, resolve_pending, schedule_retry, settle_parent, settles_parent};
 use super::sql::{Sql, optional};
 use super::writer::Wrote;
-use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, StepOutcome, StepResult};
-use crate::store::{Claim, Committed, StoreResult, TurnCommit, TurnOutcome, rules};
+use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult};
+use crate::store::{Claim, Committed, NewCheckpoint, StoreResult, TurnCommit, TurnOutcome, rules};
 
 /// [`crate::store::Store::commit_turn`] inside the writer's transaction.
 pub(super) fn commit_turn(
@@ -22,7 +22,7 @@ pub(super) fn commit_turn(
     let Some(run) = update_run(conn, lease, id, commit, now)? else {
         return Ok(Wrote::Keep(None));
     };
-    insert_checkpoints(conn, id, commit)?;
+    insert_checkpoints(conn, id, &commit.checkpoints)?;
     for seq in &commit.redispatched {
         conn.prepare_cached(
             "UPDATE checkpoints SET enqueued_at = ? WHERE run_id = ? AND seq = ? \
@@ -141,7 +141,28 @@ fn update_run(
     rows.next().map_err(db)?.map(run_from_row).transpose()
 }
 
-fn insert_checkpoints(conn: &Connection, id: &RunId, commit: &TurnCommit) -> StoreResult<()> {
+/// [`crate::store::Store::record_local_step`] inside the writer's transaction.
+pub(super) fn record_local_step(
+    conn: &Connection,
+    scope: &Scope,
+    id: &RunId,
+    checkpoint: &NewCheckpoint,
+) -> StoreResult<Wrote<bool>> {
+    let open = run_by_id(conn, id)?
+        .is_some_and(|run| scope.admits(&run.namespace) && !run.status.is_terminal());
+    if !open {
+        return Ok(Wrote::Keep(false));
+    }
+    let written = insert_checkpoints(conn, id, std::slice::from_ref(checkpoint))?;
+    Ok(Wrote::Keep(written > 0))
+}
+
+/// Inserts `checkpoints`, keeping any already at their position; returns how many were new.
+fn insert_checkpoints(
+    conn: &Connection,
+    id: &RunId,
+    checkpoints: &[NewCheckpoint],
+) -> StoreResult<usize> {
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
@@ -150,28 +171,30 @@ fn insert_checkpoints(conn: &Connection, id: &RunId, commit: &TurnCommit) -> Sto
              ON CONFLICT (run_id, seq) DO NOTHING",
         )
         .map_err(db)?;
-    for cp in &commit.checkpoints {
-        stmt.execute(params![
-            id.as_str(),
-            i64::from(cp.seq),
-            cp.kind.as_str(),
-            cp.name,
-            cp.status.as_str(),
-            cp.worker_group,
-            cp.input.as_ref().map(to_json),
-            cp.output.as_ref().map(to_json),
-            cp.error.as_ref().map(to_json),
-            cp.wake_at,
-            cp.enqueued_at,
-            cp.started_at,
-            cp.finished_at,
-            cp.retry_policy.as_ref().map(to_json),
-            cp.timeout_ms
-                .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
-        ])
-        .map_err(db)?;
+    let mut written = 0;
+    for cp in checkpoints {
+        written += stmt
+            .execute(params![
+                id.as_str(),
+                i64::from(cp.seq),
+                cp.kind.as_str(),
+                cp.name,
+                cp.status.as_str(),
+                cp.worker_group,
+                cp.input.as_ref().map(to_json),
+                cp.output.as_ref().map(to_json),
+                cp.error.as_ref().map(to_json),
+                cp.wake_at,
+                cp.enqueued_at,
+                cp.started_at,
+                cp.finished_at,
+                cp.retry_policy.as_ref().map(to_json),
+                cp.timeout_ms
+                    .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+            ])
+            .map_err(db)?;
     }
-    Ok(())
+    Ok(written)
 }
 
 /// Cancels `children` of run `id` (a fail-fast gather): waiting ones end `cancelled` and settle

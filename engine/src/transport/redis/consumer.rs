@@ -1,6 +1,7 @@
-//! Consuming BullMQ queues: one task per subscription drains every queue it serves, then blocks
-//! on their marker keys until a producer (ours, Node's or Python's) adds a job. Jobs are handed
-//! on as their raw JSON `data`; a slow receiver slows the loop down (bounded channel).
+//! Consuming BullMQ queues: one task per subscription takes jobs from every queue it serves in
+//! batches (one round trip each), then blocks on their marker keys until a producer (ours,
+//! Node's or Python's) adds a job. Jobs are handed on as their raw JSON `data`; a slow receiver
+//! slows the loop down (bounded channel).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,12 +11,12 @@ use tokio::sync::mpsc;
 use super::Shared;
 use crate::transport::naming::bull_key;
 
-/// Jobs taken from one queue before looking at the next, so a busy queue cannot starve others.
-const BATCH: usize = 64;
+/// The most jobs taken in one round trip.
+const BATCH: usize = 32;
 /// How long one blocking wait for a marker lasts; also how soon a dropped subscription stops.
 const BLOCK_SECS: f64 = 2.0;
-/// Jobs taken but not yet handed over. Small: a crash loses at most these, which the engine's
-/// lost-dispatch redispatch then sends again.
+/// Jobs taken but not yet handed over. Small: a crash loses at most these (and one batch),
+/// which the engine's lost-dispatch redispatch then sends again.
 const BUFFER: usize = 64;
 
 /// Starts consuming `queues`; the job data arrives on the returned channel. The task stops when
@@ -25,6 +26,7 @@ pub(super) fn spawn(shared: Arc<Shared>, queues: Vec<String>) -> mpsc::Receiver<
     tokio::spawn(async move {
         let markers: Vec<String> = queues.iter().map(|q| bull_key(q, "marker")).collect();
         let mut backoff = Duration::from_millis(100);
+        let mut start = 0;
         'connect: loop {
             if tx.is_closed() {
                 return;
@@ -43,25 +45,28 @@ pub(super) fn spawn(shared: Arc<Shared>, queues: Vec<String>) -> mpsc::Receiver<
                 if tx.is_closed() {
                     return;
                 }
-                let mut took = false;
-                for queue in &queues {
-                    for _ in 0..BATCH {
-                        match shared.scripts.take(&mut conn, queue).await {
-                            Ok(Some(data)) => {
-                                took = true;
-                                if tx.send(data).await.is_err() {
-                                    return;
-                                }
-                            }
-                            Ok(None) => break,
-                            Err(e) => {
-                                tracing::warn!(error = %e, queue, "taking a job failed; reconnecting");
-                                continue 'connect;
-                            }
-                        }
+                // Start at the next queue each time, so a busy queue cannot starve the others.
+                start = (start + 1) % queues.len().max(1);
+                let order: Vec<&str> = queues[start..]
+                    .iter()
+                    .chain(&queues[..start])
+                    .map(String::as_str)
+                    .collect();
+                let jobs = match shared.scripts.take(&mut conn, &order, BATCH).await {
+                    Ok(jobs) => jobs,
+                    Err(e) => {
+                        tracing::warn!(error = %e, queues = ?queues, "taking jobs failed; reconnecting");
+                        continue 'connect;
+                    }
+                };
+                // A short batch drained every queue: a job added since set a marker.
+                let drained = jobs.len() < BATCH;
+                for data in jobs {
+                    if tx.send(data).await.is_err() {
+                        return;
                     }
                 }
-                if !took {
+                if drained {
                     // Wakes on any queue's marker; stale markers only cause an extra drain.
                     let woke: redis::RedisResult<redis::Value> = redis::cmd("BZPOPMIN")
                         .arg(&markers)

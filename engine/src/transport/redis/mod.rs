@@ -24,17 +24,17 @@ use tokio::sync::mpsc;
 use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts};
 use super::naming::{
-    control_channel, decisions_queue, effective_prefix, results_queue, routing_token,
-    run_reply_channel, run_request_queue, tasks_queue, tenant_events_channel,
-    tenant_events_pattern,
+    control_channel, decision_relay_channel, decisions_queue, effective_prefix, heartbeat_channel,
+    results_queue, routing_token, run_reply_channel, run_request_queue, step_events_queue,
+    tasks_queue, tenant_events_channel, tenant_events_pattern,
 };
 use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
     TransportResult,
 };
 use crate::model::{
-    ControlMessage, Millis, Namespace, Protocol, RemoteTask, RunReply, Scope, Sdk, StepResult,
-    TenantEvent, V1_CAPABILITIES, WorkerDescriptor, WorkerGroup,
+    ControlMessage, Heartbeat, Millis, Namespace, Protocol, RemoteTask, RunReply, Scope, Sdk,
+    StepResult, TenantEvent, V1_CAPABILITIES, WorkerDescriptor, WorkerGroup,
 };
 
 /// Where and how to reach Redis.
@@ -408,6 +408,38 @@ impl Transport for RedisTransport {
         let (decisions, _alive) =
             self.consume::<serde_json::Value>(vec![decisions_queue(&self.shared.p)], "decision");
         Ok(decisions)
+    }
+
+    async fn relay_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
+        self.publish(
+            &decision_relay_channel(&self.shared.p),
+            decision.to_string(),
+        )
+        .await
+    }
+
+    async fn subscribe_relayed_decisions(
+        &self,
+    ) -> TransportResult<Subscription<serde_json::Value>> {
+        self.listen_json(decision_relay_channel(&self.shared.p))
+            .await
+    }
+
+    async fn publish_heartbeat(&self, beat: Heartbeat) -> TransportResult<()> {
+        let payload = serde_json::to_string(&beat)
+            .map_err(|e| TransportError::Unavailable(format!("encoding a heartbeat: {e}")))?;
+        self.publish(&heartbeat_channel(&self.shared.p), payload)
+            .await
+    }
+
+    async fn subscribe_heartbeats(&self) -> TransportResult<Subscription<Heartbeat>> {
+        self.listen_json(heartbeat_channel(&self.shared.p)).await
+    }
+
+    async fn consume_step_events(&self) -> TransportResult<Subscription<serde_json::Value>> {
+        let (events, _alive) = self
+            .consume::<serde_json::Value>(vec![step_events_queue(&self.shared.p)], "step event");
+        Ok(events)
     }
 
     async fn send_run_request(&self, request: String) -> TransportResult<()> {

@@ -33,23 +33,31 @@ redis.call("XADD", KEYS[8], "MAXLEN", "~", 10000, "*", "event", "waiting", "jobI
 return id
 "#;
 
-/// Takes the next job and deletes it in the same step (our consumers hold no lock: a job lost
-/// to a crash after this is recovered by the engine's lost-dispatch redispatch, which delivery
-/// at-least-once already allows). Returns `{id, data}` or nil. KEYS: wait, prioritized, events.
-/// ARGV: job key prefix.
+/// Takes up to `ARGV[1]` jobs, trying the queues in the order given, and deletes each in the
+/// same step (our consumers hold no lock: a job lost to a crash after this is recovered by the
+/// engine's lost-dispatch redispatch, which delivery at-least-once already allows). Returns
+/// their data. KEYS: per queue, its wait, prioritized and events keys. ARGV: the batch size,
+/// then per queue its job key prefix.
 const TAKE: &str = r#"
-local id = redis.call("RPOP", KEYS[1])
-if not id then
-  local popped = redis.call("ZPOPMIN", KEYS[2])
-  if #popped == 0 then return false end
-  id = popped[1]
+local max = tonumber(ARGV[1])
+local out = {}
+for q = 0, #KEYS / 3 - 1 do
+  local wait, prioritized, events = KEYS[q * 3 + 1], KEYS[q * 3 + 2], KEYS[q * 3 + 3]
+  while #out < max do
+    local id = redis.call("RPOP", wait)
+    if not id then
+      local popped = redis.call("ZPOPMIN", prioritized)
+      if #popped == 0 then break end
+      id = popped[1]
+    end
+    local job = ARGV[q + 2] .. id
+    local data = redis.call("HGET", job, "data")
+    redis.call("DEL", job, job .. ":lock", job .. ":logs")
+    redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
+    if data then out[#out + 1] = data end
+  end
 end
-local job = ARGV[1] .. id
-local data = redis.call("HGET", job, "data")
-redis.call("DEL", job, job .. ":lock", job .. ":logs")
-redis.call("XADD", KEYS[3], "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
-if not data then return false end
-return {id, data}
+return out
 "#;
 
 /// BullMQ's priority for an engine priority `p` (higher wins there, lower wins in BullMQ).
@@ -133,22 +141,23 @@ impl Scripts {
             .await
     }
 
-    /// Takes (and removes) the next job of `queue`: its data, or `None` when empty.
+    /// Takes (and removes) up to `max` jobs from `queues`, in one round trip: the data of each,
+    /// the first queue's jobs first. Callers rotate the order so no queue starves.
     pub async fn take<C: redis::aio::ConnectionLike + Send>(
         &self,
         conn: &mut C,
-        queue: &str,
-    ) -> redis::RedisResult<Option<String>> {
-        let key = |suffix| bull_key(queue, suffix);
-        let taken: Option<(String, String)> = self
-            .take
-            .key(key("wait"))
-            .key(key("prioritized"))
-            .key(key("events"))
-            .arg(bull_key(queue, ""))
-            .invoke_async(conn)
-            .await?;
-        Ok(taken.map(|(_, data)| data))
+        queues: &[&str],
+        max: usize,
+    ) -> redis::RedisResult<Vec<String>> {
+        let mut take = self.take.prepare_invoke();
+        take.arg(max);
+        for queue in queues {
+            take.key(bull_key(queue, "wait"))
+                .key(bull_key(queue, "prioritized"))
+                .key(bull_key(queue, "events"))
+                .arg(bull_key(queue, ""));
+        }
+        take.invoke_async(conn).await
     }
 }
 

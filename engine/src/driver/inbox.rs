@@ -1,0 +1,187 @@
+//! What workers send back about remote turns (aviary wire §3): decisions, run beats and step
+//! events, taken off the wire and handed to the turn waiting for them.
+//!
+//! Every control plane consumes the shared decisions queue, so a decision may reach one that
+//! did not send its turn. That one relays it to every control plane, and the sender applies it
+//! instead of waiting out the silence window and sending the turn again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot, watch};
+
+use super::shared::Shared;
+use crate::model::{Millis, RunId};
+use crate::store::NewCheckpoint;
+use crate::transport::Subscription;
+
+/// A turn sent and not yet decided.
+struct Waiter {
+    run_id: RunId,
+    answer: oneshot::Sender<Value>,
+    beat: Arc<Notify>,
+}
+
+/// Turns sent and not yet decided, by `taskId`.
+#[derive(Default)]
+pub(crate) struct Awaiting {
+    turns: Mutex<HashMap<String, Waiter>>,
+}
+
+/// The waiting side of one sent turn.
+pub(crate) struct Pending {
+    /// The decision, once it arrives.
+    pub answer: oneshot::Receiver<Value>,
+    /// Poked on every run beat while the worker replays the turn.
+    pub beat: Arc<Notify>,
+}
+
+impl Awaiting {
+    /// Registers turn `task_id` of `run_id`.
+    pub fn insert(&self, task_id: String, run_id: RunId) -> Pending {
+        let (answer, rx) = oneshot::channel();
+        let beat = Arc::new(Notify::new());
+        self.lock().insert(
+            task_id,
+            Waiter {
+                run_id,
+                answer,
+                beat: beat.clone(),
+            },
+        );
+        Pending { answer: rx, beat }
+    }
+
+    /// Forgets turn `task_id` (sent again, or given up).
+    pub fn remove(&self, task_id: &str) {
+        self.lock().remove(task_id);
+    }
+
+    /// Hands `decision` to the turn awaiting it; gives it back when none here does.
+    fn deliver(&self, decision: Value) -> Result<(), Value> {
+        let task_id = decision.get("taskId").and_then(Value::as_str);
+        match task_id.and_then(|id| self.lock().remove(id)) {
+            Some(waiter) => {
+                // The turn may have stopped waiting (the engine is stopping): nothing to do.
+                let _ = waiter.answer.send(decision);
+                Ok(())
+            }
+            None => Err(decision),
+        }
+    }
+
+    /// Notes a run beat: the turns of `run_id` awaited here wait a full silence window again.
+    fn beat(&self, run_id: &RunId) {
+        for waiter in self.lock().values().filter(|w| &w.run_id == run_id) {
+            waiter.beat.notify_one();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Waiter>> {
+        self.turns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Takes decisions (queued and relayed), run beats and step events off the transport until
+/// `stop`. Each source is optional: one the transport cannot offer is logged once and skipped.
+pub(crate) async fn inbox_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let t = &shared.transport;
+    let mut queued = open("workflow decisions", t.consume_decisions().await);
+    let mut relayed = open("relayed decisions", t.subscribe_relayed_decisions().await);
+    let mut beats = open("worker heartbeats", t.subscribe_heartbeats().await);
+    let mut events = open("step events", t.consume_step_events().await);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            Some(decision) = queued.next() => {
+                if let Err(decision) = shared.awaiting.deliver(decision) {
+                    relay(&shared, decision).await;
+                }
+            }
+            Some(decision) = relayed.next() => {
+                // Every control plane hears every relay: only the sender's waiter takes it.
+                let _ = shared.awaiting.deliver(decision);
+            }
+            Some(beat) = beats.next() => {
+                if beat.step_id.is_none() {
+                    shared.awaiting.beat(&beat.run_id);
+                }
+            }
+            Some(event) = events.next() => record_step_event(&shared, event).await,
+        }
+    }
+}
+
+fn open<T: Send + 'static>(
+    what: &str,
+    opened: crate::transport::TransportResult<Subscription<T>>,
+) -> Subscription<T> {
+    opened.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot receive {what}; remote workflows may advance slowly");
+        Box::pin(futures::stream::pending())
+    })
+}
+
+/// Passes on a decision no turn here awaits. One this process sent and already gave up on
+/// comes back through the relay and is dropped there.
+async fn relay(shared: &Shared, decision: Value) {
+    let task_id = decision
+        .get("taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if let Err(e) = shared.transport.relay_decision(decision).await {
+        tracing::warn!(task_id, error = %e, "could not relay a decision to the control plane awaiting it; it will send the turn again");
+    }
+}
+
+/// A step event (wire §3.7) as the Python worker sends it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StepEvent {
+    run_id: RunId,
+    seq: u32,
+    name: String,
+    phase: String,
+    #[serde(default)]
+    started_at: Option<Millis>,
+    #[serde(default)]
+    finished_at: Option<Millis>,
+    #[serde(default)]
+    output: Option<Value>,
+}
+
+/// Checkpoints a local step the worker finished inside a turn at once, before the turn's
+/// decision: if the worker dies mid-turn, the turn sent again replays the step instead of
+/// running it a second time. Only completed steps are kept; the decision records the rest.
+async fn record_step_event(shared: &Shared, raw: Value) {
+    let event: StepEvent = match serde_json::from_value(raw) {
+        Ok(event) => event,
+        Err(e) => {
+            tracing::warn!(error = %e, "dropped a malformed step event");
+            return;
+        }
+    };
+    if event.phase != "completed" {
+        return;
+    }
+    let now = shared.clock.now();
+    let checkpoint = NewCheckpoint::recorded_step(
+        event.seq,
+        event.name,
+        Some(event.output.unwrap_or(Value::Null)),
+        None,
+        event.started_at.unwrap_or(now),
+        event.finished_at.unwrap_or(now),
+    );
+    if let Err(e) = shared
+        .store
+        .record_local_step(&shared.scope, &event.run_id, checkpoint, now)
+        .await
+    {
+        tracing::warn!(run_id = %event.run_id, seq = event.seq, error = %e, "could not checkpoint a step event; the turn's decision records the step");
+    }
+}

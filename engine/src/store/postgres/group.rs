@@ -1,0 +1,243 @@
+//! Group commit: the hot writes (starts, turns, step results) of many runs share transactions.
+//!
+//! A PostgreSQL commit waits for its WAL flush, and this is most of a small write's cost: one
+//! transaction per run change caps a control plane at the disk's flush rate, however many runs
+//! are in flight. Here a few lanes each take whatever writes are queued, run them one after the
+//! other in one transaction (each inside a savepoint, so a write that backs out or fails never
+//! undoes its neighbours) and answer every caller only once that transaction committed. A lone
+//! write still commits at once: nothing waits for a batch to fill.
+//!
+//! Lanes run concurrently on separate pooled connections, so the same run can be written by two
+//! lanes at once; its row lock orders them. A write that loses a deadlock (or a serialization
+//! check) to another lane is run again on its own after its batch committed.
+
+use futures::future::BoxFuture;
+// A bare `&str` runs on the simple protocol, so one round trip may carry two statements.
+use sqlx::{Connection, Executor, PgConnection, PgPool};
+use tokio::sync::oneshot;
+
+use super::rows::db;
+use crate::store::{StoreError, StoreResult};
+
+/// How many lanes (transactions in flight at once). More lanes overlap more round trips; each
+/// holds one pooled connection while it commits.
+pub(super) const LANES: usize = 4;
+
+/// The most writes in one transaction. Each write's savepoint is a subtransaction, and
+/// PostgreSQL tracks up to 64 of them per transaction cheaply.
+const MAX_BATCH: usize = 48;
+
+/// What a write's body computes: `Some` keeps its changes, `None` backs them out.
+type Outcome<T> = StoreResult<Option<T>>;
+
+/// How one write went inside the batch's transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ran {
+    /// Its changes stay.
+    Keep,
+    /// It backed out (a compare-and-set missed): its changes are rolled back.
+    Discard,
+    /// It failed: its changes are rolled back and its caller hears the error.
+    Failed,
+    /// It lost a deadlock or serialization check to a concurrent transaction: run it alone.
+    Contended,
+}
+
+/// A queued write, type-erased so one queue carries every kind.
+trait Job: Send {
+    /// Runs the write on `conn`, inside the open transaction, and keeps its outcome.
+    fn run<'c>(&'c mut self, conn: &'c mut PgConnection) -> BoxFuture<'c, Ran>;
+    /// Answers the caller: with its outcome, or with `failure` if the transaction did not
+    /// commit (a write that backed out changed nothing either way).
+    fn answer(self: Box<Self>, failure: Option<&str>);
+}
+
+struct Queued<A, T, F> {
+    args: A,
+    body: F,
+    outcome: Option<Outcome<T>>,
+    reply: oneshot::Sender<Outcome<T>>,
+}
+
+impl<A, T, F> Job for Queued<A, T, F>
+where
+    A: Send + Sync + 'static,
+    T: Send + 'static,
+    F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+{
+    fn run<'c>(&'c mut self, conn: &'c mut PgConnection) -> BoxFuture<'c, Ran> {
+        Box::pin(async move {
+            let outcome = (self.body)(conn, &self.args).await;
+            let ran = match &outcome {
+                Ok(Some(_)) => Ran::Keep,
+                Ok(None) => Ran::Discard,
+                Err(e) if is_contention(e) => Ran::Contended,
+                Err(_) => Ran::Failed,
+            };
+            self.outcome = Some(outcome);
+            ran
+        })
+    }
+
+    fn answer(self: Box<Self>, failure: Option<&str>) {
+        let outcome = match (self.outcome, failure) {
+            (None, why) => Err(not_written(why.unwrap_or("it was never run"))),
+            (Some(Ok(Some(_))), Some(why)) => Err(not_written(why)),
+            (Some(outcome), _) => outcome,
+        };
+        // The caller may have stopped waiting; the write stands either way.
+        let _ = self.reply.send(outcome);
+    }
+}
+
+/// The queue the lanes take writes from. Cloning shares the lanes, which stop when every clone
+/// is dropped.
+#[derive(Clone)]
+pub(super) struct GroupCommit {
+    jobs: flume::Sender<Box<dyn Job>>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit")
+            .field("queued", &self.jobs.len())
+            .finish()
+    }
+}
+
+impl GroupCommit {
+    /// Starts [`LANES`] lanes writing through `pool`.
+    pub(super) fn start(pool: &PgPool) -> Self {
+        let (jobs, rx) = flume::unbounded::<Box<dyn Job>>();
+        for _ in 0..LANES {
+            tokio::spawn(lane(pool.clone(), rx.clone()));
+        }
+        GroupCommit { jobs }
+    }
+
+    /// Runs `body(conn, &args)` in the next group transaction; answers once that committed.
+    /// `body` returns `None` to back its changes out (they are rolled back, the others stay).
+    pub(super) async fn write<A, T, F>(&self, args: A, body: F) -> Outcome<T>
+    where
+        A: Send + Sync + 'static,
+        T: Send + 'static,
+        F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Queued {
+            args,
+            body,
+            outcome: None,
+            reply,
+        };
+        self.jobs.send(Box::new(job)).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// One lane: takes the next write and whatever else is queued behind it, commits them together.
+async fn lane(pool: PgPool, jobs: flume::Receiver<Box<dyn Job>>) {
+    while let Ok(first) = jobs.recv_async().await {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        commit(&pool, batch).await;
+    }
+}
+
+/// Commits `batch` and answers every write in it; writes that lost to a concurrent transaction
+/// run again, each alone, afterwards.
+async fn commit(pool: &PgPool, mut batch: Vec<Box<dyn Job>>) {
+    let alone = batch.len() == 1;
+    let ran = match run_batch(pool, &mut batch).await {
+        Ok(ran) => ran,
+        Err(why) => {
+            tracing::warn!(error = %why, writes = batch.len(), "a group write transaction failed; its writes were rolled back");
+            let why = why.to_string();
+            for job in batch {
+                job.answer(Some(&why));
+            }
+            return;
+        }
+    };
+    let mut again = Vec::new();
+    for (job, ran) in batch.into_iter().zip(ran) {
+        match ran {
+            Ran::Contended if !alone => again.push(job),
+            _ => job.answer(None),
+        }
+    }
+    for mut job in again {
+        match run_batch(pool, std::slice::from_mut(&mut job)).await {
+            Ok(_) => job.answer(None),
+            Err(why) => job.answer(Some(&why.to_string())),
+        }
+    }
+}
+
+/// Runs `batch` in one transaction; how each write went, or why the transaction failed (then
+/// nothing in it was written). A lone write needs no savepoint: backing it out is rolling the
+/// transaction back.
+fn run_batch<'a>(
+    pool: &'a PgPool,
+    batch: &'a mut [Box<dyn Job>],
+) -> BoxFuture<'a, Result<Vec<Ran>, StoreError>> {
+    // Boxed so the future is `Send` for `tokio::spawn` (sqlx's executors are higher-ranked).
+    Box::pin(async move {
+        let mut conn = pool.acquire().await.map_err(db)?;
+        let mut tx = conn.begin().await.map_err(db)?;
+        let guarded = batch.len() > 1;
+        let mut ran = Vec::with_capacity(batch.len());
+        for (i, job) in batch.iter_mut().enumerate() {
+            if guarded {
+                // One round trip: the previous write's savepoint is folded into the transaction.
+                let mark = if i == 0 {
+                    "SAVEPOINT job"
+                } else {
+                    "RELEASE SAVEPOINT job; SAVEPOINT job"
+                };
+                (&mut *tx).execute(mark).await.map_err(db)?;
+            }
+            let this = job.run(&mut tx).await;
+            if guarded && this != Ran::Keep {
+                (&mut *tx)
+                    .execute("ROLLBACK TO SAVEPOINT job")
+                    .await
+                    .map_err(db)?;
+            }
+            ran.push(this);
+        }
+        if ran.contains(&Ran::Keep) {
+            tx.commit().await.map_err(db)?;
+        } else {
+            tx.rollback().await.map_err(db)?;
+        }
+        Ok(ran)
+    })
+}
+
+/// Whether `e` is PostgreSQL refusing one write because of a concurrent one (a deadlock or a
+/// serialization failure), which the same write run again on its own gets past.
+fn is_contention(e: &StoreError) -> bool {
+    let StoreError::Unavailable(source) = e else {
+        return false;
+    };
+    source
+        .downcast_ref::<sqlx::Error>()
+        .and_then(|e| e.as_database_error())
+        .and_then(|d| d.code())
+        .is_some_and(|code| code == "40P01" || code == "40001")
+}
+
+fn not_written(why: &str) -> StoreError {
+    StoreError::Unavailable(format!("the write was not committed: {why}").into())
+}
+
+fn stopped() -> StoreError {
+    StoreError::Unavailable("the store's group commit has stopped (its runtime shut down)".into())
+}
