@@ -19,7 +19,7 @@ use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::store::{SqliteStore, Store};
 use durable::transport::redis_testing::{fresh_transport, test_url};
-use durable::transport::{Partitions, RedisTransport, Transport};
+use durable::transport::{Partitions, RedisConfig, RedisTransport, Transport};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -310,6 +310,26 @@ async fn our_control_plane_drives_a_python_workflow_to_completion() {
         "the child is stamped with the parent's namespace"
     );
     assert_eq!(child.status, RunStatus::Completed);
+    // The worker reported its local steps (the clock read) as step events, and the control
+    // plane took every one off the queue.
+    let mut redis = redis::Client::open(test_url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let queue = format!("bull:{}-step-events", transport.prefix());
+    let sent: Option<i64> = redis::cmd("GET")
+        .arg(format!("{queue}:id"))
+        .query_async(&mut redis)
+        .await
+        .expect("GET");
+    assert!(sent.unwrap_or(0) > 0, "the Python worker sent step events");
+    let waiting: i64 = redis::cmd("LLEN")
+        .arg(format!("{queue}:wait"))
+        .query_async(&mut redis)
+        .await
+        .expect("LLEN");
+    assert_eq!(waiting, 0, "every step event was consumed");
     engine.shutdown().await;
     python_worker.kill().await.expect("stop the Python worker");
 }
@@ -362,6 +382,64 @@ async fn a_rust_worker_runs_the_turns_of_a_workflow_the_control_plane_lacks() {
     assert_eq!(executions.load(Ordering::SeqCst), 1, "the step ran once");
     worker.shutdown().await;
     engine.shutdown().await;
+}
+
+/// Two control planes share the database and the decisions queue, so about half the decisions
+/// of the turns one sends are taken off the queue by the other. Each such decision is relayed
+/// to the sender and applied at once: every run finishes well inside the 30 s silence window
+/// after which an unanswered turn would be sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_taken_by_another_control_plane_reaches_the_one_awaiting_it() {
+    let Some(first) = fresh_transport().await else {
+        return;
+    };
+    let second = RedisTransport::connect(RedisConfig {
+        prefix: first.prefix().to_owned(),
+        ..RedisConfig::new(test_url())
+    })
+    .await
+    .expect("a second connection on the same prefix");
+    let mut worker_registry = counting_registry(Arc::new(AtomicU32::new(0)));
+    worker_registry.workflow("rs.pair", 1, |ctx: WorkflowContext, n: i64| async move {
+        let a: i64 = ctx.step("add", &n).await?;
+        let b: i64 = ctx.step("add", &a).await?;
+        Ok::<_, WorkflowError>(b)
+    });
+    let worker = worker_on(&first, worker_registry, "acme").await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = sqlite(&dir).await;
+    let engines = [
+        control_plane(&store, &first, Arc::new(Registry::new())).await,
+        control_plane(&store, &second, Arc::new(Registry::new())).await,
+    ];
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let run = engines[i % 2]
+            .start_run(StartRun {
+                workflow: "rs.pair".into(),
+                input: json!(i),
+                namespace: Some(ns("acme")),
+                ..StartRun::default()
+            })
+            .await
+            .expect("start");
+        ids.push((i as i64, run.id));
+    }
+    let finished = tokio::time::timeout(Duration::from_secs(20), async {
+        for (n, id) in &ids {
+            let done = wait_for(&store, id, RunStatus::Completed).await;
+            assert_eq!(done.output, Some(json!(n + 2)));
+        }
+    })
+    .await;
+    assert!(
+        finished.is_ok(),
+        "runs waited for the silence window: a decision was not relayed to its sender"
+    );
+    worker.shutdown().await;
+    for engine in engines {
+        engine.shutdown().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

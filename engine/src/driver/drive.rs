@@ -262,9 +262,13 @@ async fn turn(
     for id in &cancelled {
         shared.announce_cancel(id).await;
     }
-    // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched.
-    for task in tasks {
-        if let Err(e) = shared.transport.dispatch(task).await {
+    // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched. A
+    // fan-out's tasks go out together (a multiplexed broker connection pipelines them).
+    let sends = tasks
+        .into_iter()
+        .map(|task| shared.transport.dispatch(task));
+    for sent in futures::future::join_all(sends).await {
+        if let Err(e) = sent {
             tracing::warn!(run_id = %run.id, error = %e, "dispatch failed; the redispatch loop will retry");
         }
     }

@@ -298,19 +298,40 @@ where
 }
 
 /// What run `id`'s next turn replays (unscoped: the caller's write already checked the run).
+/// One round trip: the buffered signals ride along as a JSON column of every row (one row of
+/// NULL checkpoint columns when there are no checkpoints yet).
 pub(super) async fn history(conn: &mut PgConnection, id: &RunId) -> StoreResult<History> {
     let rows = sqlx::query(&format!(
-        "SELECT {CHECKPOINT_COLS} FROM checkpoints WHERE run_id = $1 ORDER BY seq"
+        "WITH s AS (SELECT COALESCE(json_agg(json_build_object('id', id, 'name', name, \
+         'payload', payload) ORDER BY id), '[]'::json) AS buffered FROM signals \
+         WHERE run_id = $1 AND consumed_seq IS NULL) \
+         SELECT {CHECKPOINT_COLS}, s.buffered FROM s \
+         LEFT JOIN checkpoints ON checkpoints.run_id = $1 ORDER BY seq"
     ))
     .bind(id.as_str())
     .fetch_all(&mut *conn)
     .await
     .map_err(db)?;
+    let signals = match rows.first() {
+        Some(row) => {
+            let buffered: sqlx::types::Json<Vec<BufferedSignal>> = row
+                .try_get("buffered")
+                .map_err(|e| StoreError::Corrupt(format!("buffered signals: {e}")))?;
+            buffered.0
+        }
+        None => Vec::new(),
+    };
+    let mut checkpoints = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let run_id: Option<String> = row
+            .try_get(0)
+            .map_err(|e| StoreError::Corrupt(format!("checkpoint run id: {e}")))?;
+        if run_id.is_some() {
+            checkpoints.push(checkpoint_from_row(row)?);
+        }
+    }
     Ok(History {
-        checkpoints: rows
-            .iter()
-            .map(checkpoint_from_row)
-            .collect::<StoreResult<_>>()?,
-        signals: buffered_signals(&mut *conn, id).await?,
+        checkpoints,
+        signals,
     })
 }
