@@ -22,9 +22,32 @@ pub(super) async fn commit_turn(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    let Some(run) = update_run(conn, lease, id, commit, now).await? else {
+    let Some(run) = update_run(conn, lease, id, Holder::Lease, commit, now).await? else {
         return Ok(None);
     };
+    finish_turn(conn, run, id, commit, now).await
+}
+
+/// Who may move the run in a turn's commit.
+#[derive(Clone, Copy)]
+enum Holder {
+    /// The lease holder of a `running` run.
+    Lease,
+    /// Whoever holds the run exactly as the sticky cache left it: `suspended`, not woken since,
+    /// claimed `attempt` times, in the lease's scope. It is claimed and moved on in the same
+    /// update.
+    Untouched { attempt: u32 },
+}
+
+/// The rest of a turn's commit once `run` was moved: its checkpoints, resolved waits, children,
+/// cancellations and parent, and the history its next turn replays.
+async fn finish_turn(
+    conn: &mut PgConnection,
+    run: Run,
+    id: &RunId,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Option<Committed>> {
     for cp in &commit.checkpoints {
         insert_checkpoint(conn, id, cp).await?;
     }
@@ -174,12 +197,13 @@ async fn insert_checkpoint(
     Ok(done.rows_affected() > 0)
 }
 
-/// Moves the run to its next status if `lease` still holds it; a run woken during the turn
-/// stays `running` under the same lease (see the SQLite store for the rule).
+/// Moves the run to its next status if `holder` may (see [`Holder`]); a run woken during the
+/// turn stays `running` under the same lease (see the SQLite store for the rule).
 async fn update_run(
     conn: &mut PgConnection,
     lease: &Claim,
     id: &RunId,
+    holder: Holder,
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
@@ -192,31 +216,72 @@ async fn update_run(
     } = rules::run_update(&commit.outcome, now);
     let error = error.map(|e| to_value(&e));
     let woken = "$1 = 'suspended' AND (needs_wake OR $10 OR ($2::BIGINT IS NOT NULL AND $2 <= $3))";
-    let row = sqlx::query(&format!(
+    // Taking an untouched run counts as one more claim, and it is then held by `lease`.
+    let (claimed, held_by, holds) = match holder {
+        Holder::Lease => (
+            "0",
+            "locked_by",
+            "status = 'running' AND locked_by = $9".to_owned(),
+        ),
+        Holder::Untouched { .. } => (
+            "1",
+            "$9",
+            format!(
+                "status = 'suspended' AND NOT needs_wake AND attempt = $11{}",
+                scope_clause(&lease.scope)
+            ),
+        ),
+    };
+    let sql = format!(
         "UPDATE runs SET \
          status = CASE WHEN {woken} THEN 'running' ELSE $1 END, \
          output = $4, error = $5, \
          wake_at = CASE WHEN {woken} THEN NULL ELSE $2 END, \
-         attempt = attempt + (CASE WHEN {woken} THEN 1 ELSE 0 END), \
+         attempt = attempt + {claimed} + (CASE WHEN {woken} THEN 1 ELSE 0 END), \
          locked_until = CASE WHEN {woken} THEN $6 ELSE NULL END, \
-         locked_by = CASE WHEN {woken} THEN locked_by ELSE NULL END, \
+         locked_by = CASE WHEN {woken} THEN {held_by} ELSE NULL END, \
          needs_wake = FALSE, updated_at = $3, finished_at = $7 \
-         WHERE id = $8 AND status = 'running' AND locked_by = $9 RETURNING {RUN_COLS}"
-    ))
-    .bind(status.as_str())
-    .bind(wake_at)
-    .bind(now)
-    .bind(output)
-    .bind(error)
-    .bind(lease.until)
-    .bind(finished_at)
-    .bind(id.as_str())
-    .bind(&lease.owner)
-    .bind(!commit.timed_out_steps.is_empty())
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db)?;
+         WHERE id = $8 AND {holds} RETURNING {RUN_COLS}"
+    );
+    let mut query = sqlx::query(&sql)
+        .bind(status.as_str())
+        .bind(wake_at)
+        .bind(now)
+        .bind(output)
+        .bind(error)
+        .bind(lease.until)
+        .bind(finished_at)
+        .bind(id.as_str())
+        .bind(&lease.owner)
+        .bind(!commit.timed_out_steps.is_empty());
+    if let Holder::Untouched { attempt } = holder {
+        query = query.bind(attempt as i32);
+        if let Some(ns) = scope_namespace(&lease.scope) {
+            query = query.bind(ns);
+        }
+    }
+    let row = query.fetch_optional(&mut *conn).await.map_err(db)?;
     row.as_ref().map(run_from_row).transpose()
+}
+
+/// ` AND <namespace matches scope>` with the namespace as `$12` (see [`scope_namespace`]); the
+/// same rule as `push_scope`.
+fn scope_clause(scope: &Scope) -> &'static str {
+    match scope.namespace() {
+        None => "",
+        Some(ns) if ns.is_default() => {
+            " AND (namespace = 'default' OR namespace IS NULL OR namespace = '')"
+        }
+        Some(_) => " AND namespace = $12",
+    }
+}
+
+/// The namespace [`scope_clause`] binds, if it binds one.
+fn scope_namespace(scope: &Scope) -> Option<String> {
+    scope
+        .namespace()
+        .filter(|ns| !ns.is_default())
+        .map(|ns| ns.as_str().to_owned())
 }
 
 /// Fails the current try of remote step `seq` with `timeout`: retried by its policy, or failed
@@ -347,7 +412,8 @@ async fn wake_or_claim(
 }
 
 /// [`crate::store::Store::apply_result_and_commit`] inside a transaction; `None` means roll
-/// back.
+/// back. The run is claimed and moved on by one update (taking its row lock first, as every
+/// write of a run does), then the result is recorded.
 pub(super) async fn apply_result_and_commit(
     conn: &mut PgConnection,
     result: &StepResult,
@@ -356,27 +422,12 @@ pub(super) async fn apply_result_and_commit(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    let mut sql = Sql::new(
-        "UPDATE runs SET status = 'running', attempt = attempt + 1, wake_at = NULL, locked_by = ",
-    );
-    sql.push_bind(lease.owner.clone());
-    sql.push(", locked_until = ");
-    sql.push_bind(lease.until);
-    sql.push(", updated_at = ");
-    sql.push_bind(now);
-    sql.push(" WHERE id = ");
-    sql.push_bind(result.run_id.as_str().to_owned());
-    sql.push(" AND status = 'suspended' AND NOT needs_wake AND attempt = ");
-    sql.push_bind(attempt as i32);
-    push_scope(&mut sql, "namespace", &lease.scope);
-    let claimed = sql
-        .build()
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?
-        .rows_affected();
-    if claimed == 0 || record_result(conn, result, now).await?.is_none() {
+    let holder = Holder::Untouched { attempt };
+    let Some(run) = update_run(conn, lease, &result.run_id, holder, commit, now).await? else {
+        return Ok(None);
+    };
+    if record_result(conn, result, now).await?.is_none() {
         return Ok(None);
     }
-    commit_turn(conn, lease, &result.run_id, commit, now).await
+    finish_turn(conn, run, &result.run_id, commit, now).await
 }
