@@ -179,7 +179,7 @@ async fn record_step_event(shared: &Shared, raw: Value) {
     );
     if let Err(e) = shared
         .store
-        .record_local_step(&shared.scope, &event.run_id, checkpoint, now)
+        .record_local_step(&shared.scope, &event.run_id, checkpoint)
         .await
     {
         tracing::warn!(run_id = %event.run_id, seq = event.seq, error = %e, "could not checkpoint a step event; the turn's decision records the step");

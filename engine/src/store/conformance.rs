@@ -1252,7 +1252,7 @@ pub async fn step_events_checkpoint_only_open_runs_in_scope(store: Arc<dyn Store
     };
     assert!(
         !store
-            .record_local_step(&globex, &run.id, step(7), 4)
+            .record_local_step(&globex, &run.id, step(7))
             .await
             .expect("write"),
         "another tenant's scope cannot write"
@@ -1266,13 +1266,13 @@ pub async fn step_events_checkpoint_only_open_runs_in_scope(store: Arc<dyn Store
     );
     assert!(
         store
-            .record_local_step(&acme, &run.id, step(7), 4)
+            .record_local_step(&acme, &run.id, step(7))
             .await
             .expect("write")
     );
     assert!(
         !store
-            .record_local_step(&acme, &run.id, step(8), 4)
+            .record_local_step(&acme, &run.id, step(8))
             .await
             .expect("write"),
         "a taken position is kept"
@@ -1312,7 +1312,7 @@ pub async fn step_events_checkpoint_only_open_runs_in_scope(store: Arc<dyn Store
     let late = NewCheckpoint::recorded_step(2, "late".into(), None, None, 6, 7);
     assert!(
         !store
-            .record_local_step(&acme, &run.id, late, 7)
+            .record_local_step(&acme, &run.id, late)
             .await
             .expect("write"),
         "an ended run takes no more steps"
@@ -1320,7 +1320,7 @@ pub async fn step_events_checkpoint_only_open_runs_in_scope(store: Arc<dyn Store
     let missing = RunId::parse("ev-missing").expect("id");
     assert!(
         !store
-            .record_local_step(&Scope::All, &missing, step(1), 7)
+            .record_local_step(&Scope::All, &missing, step(1))
             .await
             .expect("write")
     );

@@ -169,7 +169,6 @@ pub trait Store: Send + Sync + 'static {
         scope: &Scope,
         id: &RunId,
         checkpoint: NewCheckpoint,
-        now: Millis,
     ) -> StoreResult<bool>;
 
     /// Notes that a remote step was (re)dispatched at `now`.

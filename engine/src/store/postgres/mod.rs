@@ -276,7 +276,6 @@ impl Store for PgStore {
         scope: &Scope,
         id: &RunId,
         checkpoint: NewCheckpoint,
-        _now: Millis,
     ) -> StoreResult<bool> {
         let args = (scope.clone(), id.clone(), checkpoint);
         let written = self

@@ -31,15 +31,18 @@ pub(super) fn push_scope(sql: &mut Sql, col: &str, scope: &Scope) {
     match scope.namespace() {
         None => {}
         Some(ns) if ns.is_default() => {
-            sql.push(format!(
-                " AND ({col} = 'default' OR {col} IS NULL OR {col} = '')"
-            ));
+            sql.push(default_namespace(col));
         }
         Some(ns) => {
             sql.push(format!(" AND {col} = "));
             sql.push_bind(ns.as_str().to_owned());
         }
     }
+}
+
+/// ` AND <col is the default namespace>`: `default`, or a legacy NULL / `''`.
+pub(super) fn default_namespace(col: &str) -> String {
+    format!(" AND ({col} = 'default' OR {col} IS NULL OR {col} = '')")
 }
 
 fn get<T>(row: &PgRow, idx: usize, name: &str) -> StoreResult<T>

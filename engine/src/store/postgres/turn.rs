@@ -4,7 +4,9 @@
 use sqlx::PgConnection;
 
 use super::reads::history;
-use super::rows::{RUN_COLS, Sql, db, insert_run, push_scope, run_by_id, run_from_row, to_value};
+use super::rows::{
+    RUN_COLS, Sql, db, default_namespace, insert_run, push_scope, run_by_id, run_from_row, to_value,
+};
 use super::settle::{Resolution, record_result, resolve_pending, schedule_retry, settle_parent};
 use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult};
 use crate::store::rules::{self, settles_parent};
@@ -265,14 +267,12 @@ async fn update_run(
 }
 
 /// ` AND <namespace matches scope>` with the namespace as `$12` (see [`scope_namespace`]); the
-/// same rule as `push_scope`.
-fn scope_clause(scope: &Scope) -> &'static str {
+/// rule of `push_scope`, for a statement with numbered parameters.
+fn scope_clause(scope: &Scope) -> String {
     match scope.namespace() {
-        None => "",
-        Some(ns) if ns.is_default() => {
-            " AND (namespace = 'default' OR namespace IS NULL OR namespace = '')"
-        }
-        Some(_) => " AND namespace = $12",
+        None => String::new(),
+        Some(ns) if ns.is_default() => default_namespace("namespace"),
+        Some(_) => " AND namespace = $12".to_owned(),
     }
 }
 

@@ -305,7 +305,6 @@ impl Store for SqliteStore {
         scope: &Scope,
         id: &RunId,
         checkpoint: NewCheckpoint,
-        _now: Millis,
     ) -> StoreResult<bool> {
         let (scope, id) = (scope.clone(), id.clone());
         self.writer

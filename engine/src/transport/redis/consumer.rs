@@ -21,12 +21,11 @@ const BUFFER: usize = 64;
 
 /// Starts consuming `queues`; the job data arrives on the returned channel. The task stops when
 /// the receiver is dropped.
-pub(super) fn spawn(shared: Arc<Shared>, queues: Vec<String>) -> mpsc::Receiver<String> {
+pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel(BUFFER);
     tokio::spawn(async move {
         let markers: Vec<String> = queues.iter().map(|q| bull_key(q, "marker")).collect();
         let mut backoff = Duration::from_millis(100);
-        let mut start = 0;
         'connect: loop {
             if tx.is_closed() {
                 return;
@@ -46,13 +45,10 @@ pub(super) fn spawn(shared: Arc<Shared>, queues: Vec<String>) -> mpsc::Receiver<
                     return;
                 }
                 // Start at the next queue each time, so a busy queue cannot starve the others.
-                start = (start + 1) % queues.len().max(1);
-                let order: Vec<&str> = queues[start..]
-                    .iter()
-                    .chain(&queues[..start])
-                    .map(String::as_str)
-                    .collect();
-                let jobs = match shared.scripts.take(&mut conn, &order, BATCH).await {
+                if !queues.is_empty() {
+                    queues.rotate_left(1);
+                }
+                let jobs = match shared.scripts.take(&mut conn, &queues, BATCH).await {
                     Ok(jobs) => jobs,
                     Err(e) => {
                         tracing::warn!(error = %e, queues = ?queues, "taking jobs failed; reconnecting");

@@ -146,7 +146,7 @@ impl Scripts {
     pub async fn take<C: redis::aio::ConnectionLike + Send>(
         &self,
         conn: &mut C,
-        queues: &[&str],
+        queues: &[String],
         max: usize,
     ) -> redis::RedisResult<Vec<String>> {
         let mut take = self.take.prepare_invoke();
