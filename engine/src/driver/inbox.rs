@@ -110,7 +110,10 @@ pub(crate) async fn inbox_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
                     shared.awaiting.beat(&beat.run_id);
                 }
             }
-            Some(event) = events.next() => record_step_event(&shared, event).await,
+            // Written on the side: a store write must not hold up the next decision.
+            Some(event) = events.next() => {
+                tokio::spawn(record_step_event(shared.clone(), event));
+            }
         }
     }
 }
@@ -157,7 +160,7 @@ struct StepEvent {
 /// Checkpoints a local step the worker finished inside a turn at once, before the turn's
 /// decision: if the worker dies mid-turn, the turn sent again replays the step instead of
 /// running it a second time. Only completed steps are kept; the decision records the rest.
-async fn record_step_event(shared: &Shared, raw: Value) {
+async fn record_step_event(shared: Arc<Shared>, raw: Value) {
     let event: StepEvent = match serde_json::from_value(raw) {
         Ok(event) => event,
         Err(e) => {

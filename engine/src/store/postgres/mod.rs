@@ -284,7 +284,7 @@ impl Store for PgStore {
                 Box::pin(turn::record_local_step(conn, scope, id, checkpoint))
             })
             .await?;
-        Ok(written.unwrap_or(false))
+        Ok(written.is_some())
     }
 
     async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {

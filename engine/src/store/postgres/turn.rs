@@ -147,20 +147,18 @@ async fn finish_turn(
     Ok(Some(Committed { run, history }))
 }
 
-/// [`crate::store::Store::record_local_step`] inside a transaction.
+/// [`crate::store::Store::record_local_step`] inside a transaction; `Some` when it wrote.
 pub(super) async fn record_local_step(
     conn: &mut PgConnection,
     scope: &Scope,
     id: &RunId,
     checkpoint: &NewCheckpoint,
-) -> StoreResult<Option<bool>> {
+) -> StoreResult<Option<()>> {
     let open = run_by_id(conn, id)
         .await?
         .is_some_and(|run| scope.admits(&run.namespace) && !run.status.is_terminal());
-    if !open {
-        return Ok(Some(false));
-    }
-    Ok(Some(insert_checkpoint(conn, id, checkpoint).await?))
+    let written = open && insert_checkpoint(conn, id, checkpoint).await?;
+    Ok(written.then_some(()))
 }
 
 /// Inserts `cp`, keeping any checkpoint already at its position; whether it was new.
