@@ -14,12 +14,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use durable::driver::StartRun;
-use durable::model::{Namespace, RunStatus, Scope};
+use durable::model::{Namespace, RunId, RunStatus, Scope};
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
+use durable::store::NewRun;
 use durable::store::{SqliteStore, Store};
-use durable::transport::redis_testing::{fresh_transport, test_url};
-use durable::transport::{Partitions, RedisConfig, RedisTransport, Transport};
+use durable::transport::redis_testing::{add_raw_job, fresh_transport, test_url};
+use durable::transport::{Partitions, RedisConfig, RedisTransport, Transport, naming};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -381,6 +382,117 @@ async fn a_rust_worker_runs_the_turns_of_a_workflow_the_control_plane_lacks() {
     );
     assert_eq!(executions.load(Ordering::SeqCst), 1, "the step ran once");
     worker.shutdown().await;
+    engine.shutdown().await;
+}
+
+/// Garbage on every channel and queue the control plane's inbox reads (decisions, relays,
+/// beats, step events) is dropped without stopping the loop and changes nothing. Step events
+/// that are not a completed step, or name a missing run, write nothing; the one valid event
+/// after all of it is still checkpointed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_worker_messages_are_dropped_and_change_nothing() {
+    let Some(transport) = fresh_transport().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = sqlite(&dir).await;
+    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
+    let id = RunId::parse("run-garbage").expect("id");
+    store
+        .create_run(
+            NewRun::top_level(id.clone(), ns("acme"), "py.flow", 1, json!(null)),
+            1,
+            None,
+        )
+        .await
+        .expect("a run");
+    let p = transport.prefix().to_owned();
+    let mut redis = redis::Client::open(test_url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    for channel in [
+        naming::heartbeat_channel(&p),
+        naming::decision_relay_channel(&p),
+    ] {
+        for payload in ["{not json", r#"{"runId":"no spaces allowed"}"#, "[]"] {
+            let _: i64 = redis::cmd("PUBLISH")
+                .arg(&channel)
+                .arg(payload)
+                .query_async(&mut redis)
+                .await
+                .expect("PUBLISH");
+        }
+    }
+    let decisions = naming::decisions_queue(&p);
+    for data in [
+        "{not json",
+        r#"{"status":"completed"}"#,
+        r#"{"taskId":"run-garbage:wf:nobody"}"#,
+    ] {
+        add_raw_job(&transport, &decisions, "decision", data)
+            .await
+            .expect("add");
+    }
+    let events = naming::step_events_queue(&p);
+    let completed = |run: &str, seq: u32| {
+        json!({ "runId": run, "seq": seq, "name": "reserve", "phase": "completed",
+                "startedAt": 5, "finishedAt": 6, "output": { "ok": seq } })
+        .to_string()
+    };
+    let running = json!({ "runId": "run-garbage", "seq": 1, "name": "reserve", "phase": "running", "startedAt": 5 });
+    for data in [
+        "{not json".to_owned(),
+        r#"{"runId":"run-garbage"}"#.to_owned(),
+        running.to_string(),
+        completed("run-missing", 0),
+        completed("run-garbage", 2),
+    ] {
+        add_raw_job(&transport, &events, "stepEvent", &data)
+            .await
+            .expect("add");
+    }
+    let acme = Scope::Only(ns("acme"));
+    let mut checkpoints = Vec::new();
+    for _ in 0..500 {
+        checkpoints = store.checkpoints(&acme, &id).await.expect("read");
+        if !checkpoints.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        checkpoints.len(),
+        1,
+        "only the valid step event wrote: {checkpoints:?}"
+    );
+    assert_eq!(checkpoints[0].seq, 2);
+    assert_eq!(checkpoints[0].output, Some(json!({ "ok": 2 })));
+    let missing = RunId::parse("run-missing").expect("id");
+    assert!(
+        store
+            .get_run(&Scope::All, &missing)
+            .await
+            .expect("read")
+            .is_none()
+    );
+    let mut left = -1;
+    for _ in 0..500 {
+        left = redis::cmd("LLEN")
+            .arg(format!("bull:{decisions}:wait"))
+            .query_async(&mut redis)
+            .await
+            .expect("LLEN");
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        left, 0,
+        "malformed decisions are taken off the queue, not left to block it"
+    );
     engine.shutdown().await;
 }
 

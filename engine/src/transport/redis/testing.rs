@@ -7,6 +7,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::queue::{NewJob, Retention};
 use super::{RedisConfig, RedisTransport};
 
 /// Test prefixes older than this are deleted when a new test starts.
@@ -46,6 +47,26 @@ pub async fn fresh_transport() -> Option<RedisTransport> {
         eprintln!("could not clean up old test keys: {e}");
     }
     Some(transport)
+}
+
+/// Queues `data` verbatim as job `name` on BullMQ queue `queue` (a name from
+/// [`crate::transport::naming`]), as another SDK or a broken worker might: for tests of what the
+/// engine does with messages it did not write.
+pub async fn add_raw_job(
+    transport: &RedisTransport,
+    queue: &str,
+    name: &str,
+    data: &str,
+) -> redis::RedisResult<i64> {
+    let mut conn = transport.shared.conn.clone();
+    let job = NewJob {
+        queue,
+        name,
+        data,
+        retention: Retention::Message,
+        priority: None,
+    };
+    transport.shared.scripts.add(&mut conn, &job).await
 }
 
 async fn drop_stale(transport: &RedisTransport) -> redis::RedisResult<()> {
