@@ -1,5 +1,5 @@
-//! What workers send back about remote turns (aviary wire §3): decisions, run beats and step
-//! events, taken off the wire and handed to the turn waiting for them.
+//! What workers send back about remote work (aviary wire §2.6, §3): decisions, run and step
+//! beats and step events, taken off the wire and handed to what waits for them.
 //!
 //! Every control plane consumes the shared decisions queue, so a decision may reach one that
 //! did not send its turn. That one relays it to every control plane, and the sender applies it
@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot, watch};
 
 use super::shared::Shared;
-use crate::model::{Millis, RunId};
+use crate::model::{Heartbeat, Millis, RunId};
 use crate::store::NewCheckpoint;
 use crate::transport::Subscription;
 
@@ -105,11 +105,13 @@ pub(crate) async fn inbox_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
                 // Every control plane hears every relay: only the sender's waiter takes it.
                 let _ = shared.awaiting.deliver(decision);
             }
-            Some(beat) = beats.next() => {
-                if beat.step_id.is_none() {
-                    shared.awaiting.beat(&beat.run_id);
+            Some(beat) = beats.next() => match beat.step_id {
+                None => shared.awaiting.beat(&beat.run_id),
+                // A store write, on the side like step events.
+                Some(_) => {
+                    tokio::spawn(beat_step(shared.clone(), beat));
                 }
-            }
+            },
             // Written on the side: a store write must not hold up the next decision.
             Some(event) = events.next() => {
                 tokio::spawn(record_step_event(shared.clone(), event));
@@ -138,6 +140,23 @@ async fn relay(shared: &Shared, decision: Value) {
         .to_owned();
     if let Err(e) = shared.transport.relay_decision(decision).await {
         tracing::warn!(task_id, error = %e, "could not relay a decision to the control plane awaiting it; it will send the turn again");
+    }
+}
+
+/// A step-scoped beat (wire §2.6, sent by TypeScript workers): the step's timeout counts from
+/// now. Its `stepId` must be the step's own `<runId>:<seq>`.
+async fn beat_step(shared: Arc<Shared>, beat: Heartbeat) {
+    if beat.step_id.as_deref() != Some(&format!("{}:{}", beat.run_id, beat.seq)) {
+        tracing::debug!(run_id = %beat.run_id, seq = beat.seq, "dropped a step beat whose stepId is not runId:seq");
+        return;
+    }
+    let now = shared.clock.now();
+    let stored = shared
+        .store
+        .beat_step(&shared.scope, &beat.run_id, beat.seq, &beat.group, now)
+        .await;
+    if let Err(e) = stored {
+        tracing::warn!(run_id = %beat.run_id, seq = beat.seq, error = %e, "could not note a step beat; the step may time out");
     }
 }
 

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::{Claim, NewCheckpoint, NewRun, RunPatch, Store, StoreError, TurnCommit, TurnOutcome};
 use crate::model::{
-    CheckpointKind, CheckpointStatus, Namespace, RunId, RunQuery, RunStatus, Scope, StepOutcome,
-    StepResult,
+    CheckpointKind, CheckpointStatus, Namespace, Run, RunId, RunQuery, RunStatus, Scope,
+    StepOutcome, StepResult,
 };
 
 fn ns(s: &str) -> Namespace {
@@ -32,6 +32,36 @@ fn lease(owner: &str) -> Claim {
         owner: owner.to_owned(),
         until: 10_000,
     }
+}
+
+/// Remote step `seq` of run `id` completed with `output`, as its worker reports it.
+fn completed(id: &RunId, seq: u32, output: serde_json::Value) -> StepResult {
+    StepResult {
+        run_id: id.clone(),
+        seq,
+        step_id: format!("{id}:{seq}"),
+        started_at: None,
+        outcome: StepOutcome::Completed { output },
+    }
+}
+
+/// Run `id` of `namespace`, whose first turn (under lease `a`) dispatched remote step 0 and
+/// suspended.
+async fn suspended_on_a_step(store: &Arc<dyn Store>, id: &str, namespace: &str) -> Run {
+    let run = store
+        .create_run(new_run(id, namespace), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    let commit = TurnCommit {
+        checkpoints: vec![pending_step(0)],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    store
+        .commit_turn(&lease("a"), &run.id, commit, 2)
+        .await
+        .expect("commit")
+        .expect("held")
+        .run
 }
 
 fn pending_step(seq: u32) -> NewCheckpoint {
@@ -334,13 +364,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         .await
         .expect("claim");
     assert_eq!(claimed.len(), 1, "a due timer makes the run claimable");
-    let result = StepResult {
-        run_id: id.clone(),
-        seq: 0,
-        step_id: "w1:0".into(),
-        started_at: None,
-        outcome: StepOutcome::Completed { output: json!(1) },
-    };
+    let result = completed(&id, 0, json!(1));
     store
         .apply_step_result(&result, 22, None)
         .await
@@ -480,31 +504,13 @@ pub async fn starts_claim_their_run_inside_the_scope(store: Arc<dyn Store>) {
 /// result claims nothing.
 pub async fn results_claim_the_runs_they_wake(store: Arc<dyn Store>) {
     for (id, namespace) in [("c1", "acme"), ("c2", "globex")] {
-        store
-            .create_run(new_run(id, namespace), 1, Some(&lease("a")))
-            .await
-            .expect("create");
-        let commit = TurnCommit {
-            checkpoints: vec![pending_step(0)],
-            ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
-        };
-        store
-            .commit_turn(&lease("a"), &RunId::parse(id).expect("id"), commit, 2)
-            .await
-            .expect("commit")
-            .expect("held");
+        suspended_on_a_step(&store, id, namespace).await;
     }
     let acme_driver = Claim {
         scope: Scope::Only(ns("acme")),
         ..lease("b")
     };
-    let result = |id: &str| StepResult {
-        run_id: RunId::parse(id).expect("id"),
-        seq: 0,
-        step_id: format!("{id}:0"),
-        started_at: None,
-        outcome: StepOutcome::Completed { output: json!(1) },
-    };
+    let result = |id: &str| completed(&RunId::parse(id).expect("id"), 0, json!(1));
     let applied = store
         .apply_step_result(&result("c1"), 3, Some(&acme_driver))
         .await
@@ -1326,6 +1332,52 @@ pub async fn step_events_checkpoint_only_open_runs_in_scope(store: Arc<dyn Store
     );
 }
 
+/// A worker's step beat moves only its own pending step's dispatch time: not from another
+/// tenant's scope, not for a step sent to another routing token, not once the step resolved.
+pub async fn step_beats_touch_only_their_own_pending_step(store: Arc<dyn Store>) {
+    let (acme, globex) = (Scope::Only(ns("acme")), Scope::Only(ns("globex")));
+    let run = suspended_on_a_step(&store, "beat-1", "acme").await;
+    let sent_at = |store: Arc<dyn Store>| {
+        let (acme, id) = (acme.clone(), run.id.clone());
+        async move { store.checkpoints(&acme, &id).await.expect("read")[0].enqueued_at }
+    };
+    for (scope, seq, group) in [
+        (&globex, 0, "charge@acme"),
+        (&acme, 0, "charge@globex"),
+        (&acme, 1, "charge@acme"),
+    ] {
+        assert!(
+            !store
+                .beat_step(scope, &run.id, seq, group, 50)
+                .await
+                .expect("beat"),
+            "a beat from {scope:?} for seq {seq} on {group} touches nothing"
+        );
+    }
+    assert_eq!(sent_at(store.clone()).await, Some(10));
+    assert!(
+        store
+            .beat_step(&acme, &run.id, 0, "charge@acme", 50)
+            .await
+            .expect("beat")
+    );
+    assert_eq!(sent_at(store.clone()).await, Some(50));
+    let result = completed(&run.id, 0, json!(1));
+    store
+        .apply_step_result(&result, 60, None)
+        .await
+        .expect("apply")
+        .expect("recorded");
+    assert!(
+        !store
+            .beat_step(&acme, &run.id, 0, "charge@acme", 70)
+            .await
+            .expect("beat"),
+        "a resolved step takes no beats"
+    );
+    assert_eq!(sent_at(store.clone()).await, Some(50));
+}
+
 /// Lease renewal, dispatch marks, compare-and-set control verbs, retry from the last good
 /// checkpoint and buffered signals, each inside its scope.
 pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) {
@@ -1561,7 +1613,8 @@ macro_rules! store_conformance {
             control_verbs_and_leases_follow_their_rules,
             families_and_loads_follow_the_scope,
             concurrent_writes_keep_their_own_outcomes,
-            step_events_checkpoint_only_open_runs_in_scope
+            step_events_checkpoint_only_open_runs_in_scope,
+            step_beats_touch_only_their_own_pending_step
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

@@ -171,6 +171,19 @@ pub trait Store: Send + Sync + 'static {
         checkpoint: NewCheckpoint,
     ) -> StoreResult<bool>;
 
+    /// Notes a worker's beat for remote step `seq` of run `id` (wire §2.6): its dispatch time
+    /// moves to `now`, so its timeout and the lost-dispatch check count from the beat. Only a
+    /// pending step dispatched to routing token `group`, of a run in `scope`: a worker of one
+    /// tenant cannot keep another tenant's step alive. Returns whether the step was found.
+    async fn beat_step(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        seq: u32,
+        group: &str,
+        now: Millis,
+    ) -> StoreResult<bool>;
+
     /// Notes that a remote step was (re)dispatched at `now`.
     async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()>;
 

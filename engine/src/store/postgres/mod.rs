@@ -287,6 +287,30 @@ impl Store for PgStore {
         Ok(written.is_some())
     }
 
+    async fn beat_step(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        seq: u32,
+        group: &str,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        let mut sql = rows::Sql::new("UPDATE checkpoints SET enqueued_at = ");
+        sql.push_bind(now)
+            .push(" WHERE run_id = ")
+            .push_bind(id.as_str().to_owned())
+            .push(" AND seq = ")
+            .push_bind(seq as i32)
+            .push(" AND kind = 'remote_step' AND status = 'pending' AND worker_group = ")
+            .push_bind(group.to_owned())
+            .push(" AND run_id IN (SELECT id FROM runs WHERE id = ")
+            .push_bind(id.as_str().to_owned());
+        rows::push_scope(&mut sql, "namespace", scope);
+        sql.push(")");
+        let done = sql.build().execute(&self.pool).await.map_err(db)?;
+        Ok(done.rows_affected() > 0)
+    }
+
     async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {
         sqlx::query(
             "UPDATE checkpoints SET enqueued_at = $1 WHERE run_id = $2 AND seq = $3 AND status = 'pending'",

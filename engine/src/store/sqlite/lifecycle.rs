@@ -105,6 +105,30 @@ pub(super) fn renew_leases(
     Ok(Wrote::Keep(sql.execute(conn)?))
 }
 
+/// [`crate::store::Store::beat_step`] inside the writer's transaction.
+pub(super) fn beat_step(
+    conn: &Connection,
+    scope: &Scope,
+    id: &RunId,
+    seq: u32,
+    group: &str,
+    now: Millis,
+) -> StoreResult<Wrote<bool>> {
+    let mut sql = Sql::new("UPDATE checkpoints SET enqueued_at = ");
+    sql.bind(now)
+        .push(" WHERE run_id = ")
+        .bind(id.as_str().to_owned())
+        .push(" AND seq = ")
+        .bind(i64::from(seq))
+        .push(" AND kind = 'remote_step' AND status = 'pending' AND worker_group = ")
+        .bind(group.to_owned())
+        .push(" AND run_id IN (SELECT id FROM runs WHERE id = ")
+        .bind(id.as_str().to_owned())
+        .scope("namespace", scope)
+        .push(")");
+    Ok(Wrote::Keep(sql.execute(conn)? > 0))
+}
+
 pub(super) fn mark_dispatched(
     conn: &Connection,
     id: &RunId,

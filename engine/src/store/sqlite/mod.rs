@@ -312,6 +312,20 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn beat_step(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        seq: u32,
+        group: &str,
+        now: Millis,
+    ) -> StoreResult<bool> {
+        let (scope, id, group) = (scope.clone(), id.clone(), group.to_owned());
+        self.writer
+            .write(move |conn| lifecycle::beat_step(conn, &scope, &id, seq, &group, now))
+            .await
+    }
+
     async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {
         let id = id.clone();
         self.writer
