@@ -1,14 +1,18 @@
-//! The store's hot-path operations one at a time on the embedded SQLite store: what one write
-//! and one read cost, which bounds how fast a run can go end to end.
+//! The store's hot-path operations one at a time, SQLite and PostgreSQL side by side: what one
+//! write and one read cost, which bounds how fast a run can go end to end.
 //!
-//! `cargo run --release -p durable-bench --bin store_ops [-- N]`
+//! `cargo run --release -p durable-bench --bin store_ops [-- N]` (PostgreSQL on 127.0.0.1:5432
+//! or `DURABLE_TEST_POSTGRES`; `DURABLE_SKIP_POSTGRES=1` measures SQLite alone.)
 
 use std::time::{Duration, Instant};
 
 use durable::model::{
     CheckpointKind, CheckpointStatus, Namespace, RunId, Scope, StepOutcome, StepResult,
 };
-use durable::store::{Claim, NewCheckpoint, NewRun, SqliteStore, Store, TurnCommit, TurnOutcome};
+use durable::store::{
+    Claim, NewCheckpoint, NewRun, PgStore, SqliteStore, Store, TurnCommit, TurnOutcome,
+    postgres_testing,
+};
 use serde_json::json;
 
 #[tokio::main]
@@ -19,7 +23,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?
         .unwrap_or(2000);
     let dir = tempfile::tempdir()?;
-    let store = SqliteStore::connect(&format!("sqlite://{}/ops.db", dir.path().display())).await?;
+    let sqlite = SqliteStore::connect(&format!("sqlite://{}/ops.db", dir.path().display())).await?;
+    let mut columns = vec![("SQLite", measure(&sqlite, n).await?)];
+    if let Some(url) = postgres_testing::fresh_database().await {
+        let postgres = PgStore::connect(&url).await?;
+        columns.push(("PostgreSQL", measure(&postgres, n).await?));
+    }
+    print!("| one at a time ({n} each) |");
+    for (name, _) in &columns {
+        print!(" {name} p50 | {name} p99 |");
+    }
+    println!();
+    println!("| ---{} |", " | ---".repeat(columns.len() * 2));
+    for (row, op) in OPS.iter().enumerate() {
+        print!("| {op} |");
+        for (_, samples) in &columns {
+            let v = &samples[row];
+            print!(" {:.3} ms | {:.3} ms |", ms(pct(v, 50.0)), ms(pct(v, 99.0)));
+        }
+        println!();
+    }
+    Ok(())
+}
+
+/// The operations measured, in the order [`measure`] returns their samples.
+const OPS: [&str; 4] = [
+    "create_run (claimed)",
+    "read history (checkpoints + signals)",
+    "commit_turn (one step)",
+    "apply_step_result (claims)",
+];
+
+/// Runs `n` runs through `store`, one operation at a time; each operation's sorted samples.
+async fn measure(
+    store: &dyn Store,
+    n: usize,
+) -> Result<Vec<Vec<Duration>>, Box<dyn std::error::Error>> {
     let claim = Claim {
         scope: Scope::All,
         owner: "bench".into(),
@@ -73,22 +112,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         store.apply_step_result(&result, 4, Some(&claim)).await?;
         apply.push(t.elapsed());
     }
-    println!("| SQLite store, one at a time ({n} each) | p50 | p99 |");
-    println!("| --- | --- | --- |");
-    for (name, mut v) in [
-        ("create_run (claimed)", create),
-        ("read history (checkpoints + signals)", read),
-        ("commit_turn (one step)", commit),
-        ("apply_step_result (claims)", apply),
-    ] {
+    let mut samples = vec![create, read, commit, apply];
+    for v in &mut samples {
         v.sort();
-        println!(
-            "| {name} | {:.3} ms | {:.3} ms |",
-            ms(pct(&v, 50.0)),
-            ms(pct(&v, 99.0))
-        );
     }
-    Ok(())
+    Ok(samples)
 }
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
