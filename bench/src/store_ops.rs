@@ -25,9 +25,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let sqlite = SqliteStore::connect(&format!("sqlite://{}/ops.db", dir.path().display())).await?;
     let mut columns = vec![("SQLite", measure(&sqlite, n).await?)];
+    let mut floor = None;
     if let Some(url) = postgres_testing::fresh_database().await {
         let postgres = PgStore::connect(&url).await?;
         columns.push(("PostgreSQL", measure(&postgres, n).await?));
+        floor = Some(driver_floor(&url, n).await?);
     }
     print!("| one at a time ({n} each) |");
     for (name, _) in &columns {
@@ -43,7 +45,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         println!();
     }
+    if let Some(floor) = floor {
+        println!(
+            "\nThe driver's floor: `SELECT 1` through an sqlx pool, p50 {:.3} ms, p99 {:.3} ms \
+             (compare `pgbench -f select1.sql -M prepared` on the same server).",
+            ms(pct(&floor, 50.0)),
+            ms(pct(&floor, 99.0))
+        );
+    }
     Ok(())
+}
+
+/// `SELECT 1` through a plain sqlx pool on `url`, `n` times one at a time: the least any store
+/// statement can cost from this process.
+async fn driver_floor(url: &str, n: usize) -> Result<Vec<Duration>, Box<dyn std::error::Error>> {
+    let pool = sqlx::PgPool::connect(url).await?;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        sqlx::query("SELECT 1").execute(&pool).await?;
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    Ok(samples)
 }
 
 /// The operations measured, in the order [`measure`] returns their samples.
