@@ -1,19 +1,14 @@
 //! Persisting a turn, and recording a step result (alone or with the next turn), each in one
 //! transaction.
 
-use serde_json::Value;
 use sqlx::PgConnection;
-use sqlx::postgres::PgArguments;
 
 use super::reads::history;
 use super::rows::{
     RUN_COLS, Sql, db, default_namespace, insert_run, push_scope, run_by_id, run_from_row, to_value,
 };
-use super::settle::{
-    Resolution, record_result, resolve_pending, result_columns, schedule_retry, settle_parent,
-};
+use super::settle::{Resolution, record_result, resolve_pending, schedule_retry, settle_parent};
 use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult};
-use crate::store::columns::RUN_COL_COUNT;
 use crate::store::rules::{self, settles_parent};
 use crate::store::{
     Claim, Committed, NewCheckpoint, StepApplied, StoreResult, TurnCommit, TurnOutcome,
@@ -29,14 +24,11 @@ pub(super) async fn commit_turn(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    let Some(run) = move_run(conn, lease, id, Holder::Lease, None, commit, now).await? else {
+    let Some(run) = update_run(conn, lease, id, Holder::Lease, commit, now).await? else {
         return Ok(None);
     };
     finish_turn(conn, run, id, commit, now).await
 }
-
-/// A statement being bound.
-type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
 
 /// Who may move the run in a turn's commit.
 #[derive(Clone, Copy)]
@@ -49,8 +41,8 @@ enum Holder {
     Untouched { attempt: u32 },
 }
 
-/// The rest of a turn's commit once `run` was moved and its checkpoints inserted: resolved
-/// waits, children, cancellations and parent, and the history its next turn replays.
+/// The rest of a turn's commit once `run` was moved: its checkpoints, resolved waits, children,
+/// cancellations and parent, and the history its next turn replays.
 async fn finish_turn(
     conn: &mut PgConnection,
     run: Run,
@@ -58,6 +50,9 @@ async fn finish_turn(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
+    for cp in &commit.checkpoints {
+        insert_checkpoint(conn, id, cp).await?;
+    }
     for seq in &commit.redispatched {
         sqlx::query(
             "UPDATE checkpoints SET enqueued_at = $1 WHERE run_id = $2 AND seq = $3 \
@@ -162,86 +157,53 @@ pub(super) async fn record_local_step(
     let open = run_by_id(conn, id)
         .await?
         .is_some_and(|run| scope.admits(&run.namespace) && !run.status.is_terminal());
-    let written = open && insert_checkpoints(conn, id, std::slice::from_ref(checkpoint)).await? > 0;
+    let written = open && insert_checkpoint(conn, id, checkpoint).await?;
     Ok(written.then_some(()))
 }
 
-/// Inserts `cps` in one statement (a fan-out of a hundred steps is one round trip), keeping any
-/// checkpoint already at its position; how many were new.
-pub(super) async fn insert_checkpoints(
+/// Inserts `cp`, keeping any checkpoint already at its position; whether it was new.
+async fn insert_checkpoint(
     conn: &mut PgConnection,
     id: &RunId,
-    cps: &[NewCheckpoint],
-) -> StoreResult<u64> {
-    if cps.is_empty() {
-        return Ok(0);
-    }
-    let sql = format!(
-        "{} ON CONFLICT (run_id, seq) DO NOTHING",
-        insert_unnested(1, 2)
-    );
-    let query = bind_checkpoints(sqlx::query(&sql).bind(id.as_str()), cps);
-    let done = query.execute(&mut *conn).await.map_err(db)?;
-    Ok(done.rows_affected())
-}
-
-/// `INSERT INTO checkpoints … SELECT … FROM UNNEST(…)` of the run id `$run` and the fourteen
-/// column arrays from `$first` on, as [`bind_checkpoints`] binds them.
-fn insert_unnested(run: usize, first: usize) -> String {
-    const TYPES: [&str; 14] = [
-        "INT4", "TEXT", "TEXT", "TEXT", "TEXT", "JSONB", "JSONB", "JSONB", "INT8", "INT8", "INT8",
-        "INT8", "JSONB", "INT8",
-    ];
-    let arrays = TYPES
-        .iter()
-        .enumerate()
-        .map(|(i, ty)| format!("${}::{ty}[]", first + i))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
+    cp: &NewCheckpoint,
+) -> StoreResult<bool> {
+    let done = sqlx::query(
         "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
          input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
-         timeout_ms) SELECT ${run}, seq, kind, name, status, 1, worker_group, input, output, \
-         error, wake_at, enqueued_at, started_at, finished_at, retry_policy, timeout_ms \
-         FROM UNNEST({arrays}) AS c(seq, kind, name, status, worker_group, input, output, error, \
-         wake_at, enqueued_at, started_at, finished_at, retry_policy, timeout_ms)"
+         timeout_ms) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         ON CONFLICT (run_id, seq) DO NOTHING",
     )
+    .bind(id.as_str())
+    .bind(cp.seq as i32)
+    .bind(cp.kind.as_str())
+    .bind(&cp.name)
+    .bind(cp.status.as_str())
+    .bind(cp.worker_group.as_deref())
+    .bind(cp.input.clone())
+    .bind(cp.output.clone())
+    .bind(cp.error.as_ref().map(to_value))
+    .bind(cp.wake_at)
+    .bind(cp.enqueued_at)
+    .bind(cp.started_at)
+    .bind(cp.finished_at)
+    .bind(cp.retry_policy.as_ref().map(to_value))
+    .bind(
+        cp.timeout_ms
+            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+    )
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected() > 0)
 }
 
-/// Binds `cps` as fourteen column arrays, in [`insert_unnested`]'s order.
-fn bind_checkpoints<'q>(query: PgQuery<'q>, cps: &[NewCheckpoint]) -> PgQuery<'q> {
-    let col = |f: &dyn Fn(&NewCheckpoint) -> Option<Value>| cps.iter().map(f).collect::<Vec<_>>();
-    let ms = |f: &dyn Fn(&NewCheckpoint) -> Option<i64>| cps.iter().map(f).collect::<Vec<_>>();
-    let text = |f: &dyn Fn(&NewCheckpoint) -> Option<String>| cps.iter().map(f).collect::<Vec<_>>();
-    query
-        .bind(cps.iter().map(|c| c.seq as i32).collect::<Vec<_>>())
-        .bind(text(&|c| Some(c.kind.as_str().to_owned())))
-        .bind(text(&|c| Some(c.name.clone())))
-        .bind(text(&|c| Some(c.status.as_str().to_owned())))
-        .bind(text(&|c| c.worker_group.clone()))
-        .bind(col(&|c| c.input.clone()))
-        .bind(col(&|c| c.output.clone()))
-        .bind(col(&|c| c.error.as_ref().map(to_value)))
-        .bind(ms(&|c| c.wake_at))
-        .bind(ms(&|c| c.enqueued_at))
-        .bind(ms(&|c| c.started_at))
-        .bind(ms(&|c| c.finished_at))
-        .bind(col(&|c| c.retry_policy.as_ref().map(to_value)))
-        .bind(ms(&|c| {
-            c.timeout_ms.map(|t| i64::try_from(t).unwrap_or(i64::MAX))
-        }))
-}
-
-/// Moves the run to its next status if `holder` may (see [`Holder`]), records `result` and
-/// inserts the turn's checkpoints, all in one statement (one round trip); `None` when the run
-/// was not movable or the result not pending, and the caller backs out. A run woken during
-/// the turn stays `running` under the same lease (see the SQLite store for the rule).
-async fn move_run(
+/// Moves the run to its next status if `holder` may (see [`Holder`]); a run woken during the
+/// turn stays `running` under the same lease (see the SQLite store for the rule).
+async fn update_run(
     conn: &mut PgConnection,
     lease: &Claim,
     id: &RunId,
     holder: Holder,
-    result: Option<&StepResult>,
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
@@ -270,14 +232,8 @@ async fn move_run(
             ),
         ),
     };
-    // `$11` (the attempt) and `$12` (the namespace) are bound only when `holds` uses them.
-    let (attempt, namespace) = match holder {
-        Holder::Untouched { attempt } => (Some(attempt as i32), scope_namespace(&lease.scope)),
-        Holder::Lease => (None, None),
-    };
-    let mut next = 11 + usize::from(attempt.is_some()) + usize::from(namespace.is_some());
-    let mut sql = format!(
-        "WITH r AS (UPDATE runs SET \
+    let sql = format!(
+        "UPDATE runs SET \
          status = CASE WHEN {woken} THEN 'running' ELSE $1 END, \
          output = $4, error = $5, \
          wake_at = CASE WHEN {woken} THEN NULL ELSE $2 END, \
@@ -285,31 +241,8 @@ async fn move_run(
          locked_until = CASE WHEN {woken} THEN $6 ELSE NULL END, \
          locked_by = CASE WHEN {woken} THEN {held_by} ELSE NULL END, \
          needs_wake = FALSE, updated_at = $3, finished_at = $7 \
-         WHERE id = $8 AND {holds} RETURNING {RUN_COLS})"
+         WHERE id = $8 AND {holds} RETURNING {RUN_COLS}"
     );
-    let mut recorded = "TRUE";
-    if result.is_some() {
-        let p = next;
-        sql.push_str(&format!(
-            ", res AS (UPDATE checkpoints SET status = ${p}, output = ${}, error = ${}, \
-             finished_at = $3, started_at = COALESCE(${}, started_at) WHERE run_id = $8 \
-             AND seq = ${} AND kind = 'remote_step' AND status IN ('pending', 'running') \
-             AND EXISTS (SELECT 1 FROM r) RETURNING seq)",
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4
-        ));
-        recorded = "EXISTS (SELECT 1 FROM res)";
-        next += 5;
-    }
-    if !commit.checkpoints.is_empty() {
-        sql.push_str(&format!(
-            ", ins AS ({} WHERE EXISTS (SELECT 1 FROM r) ON CONFLICT (run_id, seq) DO NOTHING)",
-            insert_unnested(8, next)
-        ));
-    }
-    sql.push_str(&format!(" SELECT r.*, {recorded} FROM r"));
     let mut query = sqlx::query(&sql)
         .bind(status.as_str())
         .bind(wake_at)
@@ -321,33 +254,14 @@ async fn move_run(
         .bind(id.as_str())
         .bind(&lease.owner)
         .bind(!commit.timed_out_steps.is_empty());
-    if let Some(attempt) = attempt {
-        query = query.bind(attempt);
+    if let Holder::Untouched { attempt } = holder {
+        query = query.bind(attempt as i32);
+        if let Some(ns) = scope_namespace(&lease.scope) {
+            query = query.bind(ns);
+        }
     }
-    if let Some(ns) = namespace {
-        query = query.bind(ns);
-    }
-    if let Some(result) = result {
-        let (status, output, error) = result_columns(result);
-        query = query
-            .bind(status.as_str())
-            .bind(output)
-            .bind(error)
-            .bind(result.started_at)
-            .bind(result.seq as i32);
-    }
-    if !commit.checkpoints.is_empty() {
-        query = bind_checkpoints(query, &commit.checkpoints);
-    }
-    let Some(row) = query.fetch_optional(&mut *conn).await.map_err(db)? else {
-        return Ok(None);
-    };
-    let recorded: bool = sqlx::Row::try_get(&row, RUN_COL_COUNT)
-        .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
-    if !recorded {
-        return Ok(None);
-    }
-    run_from_row(&row).map(Some)
+    let row = query.fetch_optional(&mut *conn).await.map_err(db)?;
+    row.as_ref().map(run_from_row).transpose()
 }
 
 /// ` AND <namespace matches scope>` with the namespace as `$12` (see [`scope_namespace`]); the
@@ -486,7 +400,7 @@ async fn wake_or_claim(
     let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
         return Ok(None);
     };
-    let needs_wake: bool = sqlx::Row::try_get(&row, RUN_COL_COUNT)
+    let needs_wake: bool = sqlx::Row::try_get(&row, 22)
         .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
     let run = run_from_row(&row)?;
     let claimed = claim.is_some_and(|c| {
@@ -496,8 +410,8 @@ async fn wake_or_claim(
 }
 
 /// [`crate::store::Store::apply_result_and_commit`] inside a transaction; `None` means roll
-/// back. The run is claimed and moved on, and the result recorded, by one statement (taking the
-/// run's row lock first, as every write of a run does).
+/// back. The run is claimed and moved on by one update (taking its row lock first, as every
+/// write of a run does), then the result is recorded.
 pub(super) async fn apply_result_and_commit(
     conn: &mut PgConnection,
     result: &StepResult,
@@ -507,9 +421,11 @@ pub(super) async fn apply_result_and_commit(
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
     let holder = Holder::Untouched { attempt };
-    let id = &result.run_id;
-    let Some(run) = move_run(conn, lease, id, holder, Some(result), commit, now).await? else {
+    let Some(run) = update_run(conn, lease, &result.run_id, holder, commit, now).await? else {
         return Ok(None);
     };
-    finish_turn(conn, run, id, commit, now).await
+    if record_result(conn, result, now).await?.is_none() {
+        return Ok(None);
+    }
+    finish_turn(conn, run, &result.run_id, commit, now).await
 }
