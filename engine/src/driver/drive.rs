@@ -8,7 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 use super::shared::Shared;
 use crate::model::{
     CheckpointKind, CheckpointStatus, Millis, RemoteTask, Run, RunId, RunStatus, StepFailure,
-    StepResult, TenantEventKind,
+    StepResult, TenantEventKind, step_id,
 };
 use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
@@ -328,7 +328,7 @@ fn plan(
                     run_id: run.id.clone(),
                     seq,
                     name: name.clone(),
-                    step_id: format!("{}:{seq}", run.id),
+                    step_id: step_id(&run.id, seq),
                     group: group.clone(),
                     input: Some(input.clone()),
                     context: Some(serde_json::json!({ "tenant": run.namespace })),
@@ -393,7 +393,7 @@ fn plan(
                 tasks.push(RemoteTask {
                     run_id: run.id.clone(),
                     seq,
-                    step_id: format!("{}:{seq}", run.id),
+                    step_id: step_id(&run.id, seq),
                     group: routing_token(&name, Some(&run.namespace)),
                     name,
                     input: Some(input),

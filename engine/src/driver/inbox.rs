@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot, watch};
 
 use super::shared::Shared;
-use crate::model::{Heartbeat, Millis, RunId};
+use crate::model::{Heartbeat, Millis, RunId, step_id};
 use crate::store::NewCheckpoint;
 use crate::transport::Subscription;
 
@@ -146,7 +146,7 @@ async fn relay(shared: &Shared, decision: Value) {
 /// A step-scoped beat (wire §2.6, sent by TypeScript workers): the step's timeout counts from
 /// now. Its `stepId` must be the step's own `<runId>:<seq>`.
 async fn beat_step(shared: Arc<Shared>, beat: Heartbeat) {
-    if beat.step_id.as_deref() != Some(&format!("{}:{}", beat.run_id, beat.seq)) {
+    if beat.step_id != Some(step_id(&beat.run_id, beat.seq)) {
         tracing::debug!(run_id = %beat.run_id, seq = beat.seq, "dropped a step beat whose stepId is not runId:seq");
         return;
     }

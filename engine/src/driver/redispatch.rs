@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::shared::Shared;
-use crate::model::{Checkpoint, Millis, Namespace, RemoteTask};
+use crate::model::{Checkpoint, Millis, Namespace, RemoteTask, step_id};
 use crate::store::StoreError;
 use crate::transport::naming::routing_token;
 
@@ -36,7 +36,7 @@ pub(crate) async fn send_again(
     stamp: Millis,
 ) -> Result<(), StoreError> {
     let task = RemoteTask {
-        step_id: format!("{}:{}", cp.run_id, cp.seq),
+        step_id: step_id(&cp.run_id, cp.seq),
         group: cp
             .worker_group
             .clone()

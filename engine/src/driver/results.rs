@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 use super::drive::{FirstTurn, spawn_turns};
 use super::shared::Shared;
 use super::sticky::with_result;
-use crate::model::{CheckpointStatus, StepResult, TenantEventKind};
+use crate::model::{CheckpointStatus, StepResult, TenantEventKind, step_id};
 use crate::transport::Subscription;
 
 pub(crate) async fn results_loop(
@@ -42,7 +42,7 @@ pub(crate) async fn results_loop(
 /// has a free turn slot, else recorded in the store, which claims the run for a turn here when
 /// a slot is free.
 pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
-    if result.step_id != format!("{}:{}", result.run_id, result.seq) {
+    if result.step_id != step_id(&result.run_id, result.seq) {
         tracing::warn!(step_id = %result.step_id, run_id = %result.run_id, seq = result.seq, "dropping a result whose stepId does not match runId:seq");
         return;
     }

@@ -32,6 +32,7 @@ pub use signal::BufferedSignal;
 pub use waiting::Waiting;
 pub use wire::{
     ControlMessage, ControlNotice, Heartbeat, RemoteTask, StepFailure, StepOutcome, StepResult,
+    step_id,
 };
 
 /// Milliseconds since the Unix epoch: the one time representation on the wire, in the store and

@@ -101,6 +101,12 @@ pub enum StepOutcome {
     },
 }
 
+/// A step's wire id, `<runId>:<seq>`: what a task carries as `stepId`, and what its result and
+/// beats must echo.
+pub fn step_id(run_id: &RunId, seq: u32) -> String {
+    format!("{run_id}:{seq}")
+}
+
 /// A worker's answer to a [`RemoteTask`] (`P-results`, job `result`), correlated by
 /// `(runId, seq)`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,9 @@ use super::rows::{
     RUN_COLS, Sql, db, default_namespace, insert_run, push_scope, run_by_id, run_from_row, to_value,
 };
 use super::settle::{Resolution, record_result, resolve_pending, schedule_retry, settle_parent};
-use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult};
+use crate::model::{
+    CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
+};
 use crate::store::rules::{self, settles_parent};
 use crate::store::{
     Claim, Committed, NewCheckpoint, StepApplied, StoreResult, TurnCommit, TurnOutcome,
@@ -294,7 +296,7 @@ async fn time_out_step(
     let result = StepResult {
         run_id: id.clone(),
         seq,
-        step_id: format!("{id}:{seq}"),
+        step_id: step_id(id, seq),
         started_at: None,
         outcome: StepOutcome::Failed {
             error: timeout.clone(),

@@ -8,7 +8,9 @@ use super::rows::{RUN_COLS, db, insert_run, run_by_id, run_from_row, to_json};
 use super::settle::{Resolution, resolve_pending, schedule_retry, settle_parent, settles_parent};
 use super::sql::{Sql, optional};
 use super::writer::Wrote;
-use crate::model::{CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult};
+use crate::model::{
+    CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
+};
 use crate::store::{Claim, Committed, NewCheckpoint, StoreResult, TurnCommit, TurnOutcome, rules};
 
 /// [`crate::store::Store::commit_turn`] inside the writer's transaction.
@@ -243,7 +245,7 @@ fn time_out_step(conn: &Connection, id: &RunId, seq: u32, now: Millis) -> StoreR
     let result = StepResult {
         run_id: id.clone(),
         seq,
-        step_id: format!("{id}:{seq}"),
+        step_id: step_id(id, seq),
         started_at: None,
         outcome: StepOutcome::Failed {
             error: timeout.clone(),
