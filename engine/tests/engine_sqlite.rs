@@ -43,7 +43,17 @@ async fn start(store: Arc<dyn Store>, registry: Registry) -> Harness {
         EngineConfig::default(),
     );
     engine.start().await.expect("engine starts");
-    let worker = Worker::start(
+    let worker = start_worker(registry, transport).await;
+    Harness {
+        engine,
+        worker: Some(worker),
+        store,
+    }
+}
+
+/// An embedded step worker serving every partition of `transport`.
+async fn start_worker(registry: Arc<Registry>, transport: Arc<dyn Transport>) -> Worker {
+    Worker::start(
         registry,
         transport,
         Arc::new(SystemClock),
@@ -53,12 +63,7 @@ async fn start(store: Arc<dyn Store>, registry: Registry) -> Harness {
         },
     )
     .await
-    .expect("worker starts");
-    Harness {
-        engine,
-        worker: Some(worker),
-        store,
-    }
+    .expect("worker starts")
 }
 
 impl Harness {
@@ -208,6 +213,60 @@ async fn steps_dispatched_before_a_crash_are_redispatched_on_restart() {
     assert_eq!(done.output, Some(json!({"total": 8})));
     assert_eq!(executions.load(Ordering::SeqCst), 3);
     h.stop().await;
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_database_leaves_a_live_peers_steps_alone() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("db");
+    let executions = Arc::new(AtomicU32::new(0));
+    let short_lease = || EngineConfig {
+        lease: Duration::from_secs(1),
+        ..EngineConfig::default()
+    };
+    // Process A has no worker: step 0 waits in A's in-process queue.
+    let a = Engine::new(
+        store_at(&path).await,
+        Arc::new(MemoryTransport::new()),
+        Arc::new(order_registry(executions.clone())),
+        short_lease(),
+    );
+    a.start().await.expect("a starts");
+    let run = a
+        .start_run(StartRun {
+            workflow: "sum3".into(),
+            input: json!(7),
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+    let store = store_at(&path).await;
+    wait_for(&store, &run.id, RunStatus::Suspended).await;
+    // Process B starts on the same file with a worker of its own. A is alive and still holds
+    // the task, so B must not send it again: that would run the step twice.
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let registry = Arc::new(order_registry(executions.clone()));
+    let b = Engine::new(
+        store.clone(),
+        transport.clone(),
+        registry.clone(),
+        short_lease(),
+    );
+    b.start().await.expect("b starts");
+    let worker = start_worker(registry, transport).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        executions.load(Ordering::SeqCst),
+        0,
+        "a live peer's step was sent again"
+    );
+    // A stops: its queue is gone with it, so B sends the step again and finishes the run.
+    a.shutdown().await;
+    let done = wait_for(&store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({"total": 10})));
+    assert_eq!(executions.load(Ordering::SeqCst), 3, "each step ran once");
+    worker.shutdown().await;
+    b.shutdown().await;
 }
 
 #[tokio::test]

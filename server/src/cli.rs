@@ -158,6 +158,10 @@ pub struct ServeArgs {
     /// process's runs are resumed after this long.
     #[arg(long, env = "DURABLE_LEASE_SECS", default_value_t = 30)]
     pub lease_secs: u64,
+    /// How many workflow turns may execute (and wait for their write) at once. More overlaps
+    /// more store round trips; each holds its run's history in memory.
+    #[arg(long, env = "DURABLE_MAX_TURNS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_turns: u32,
     /// Do not create demo users, workflows' demo runs on first start.
     #[arg(long, env = "DURABLE_NO_DEMO")]
     pub no_demo: bool,
@@ -187,6 +191,7 @@ impl ServeArgs {
             bind: self.bind,
             namespace,
             lease: Duration::from_secs(self.lease_secs.max(1)),
+            max_turns: self.max_turns as usize,
             demo: !self.no_demo,
             cluster,
         })

@@ -42,6 +42,7 @@ pub struct ServeConfig {
     pub bind: SocketAddr,
     pub namespace: Option<Namespace>,
     pub lease: Duration,
+    pub max_turns: usize,
     pub demo: bool,
     pub cluster: Cluster,
 }
@@ -159,6 +160,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         EngineConfig {
             namespace: cfg.namespace.clone(),
             lease: cfg.lease,
+            max_concurrent_turns: cfg.max_turns,
             ..EngineConfig::default()
         },
     );

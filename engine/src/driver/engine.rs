@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use super::shared::Shared;
 use super::{drive, inbox, lease, redispatch, remote, results, sweep};
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Namespace, Run, RunId, RunStatus, Scope,
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus, Scope,
     StepFailure, TenantEventKind,
 };
 use crate::runtime::{Clock, Registry, SystemClock};
@@ -137,8 +137,8 @@ impl Engine {
         }
     }
 
-    /// Starts the control loops. Steps whose dispatch was lost with a previous process are sent
-    /// again first.
+    /// Starts the control loops. Steps whose dispatch was lost with a process that is gone are
+    /// sent again first.
     pub async fn start(&self) -> Result<(), EngineError> {
         if self
             .loops
@@ -148,11 +148,14 @@ impl Engine {
         {
             return Err(EngineError::AlreadyStarted);
         }
+        // Alive before anything is sent, so no peer takes this driver's steps for lost ones.
+        let alive_until = self.shared.clock.now() + self.shared.config.lease.as_millis() as Millis;
+        self.shared
+            .store
+            .beat_driver(&self.shared.config.owner, alive_until)
+            .await?;
         let results = self.shared.transport.consume_results().await?;
-        if !self.shared.transport.retains_tasks() {
-            let now = self.shared.clock.now();
-            redispatch::redispatch_due(&self.shared, now).await?;
-        }
+        redispatch::redispatch_due(&self.shared).await?;
         sweep::sweep_once(&self.shared).await?;
         let served = self.shared.registry.workflow_versions();
         let now = self.shared.clock.now();
@@ -200,6 +203,16 @@ impl Engine {
         // Turns already executing finish and persist; their runs are not left half-applied.
         self.shared.turns_finished().await;
         let now = self.shared.clock.now();
+        // Gone now: a transport that kept its tasks in this process lost them; peers and the
+        // restart send them again at once.
+        if let Err(e) = self
+            .shared
+            .store
+            .beat_driver(&self.shared.config.owner, now)
+            .await
+        {
+            tracing::warn!(error = %e, "could not mark this driver gone; its heartbeat lapses on its own");
+        }
         match self
             .shared
             .store

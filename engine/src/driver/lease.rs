@@ -1,5 +1,6 @@
 //! Lease renewal: while a turn executes here, its run's lease is extended, so a long local step
-//! is not mistaken for a crash.
+//! is not mistaken for a crash; and the driver's own heartbeat, so the remote steps it sent are
+//! not mistaken for a gone driver's.
 
 use std::sync::Arc;
 
@@ -15,11 +16,14 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
             _ = stop.changed() => return,
             _ = tokio::time::sleep(every) => {}
         }
+        let until = shared.clock.now() + lease_ms;
+        if let Err(e) = shared.store.beat_driver(&shared.config.owner, until).await {
+            tracing::warn!(error = %e, "the driver heartbeat failed");
+        }
         let ids: Vec<_> = shared.in_flight().iter().cloned().collect();
         if ids.is_empty() {
             continue;
         }
-        let until = shared.clock.now() + lease_ms;
         if let Err(e) = shared
             .store
             .renew_leases(&shared.config.owner, &ids, until)

@@ -1,5 +1,12 @@
-//! The redispatch loop: a remote step whose result has not arrived within
-//! `redispatch_after` is sent again with the same `step_id` (delivery is at-least-once).
+//! The redispatch loop: a remote step whose dispatch may be lost is sent again with the same
+//! `step_id` (delivery is at-least-once).
+//!
+//! What counts as lost depends on where the transport keeps its tasks. One that keeps them
+//! (Redis) can still lose one (a worker that took it died), so any step with no result after
+//! `redispatch_after` is sent again. One that keeps them in the sender's memory (in-process)
+//! loses exactly the tasks of a driver that is gone, and nothing else: those are sent again as
+//! soon as that driver's heartbeat lapses, and a live peer's tasks are left alone, or a second
+//! process on the same database would run them twice.
 
 use std::sync::Arc;
 
@@ -7,22 +14,39 @@ use tokio::sync::watch;
 
 use super::shared::Shared;
 use crate::model::{Checkpoint, Millis, Namespace, RemoteTask, step_id};
-use crate::store::StoreError;
+use crate::store::{LostDispatch, StoreError};
 use crate::transport::naming::routing_token;
 
 const BATCH: u32 = 500;
 
 pub(crate) async fn redispatch_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let every = shared.config.redispatch_after / 2;
-    let window = shared.config.redispatch_after.as_millis() as Millis;
+    let mut every = shared.config.redispatch_after / 2;
+    if !shared.transport.retains_tasks() {
+        // A gone peer's tasks are found within about a lease of its death.
+        every = every.min(shared.config.lease / 2);
+    }
     loop {
         tokio::select! {
             _ = stop.changed() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        let cutoff = shared.clock.now() - window;
-        if let Err(e) = redispatch_due(&shared, cutoff).await {
+        if let Err(e) = redispatch_due(&shared).await {
             tracing::warn!(error = %e, "redispatching lost steps failed; retrying next round");
+        }
+    }
+}
+
+/// Which waiting steps may be lost now, for this engine's transport (see the module docs).
+fn lost_now(shared: &Shared) -> LostDispatch {
+    let now = shared.clock.now();
+    let sent_before = now - shared.config.redispatch_after.as_millis() as Millis;
+    if shared.transport.retains_tasks() {
+        LostDispatch::sent_before(sent_before)
+    } else {
+        LostDispatch {
+            sent_before,
+            only_sent_by: Some(shared.config.owner.clone()),
+            senders_gone_at: Some(now),
         }
     }
 }
@@ -50,7 +74,7 @@ pub(crate) async fn send_again(
     };
     shared
         .store
-        .mark_dispatched(&cp.run_id, cp.seq, stamp)
+        .mark_dispatched(&cp.run_id, cp.seq, &shared.config.owner, stamp)
         .await?;
     if let Err(e) = shared.transport.dispatch(task).await {
         tracing::warn!(run_id = %cp.run_id, seq = cp.seq, error = %e, "redispatch failed");
@@ -58,18 +82,20 @@ pub(crate) async fn send_again(
     Ok(())
 }
 
-/// Dispatches again every waiting remote step last sent at or before `cutoff`.
-pub(crate) async fn redispatch_due(shared: &Shared, cutoff: Millis) -> Result<usize, StoreError> {
+/// Dispatches again every waiting remote step in scope whose dispatch may be lost.
+pub(crate) async fn redispatch_due(shared: &Shared) -> Result<usize, StoreError> {
+    let lost = lost_now(shared);
     let mut total = 0;
     loop {
         let steps = shared
             .store
-            .pending_remote_steps(&shared.scope, cutoff, BATCH)
+            .pending_remote_steps(&shared.scope, &lost, BATCH)
             .await?;
         let n = steps.len();
         for step in steps {
-            // Stamp strictly after the cutoff so the next batch does not fetch this step again.
-            let stamp = shared.clock.now().max(cutoff + 1);
+            // Stamp strictly after the cutoff, and as sent by this live driver, so the next
+            // batch does not fetch this step again.
+            let stamp = shared.clock.now().max(lost.sent_before + 1);
             send_again(shared, &step.namespace, step.checkpoint, stamp).await?;
         }
         total += n;

@@ -6,9 +6,12 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Claim, NewCheckpoint, NewRun, RunPatch, Store, StoreError, TurnCommit, TurnOutcome};
+use super::{
+    Claim, LostDispatch, NewCheckpoint, NewRun, RunPatch, Store, StoreError, TurnCommit,
+    TurnOutcome,
+};
 use crate::model::{
-    CheckpointKind, CheckpointStatus, Namespace, Run, RunId, RunQuery, RunStatus, Scope,
+    CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunQuery, RunStatus, Scope,
     StepOutcome, StepResult,
 };
 
@@ -48,8 +51,18 @@ fn completed(id: &RunId, seq: u32, output: serde_json::Value) -> StepResult {
 /// Run `id` of `namespace`, whose first turn (under lease `a`) dispatched remote step 0 and
 /// suspended.
 async fn suspended_on_a_step(store: &Arc<dyn Store>, id: &str, namespace: &str) -> Run {
+    suspended_on_a_step_sent_by(store, id, namespace, "a").await
+}
+
+/// Like [`suspended_on_a_step`], the turn under lease `owner`, which sends the step.
+async fn suspended_on_a_step_sent_by(
+    store: &Arc<dyn Store>,
+    id: &str,
+    namespace: &str,
+    owner: &str,
+) -> Run {
     let run = store
-        .create_run(new_run(id, namespace), 1, Some(&lease("a")))
+        .create_run(new_run(id, namespace), 1, Some(&lease(owner)))
         .await
         .expect("create");
     let commit = TurnCommit {
@@ -57,7 +70,7 @@ async fn suspended_on_a_step(store: &Arc<dyn Store>, id: &str, namespace: &str) 
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     store
-        .commit_turn(&lease("a"), &run.id, commit, 2)
+        .commit_turn(&lease(owner), &run.id, commit, 2)
         .await
         .expect("commit")
         .expect("held")
@@ -292,13 +305,17 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
     assert_eq!(run.status, RunStatus::Suspended);
     assert_eq!(run.wake_at, None);
     let pending = store
-        .pending_remote_steps(&Scope::Only(ns("acme")), 10, 10)
+        .pending_remote_steps(&Scope::Only(ns("acme")), &LostDispatch::sent_before(10), 10)
         .await
         .expect("pending");
     assert_eq!(pending.len(), 1);
     assert!(
         store
-            .pending_remote_steps(&Scope::Only(ns("globex")), 10, 10)
+            .pending_remote_steps(
+                &Scope::Only(ns("globex")),
+                &LostDispatch::sent_before(10),
+                10
+            )
             .await
             .expect("pending")
             .is_empty()
@@ -1109,7 +1126,7 @@ pub async fn driver_scans_stay_inside_their_namespace(store: Arc<dyn Store>) {
     }
     assert_eq!(store.next_wake_at(&acme).await.expect("wake"), Some(500));
     let steps = store
-        .pending_remote_steps(&globex, 100, 10)
+        .pending_remote_steps(&globex, &LostDispatch::sent_before(100), 10)
         .await
         .expect("steps");
     assert_eq!(steps.len(), 1);
@@ -1420,7 +1437,10 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         .await
         .expect("commit")
         .expect("held");
-    store.mark_dispatched(&run.id, 1, 77).await.expect("mark");
+    store
+        .mark_dispatched(&run.id, 1, "a", 77)
+        .await
+        .expect("mark");
     let cps = store.checkpoints(&acme, &run.id).await.expect("read");
     assert_eq!(cps[1].enqueued_at, Some(77));
 
@@ -1579,6 +1599,71 @@ pub async fn legacy_null_and_empty_namespaces_read_as_default<F, Fut>(
     );
 }
 
+/// A step counts as lost by age, by age among one sender's own, or because its sender's
+/// heartbeat lapsed; a live peer's recent step never does, and sending a step again makes it the
+/// new sender's.
+pub async fn lost_dispatches_spare_live_senders(store: Arc<dyn Store>) {
+    let acme = Scope::Only(ns("acme"));
+    store.beat_driver("me", 1_000).await.expect("beat");
+    store.beat_driver("peer", 1_000).await.expect("beat");
+    store.beat_driver("crashed", 50).await.expect("beat");
+    for (id, owner) in [
+        ("ld-me", "me"),
+        ("ld-peer", "peer"),
+        ("ld-crashed", "crashed"),
+    ] {
+        suspended_on_a_step_sent_by(&store, id, "acme", owner).await;
+    }
+    let lost = |sent_before: Millis, by: Option<&str>, gone_at: Option<Millis>| LostDispatch {
+        sent_before,
+        only_sent_by: by.map(str::to_owned),
+        senders_gone_at: gone_at,
+    };
+    let ids = |lost: LostDispatch| {
+        let store = store.clone();
+        let acme = acme.clone();
+        async move {
+            let mut ids: Vec<String> = store
+                .pending_remote_steps(&acme, &lost, 10)
+                .await
+                .expect("pending")
+                .into_iter()
+                .map(|s| s.checkpoint.run_id.as_str().to_owned())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    // By age, from anyone (a transport that keeps its tasks).
+    assert_eq!(
+        ids(LostDispatch::sent_before(10)).await,
+        ["ld-crashed", "ld-me", "ld-peer"]
+    );
+    assert!(ids(LostDispatch::sent_before(9)).await.is_empty());
+    // By age among this driver's own, plus every step of a driver whose heartbeat lapsed.
+    assert_eq!(ids(lost(9, Some("me"), Some(100))).await, ["ld-crashed"]);
+    assert_eq!(
+        ids(lost(10, Some("me"), Some(100))).await,
+        ["ld-crashed", "ld-me"]
+    );
+    // Sent again by a live driver, the crashed one's step is no longer lost.
+    store
+        .mark_dispatched(&RunId::parse("ld-crashed").expect("id"), 0, "me", 20)
+        .await
+        .expect("mark");
+    assert!(ids(lost(9, Some("me"), Some(100))).await.is_empty());
+    // A peer that stops cleanly beats `alive_until = now`: its steps are lost at once.
+    store.beat_driver("peer", 100).await.expect("beat");
+    assert_eq!(ids(lost(9, Some("me"), Some(100))).await, ["ld-peer"]);
+    assert!(
+        store
+            .pending_remote_steps(&Scope::Only(ns("globex")), &lost(10, None, Some(100)), 10)
+            .await
+            .expect("pending")
+            .is_empty()
+    );
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]
@@ -1614,7 +1699,8 @@ macro_rules! store_conformance {
             families_and_loads_follow_the_scope,
             concurrent_writes_keep_their_own_outcomes,
             step_events_checkpoint_only_open_runs_in_scope,
-            step_beats_touch_only_their_own_pending_step
+            step_beats_touch_only_their_own_pending_step,
+            lost_dispatches_spare_live_senders
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

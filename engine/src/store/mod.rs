@@ -35,8 +35,8 @@ pub use postgres::PgStore;
 #[cfg(all(feature = "postgres", any(test, feature = "test-util")))]
 pub use postgres::testing as postgres_testing;
 pub use records::{
-    Claim, Committed, History, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent,
-    StepApplied, TurnCommit, TurnOutcome,
+    Claim, Committed, History, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch,
+    SignalSent, StepApplied, TurnCommit, TurnOutcome,
 };
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]
@@ -151,12 +151,12 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> StoreResult<Option<Committed>>;
 
-    /// Remote steps still waiting for a result that were last dispatched at or before
-    /// `dispatched_before` (their dispatch may be lost).
+    /// Remote steps in `scope` still waiting for a result whose dispatch `lost` says may be
+    /// lost, oldest dispatch first.
     async fn pending_remote_steps(
         &self,
         scope: &Scope,
-        dispatched_before: Millis,
+        lost: &LostDispatch,
         limit: u32,
     ) -> StoreResult<Vec<PendingStep>>;
 
@@ -184,8 +184,15 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> StoreResult<bool>;
 
-    /// Notes that a remote step was (re)dispatched at `now`.
-    async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()>;
+    /// Notes that driver `by` (re)dispatched a remote step at `now`.
+    async fn mark_dispatched(&self, id: &RunId, seq: u32, by: &str, now: Millis)
+    -> StoreResult<()>;
+
+    /// Notes that driver `owner` is alive until `alive_until`. The remote steps it dispatches
+    /// count as lost once that passes (see [`LostDispatch::senders_gone_at`]): a transport that
+    /// keeps tasks in its sender's memory loses them with the sender. A driver that stops
+    /// cleanly beats with `alive_until = now`, so its steps are sent again at once.
+    async fn beat_driver(&self, owner: &str, alive_until: Millis) -> StoreResult<()>;
 
     /// The earliest `wake_at` among suspended runs in `scope`, to sleep until then.
     async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>>;

@@ -259,6 +259,34 @@ pub struct StepApplied {
     pub checkpoint: Checkpoint,
 }
 
+/// Which waiting remote steps [`super::Store::pending_remote_steps`] returns: those whose
+/// dispatch may be lost, and so must be sent again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LostDispatch {
+    /// Steps last sent at or before this, and retries due by then that no turn has sent yet.
+    pub sent_before: Millis,
+    /// `Some(owner)`: of those, only the ones `owner` sent. A transport that keeps its tasks in
+    /// the sender's memory sets it: a live peer still holds the tasks it sent, and sending them
+    /// again here would run them twice.
+    pub only_sent_by: Option<String>,
+    /// `Some(now)`: also every step, however recent, whose sender's heartbeat
+    /// ([`super::Store::beat_driver`]) had lapsed by `now`, or that names no sender: with a
+    /// transport that keeps tasks in memory, they died with that process.
+    pub senders_gone_at: Option<Millis>,
+}
+
+impl LostDispatch {
+    /// Steps sent at or before `sent_before` by anyone (a transport that keeps its tasks, such
+    /// as Redis, where any control plane may send a lost one again).
+    pub fn sent_before(sent_before: Millis) -> Self {
+        LostDispatch {
+            sent_before,
+            only_sent_by: None,
+            senders_gone_at: None,
+        }
+    }
+}
+
 /// A remote step whose result has not arrived, with what is needed to dispatch it again.
 #[derive(Clone, Debug)]
 pub struct PendingStep {

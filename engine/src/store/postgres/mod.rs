@@ -25,8 +25,8 @@ use sqlx::postgres::PgPoolOptions;
 use self::group::GroupCommit;
 use self::rows::db;
 use super::{
-    Claim, Committed, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store,
-    StoreError, StoreResult, TurnCommit,
+    Claim, Committed, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent,
+    StepApplied, Store, StoreError, StoreResult, TurnCommit,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
@@ -265,10 +265,10 @@ impl Store for PgStore {
     async fn pending_remote_steps(
         &self,
         scope: &Scope,
-        dispatched_before: Millis,
+        lost: &LostDispatch,
         limit: u32,
     ) -> StoreResult<Vec<PendingStep>> {
-        reads::pending_remote_steps(&self.pool, scope, dispatched_before, limit).await
+        reads::pending_remote_steps(&self.pool, scope, lost, limit).await
     }
 
     async fn record_local_step(
@@ -311,13 +311,36 @@ impl Store for PgStore {
         Ok(done.rows_affected() > 0)
     }
 
-    async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {
+    async fn mark_dispatched(
+        &self,
+        id: &RunId,
+        seq: u32,
+        by: &str,
+        now: Millis,
+    ) -> StoreResult<()> {
         sqlx::query(
-            "UPDATE checkpoints SET enqueued_at = $1 WHERE run_id = $2 AND seq = $3 AND status = 'pending'",
+            "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4 \
+             WHERE run_id = $2 AND seq = $3 AND status = 'pending'",
         )
         .bind(now)
         .bind(id.as_str())
         .bind(seq as i32)
+        .bind(by)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn beat_driver(&self, owner: &str, alive_until: Millis) -> StoreResult<()> {
+        // Absence means gone, so rows of drivers long gone can go.
+        sqlx::query(
+            "WITH gone AS (DELETE FROM drivers WHERE alive_until < $2 - 86400000 AND owner <> $1) \
+             INSERT INTO drivers (owner, alive_until) VALUES ($1, $2) \
+             ON CONFLICT (owner) DO UPDATE SET alive_until = EXCLUDED.alive_until",
+        )
+        .bind(owner)
+        .bind(alive_until)
         .execute(&self.pool)
         .await
         .map_err(db)?;

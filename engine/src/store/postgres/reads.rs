@@ -11,7 +11,7 @@ use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
     Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
 };
-use crate::store::{History, PendingStep, StoreError, StoreResult, rules};
+use crate::store::{History, LostDispatch, PendingStep, StoreError, StoreResult, rules};
 
 pub(super) async fn get_run(pool: &PgPool, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -230,7 +230,7 @@ pub(super) async fn checkpoints(
 pub(super) async fn pending_remote_steps(
     pool: &PgPool,
     scope: &Scope,
-    dispatched_before: Millis,
+    lost: &LostDispatch,
     limit: u32,
 ) -> StoreResult<Vec<PendingStep>> {
     let cols = CHECKPOINT_COLS
@@ -241,13 +241,25 @@ pub(super) async fn pending_remote_steps(
     let mut sql = Sql::new(format!(
         "SELECT {cols}, r.namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
          WHERE c.kind = 'remote_step' AND c.status = 'pending' \
-         AND r.status IN ('suspended', 'running') AND (c.enqueued_at <= "
+         AND r.status IN ('suspended', 'running') AND ((c.enqueued_at <= "
     ));
-    sql.push_bind(dispatched_before);
+    sql.push_bind(lost.sent_before);
+    if let Some(owner) = &lost.only_sent_by {
+        sql.push(" AND c.dispatched_by = ").push_bind(owner.clone());
+    }
     // A retry waiting out its backoff is the turn's to send; this is only the safety net.
-    sql.push(" OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ");
-    sql.push_bind(dispatched_before);
-    sql.push(")))");
+    sql.push(") OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ");
+    sql.push_bind(lost.sent_before);
+    sql.push("))");
+    if let Some(now) = lost.senders_gone_at {
+        sql.push(
+            " OR (c.enqueued_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drivers d \
+             WHERE d.owner = c.dispatched_by AND d.alive_until > ",
+        )
+        .push_bind(now)
+        .push("))");
+    }
+    sql.push(")");
     push_scope(&mut sql, "r.namespace", scope);
     sql.push(" ORDER BY c.enqueued_at LIMIT ")
         .push_bind(i64::from(limit));

@@ -29,7 +29,7 @@ pub(super) async fn commit_turn(
     let Some(run) = update_run(conn, lease, id, Holder::Lease, commit, now).await? else {
         return Ok(None);
     };
-    finish_turn(conn, run, id, commit, now).await
+    finish_turn(conn, run, id, &lease.owner, commit, now).await
 }
 
 /// Who may move the run in a turn's commit.
@@ -43,26 +43,29 @@ enum Holder {
     Untouched { attempt: u32 },
 }
 
-/// The rest of a turn's commit once `run` was moved: its checkpoints, resolved waits, children,
-/// cancellations and parent, and the history its next turn replays.
+/// The rest of a turn's commit once `run` was moved: its checkpoints (the steps it dispatches
+/// noted as sent by `owner`), resolved waits, children, cancellations and parent, and the
+/// history its next turn replays.
 async fn finish_turn(
     conn: &mut PgConnection,
     run: Run,
     id: &RunId,
+    owner: &str,
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
     for cp in &commit.checkpoints {
-        insert_checkpoint(conn, id, cp).await?;
+        insert_checkpoint(conn, id, cp, Some(owner)).await?;
     }
     for seq in &commit.redispatched {
         sqlx::query(
-            "UPDATE checkpoints SET enqueued_at = $1 WHERE run_id = $2 AND seq = $3 \
-             AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
+            "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4 WHERE run_id = $2 \
+             AND seq = $3 AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
         )
         .bind(now)
         .bind(id.as_str())
         .bind(*seq as i32)
+        .bind(owner)
         .execute(&mut *conn)
         .await
         .map_err(db)?;
@@ -159,20 +162,23 @@ pub(super) async fn record_local_step(
     let open = run_by_id(conn, id)
         .await?
         .is_some_and(|run| scope.admits(&run.namespace) && !run.status.is_terminal());
-    let written = open && insert_checkpoint(conn, id, checkpoint).await?;
+    let written = open && insert_checkpoint(conn, id, checkpoint, None).await?;
     Ok(written.then_some(()))
 }
 
-/// Inserts `cp`, keeping any checkpoint already at its position; whether it was new.
+/// Inserts `cp`, keeping any checkpoint already at its position; whether it was new. A
+/// dispatched step is noted as sent by `owner`.
 async fn insert_checkpoint(
     conn: &mut PgConnection,
     id: &RunId,
     cp: &NewCheckpoint,
+    owner: Option<&str>,
 ) -> StoreResult<bool> {
     let done = sqlx::query(
         "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
          input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
-         timeout_ms) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         timeout_ms, dispatched_by) \
+         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
          ON CONFLICT (run_id, seq) DO NOTHING",
     )
     .bind(id.as_str())
@@ -193,6 +199,7 @@ async fn insert_checkpoint(
         cp.timeout_ms
             .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
     )
+    .bind(cp.enqueued_at.and(owner))
     .execute(&mut *conn)
     .await
     .map_err(db)?;
@@ -429,5 +436,5 @@ pub(super) async fn apply_result_and_commit(
     if record_result(conn, result, now).await?.is_none() {
         return Ok(None);
     }
-    finish_turn(conn, run, &result.run_id, commit, now).await
+    finish_turn(conn, run, &result.run_id, &lease.owner, commit, now).await
 }

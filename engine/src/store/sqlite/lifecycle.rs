@@ -133,13 +133,35 @@ pub(super) fn mark_dispatched(
     conn: &Connection,
     id: &RunId,
     seq: u32,
+    by: &str,
     now: Millis,
 ) -> StoreResult<Wrote<()>> {
     conn.prepare_cached(
-        "UPDATE checkpoints SET enqueued_at = ? WHERE run_id = ? AND seq = ? AND status = 'pending'",
+        "UPDATE checkpoints SET enqueued_at = ?, dispatched_by = ? \
+         WHERE run_id = ? AND seq = ? AND status = 'pending'",
     )
     .map_err(db)?
-    .execute(params![now, id.as_str(), i64::from(seq)])
+    .execute(params![now, by, id.as_str(), i64::from(seq)])
+    .map_err(db)?;
+    Ok(Wrote::Keep(()))
+}
+
+pub(super) fn beat_driver(
+    conn: &Connection,
+    owner: &str,
+    alive_until: Millis,
+) -> StoreResult<Wrote<()>> {
+    // Absence means gone, so rows of drivers long gone can go.
+    conn.prepare_cached("DELETE FROM drivers WHERE alive_until < ? AND owner <> ?")
+        .map_err(db)?
+        .execute(params![alive_until - 86_400_000, owner])
+        .map_err(db)?;
+    conn.prepare_cached(
+        "INSERT INTO drivers (owner, alive_until) VALUES (?, ?) \
+         ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until",
+    )
+    .map_err(db)?
+    .execute(params![owner, alive_until])
     .map_err(db)?;
     Ok(Wrote::Keep(()))
 }

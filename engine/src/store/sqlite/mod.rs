@@ -32,8 +32,8 @@ use self::lifecycle::ClaimRequest;
 use self::readers::Readers;
 use self::writer::{Writer, Wrote};
 use super::{
-    Claim, Committed, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent, StepApplied, Store,
-    StoreError, StoreResult, TurnCommit,
+    Claim, Committed, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent,
+    StepApplied, Store, StoreError, StoreResult, TurnCommit,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
@@ -291,12 +291,12 @@ impl Store for SqliteStore {
     async fn pending_remote_steps(
         &self,
         scope: &Scope,
-        dispatched_before: Millis,
+        lost: &LostDispatch,
         limit: u32,
     ) -> StoreResult<Vec<PendingStep>> {
-        let scope = scope.clone();
+        let (scope, lost) = (scope.clone(), lost.clone());
         self.readers
-            .read(move |conn| reads::pending_remote_steps(conn, &scope, dispatched_before, limit))
+            .read(move |conn| reads::pending_remote_steps(conn, &scope, &lost, limit))
             .await
     }
 
@@ -326,10 +326,23 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn mark_dispatched(&self, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {
-        let id = id.clone();
+    async fn mark_dispatched(
+        &self,
+        id: &RunId,
+        seq: u32,
+        by: &str,
+        now: Millis,
+    ) -> StoreResult<()> {
+        let (id, by) = (id.clone(), by.to_owned());
         self.writer
-            .write(move |conn| lifecycle::mark_dispatched(conn, &id, seq, now))
+            .write(move |conn| lifecycle::mark_dispatched(conn, &id, seq, &by, now))
+            .await
+    }
+
+    async fn beat_driver(&self, owner: &str, alive_until: Millis) -> StoreResult<()> {
+        let owner = owner.to_owned();
+        self.writer
+            .write(move |conn| lifecycle::beat_driver(conn, &owner, alive_until))
             .await
     }
 

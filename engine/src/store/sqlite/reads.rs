@@ -10,7 +10,7 @@ use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
     Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
 };
-use crate::store::{History, PendingStep, StoreError, StoreResult, rules};
+use crate::store::{History, LostDispatch, PendingStep, StoreError, StoreResult, rules};
 
 pub(super) fn get_run(conn: &Connection, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -241,7 +241,7 @@ pub(super) fn checkpoints(
 pub(super) fn pending_remote_steps(
     conn: &Connection,
     scope: &Scope,
-    dispatched_before: Millis,
+    lost: &LostDispatch,
     limit: u32,
 ) -> StoreResult<Vec<PendingStep>> {
     let cols = CHECKPOINT_COLS
@@ -252,13 +252,25 @@ pub(super) fn pending_remote_steps(
     let mut sql = Sql::new(format!(
         "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
          WHERE c.kind = 'remote_step' AND c.status = 'pending' \
-         AND r.status IN ('suspended', 'running') AND (c.enqueued_at <= "
+         AND r.status IN ('suspended', 'running') AND ((c.enqueued_at <= "
     ));
-    sql.bind(dispatched_before)
-        // A retry waiting out its backoff is the turn's to send; this is only the safety net.
-        .push(" OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ")
-        .bind(dispatched_before)
-        .push(")))")
+    sql.bind(lost.sent_before);
+    if let Some(owner) = &lost.only_sent_by {
+        sql.push(" AND c.dispatched_by = ").bind(owner.clone());
+    }
+    // A retry waiting out its backoff is the turn's to send; this is only the safety net.
+    sql.push(") OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ")
+        .bind(lost.sent_before)
+        .push("))");
+    if let Some(now) = lost.senders_gone_at {
+        sql.push(
+            " OR (c.enqueued_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drivers d \
+             WHERE d.owner = c.dispatched_by AND d.alive_until > ",
+        )
+        .bind(now)
+        .push("))");
+    }
+    sql.push(")")
         .scope("r.namespace", scope)
         .push(" ORDER BY c.enqueued_at LIMIT ")
         .bind(i64::from(limit));

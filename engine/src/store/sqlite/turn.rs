@@ -24,14 +24,14 @@ pub(super) fn commit_turn(
     let Some(run) = update_run(conn, lease, id, commit, now)? else {
         return Ok(Wrote::Keep(None));
     };
-    insert_checkpoints(conn, id, &commit.checkpoints)?;
+    insert_checkpoints(conn, id, &commit.checkpoints, Some(&lease.owner))?;
     for seq in &commit.redispatched {
         conn.prepare_cached(
-            "UPDATE checkpoints SET enqueued_at = ? WHERE run_id = ? AND seq = ? \
-             AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
+            "UPDATE checkpoints SET enqueued_at = ?, dispatched_by = ? WHERE run_id = ? \
+             AND seq = ? AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
         )
         .map_err(db)?
-        .execute(params![now, id.as_str(), i64::from(*seq)])
+        .execute(params![now, lease.owner, id.as_str(), i64::from(*seq)])
         .map_err(db)?;
     }
     for seq in &commit.fired_timers {
@@ -155,21 +155,23 @@ pub(super) fn record_local_step(
     if !open {
         return Ok(Wrote::Keep(false));
     }
-    let written = insert_checkpoints(conn, id, std::slice::from_ref(checkpoint))?;
+    let written = insert_checkpoints(conn, id, std::slice::from_ref(checkpoint), None)?;
     Ok(Wrote::Keep(written > 0))
 }
 
 /// Inserts `checkpoints`, keeping any already at their position; returns how many were new.
+/// Dispatched steps are noted as sent by `owner`.
 fn insert_checkpoints(
     conn: &Connection,
     id: &RunId,
     checkpoints: &[NewCheckpoint],
+    owner: Option<&str>,
 ) -> StoreResult<usize> {
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
              input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
-             timeout_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             timeout_ms, dispatched_by) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (run_id, seq) DO NOTHING",
         )
         .map_err(db)?;
@@ -193,6 +195,7 @@ fn insert_checkpoints(
                 cp.retry_policy.as_ref().map(to_json),
                 cp.timeout_ms
                     .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+                cp.enqueued_at.and(owner),
             ])
             .map_err(db)?;
     }
