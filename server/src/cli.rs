@@ -160,7 +160,7 @@ pub struct ServeArgs {
     pub lease_secs: u64,
     /// How many workflow turns may execute (and wait for their write) at once. More overlaps
     /// more store round trips; each holds its run's history in memory.
-    #[arg(long, env = "DURABLE_MAX_TURNS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, env = "DURABLE_MAX_TURNS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_turns: u32,
     /// Do not create demo users, workflows' demo runs on first start.
     #[arg(long, env = "DURABLE_NO_DEMO")]

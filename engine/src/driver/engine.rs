@@ -28,7 +28,9 @@ pub struct EngineConfig {
     pub lease: Duration,
     /// A remote step with no result after this long is dispatched again.
     pub redispatch_after: Duration,
-    /// How many turns may execute at once.
+    /// How many turns may execute at once. A turn keeps its slot until its write commits, so
+    /// under a burst the slots must cover the turn rate times the store's commit latency: with
+    /// 64, a PostgreSQL control plane completed 1.6x fewer runs/s than with 512 (bench/README).
     pub max_concurrent_turns: usize,
     /// The longest the drive loop sleeps before looking for work started elsewhere.
     pub idle_poll: Duration,
@@ -48,7 +50,7 @@ impl Default for EngineConfig {
             ),
             lease: Duration::from_secs(30),
             redispatch_after: Duration::from_secs(30),
-            max_concurrent_turns: 64,
+            max_concurrent_turns: 512,
             idle_poll: Duration::from_millis(500),
             max_recoveries: 5,
         }
