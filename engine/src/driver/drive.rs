@@ -175,6 +175,9 @@ async fn turn(
             signals: shared.store.buffered_signals(&run.id).await?,
         },
     };
+    // What the turn replays; after a commit that only appends, the history it suspends with is
+    // this plus the new checkpoints, and the store does not read it back.
+    let replayed = history.clone();
     let (commit, tasks) = match shared.registry.get(&run.workflow, run.workflow_version) {
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
         None => {
@@ -209,6 +212,9 @@ async fn turn(
             plan(run, decision, now, &shared.registry)
         }
     };
+    let appended = commit
+        .only_appends()
+        .then(|| replayed.appended(&run.id, &commit.checkpoints));
     let mut children_started: Vec<_> = commit.children.iter().map(|c| c.id.clone()).collect();
     let cancelled = commit.cancel_runs.clone();
     if let TurnOutcome::Continue(next) = &commit.outcome {
@@ -281,7 +287,7 @@ async fn turn(
     if started_children {
         shared.wake.notify_one();
     }
-    match (updated.status, history) {
+    match (updated.status, history.or(appended)) {
         // Woken during the turn: still ours, and owed another turn.
         (RunStatus::Running, Some(history)) => {
             return Ok(TurnEnd::Again(Box::new((updated, history))));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{
-    Claim, LostDispatch, NewCheckpoint, NewRun, RunPatch, Store, StoreError, TurnCommit,
+    Claim, History, LostDispatch, NewCheckpoint, NewRun, RunPatch, Store, StoreError, TurnCommit,
     TurnOutcome,
 };
 use crate::model::{
@@ -668,8 +668,10 @@ pub async fn sticky_turns_commit_only_an_untouched_run(store: Arc<dyn Store>) {
                 .await
                 .expect("commit")
                 .expect("held");
-            let history = committed.history.expect("a suspended run's history");
-            assert_eq!(history.checkpoints.len(), 1);
+            assert!(
+                committed.history.is_none(),
+                "the commit only appends: derived"
+            );
             committed.run
         }
     };
@@ -1664,6 +1666,71 @@ pub async fn lost_dispatches_spare_live_senders(store: Arc<dyn Store>) {
     );
 }
 
+/// After a commit that only appends, the history a caller derives ([`History::appended`]) is
+/// exactly what the store holds, so the store need not read it back; after any other commit the
+/// store still returns it.
+pub async fn a_derived_history_is_the_stored_one(store: Arc<dyn Store>) {
+    let run = store
+        .create_run(new_run("dh", "acme"), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    let local = NewCheckpoint::recorded_step(
+        0,
+        "prepare".into(),
+        Some(json!({"b": 1, "a": [1.5, "x"]})),
+        None,
+        3,
+        4,
+    );
+    let checkpoints = vec![local, pending_step(1)];
+    let commit = TurnCommit {
+        checkpoints: checkpoints.clone(),
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    assert!(commit.only_appends());
+    let committed = store
+        .commit_turn(&lease("a"), &run.id, commit, 5)
+        .await
+        .expect("commit")
+        .expect("held");
+    assert_eq!(committed.run.status, RunStatus::Suspended);
+    assert!(committed.history.is_none());
+    let derived = History::default().appended(&run.id, &checkpoints);
+    let stored = store.checkpoints(&Scope::All, &run.id).await.expect("read");
+    assert_eq!(derived.checkpoints, stored);
+    // A position already taken keeps what is stored.
+    let mut again = pending_step(1);
+    again.name = "other".into();
+    assert_eq!(
+        History {
+            checkpoints: stored.clone(),
+            signals: Vec::new()
+        }
+        .appended(&run.id, &[again])
+        .checkpoints,
+        stored
+    );
+
+    // A commit that changes a written checkpoint gets the history read back.
+    let other = store
+        .create_run(new_run("dh2", "acme"), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    let commit = TurnCommit {
+        checkpoints: vec![pending_step(0)],
+        redispatched: vec![0],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    assert!(!commit.only_appends());
+    let committed = store
+        .commit_turn(&lease("a"), &other.id, commit, 5)
+        .await
+        .expect("commit")
+        .expect("held");
+    let history = committed.history.expect("read back");
+    assert_eq!(history.checkpoints.len(), 1);
+}
+
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 #[macro_export]
@@ -1700,7 +1767,8 @@ macro_rules! store_conformance {
             concurrent_writes_keep_their_own_outcomes,
             step_events_checkpoint_only_open_runs_in_scope,
             step_beats_touch_only_their_own_pending_step,
-            lost_dispatches_spare_live_senders
+            lost_dispatches_spare_live_senders,
+            a_derived_history_is_the_stored_one
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

@@ -187,6 +187,20 @@ pub struct RunPatch {
 }
 
 impl TurnCommit {
+    /// Whether this commit only adds checkpoints and moves the run, changing nothing already
+    /// written. The history after it is then the one the turn replayed plus its new checkpoints
+    /// ([`History::appended`]), so a store does not read it back for a run that suspends: on
+    /// PostgreSQL that read is one of the few round trips of the hottest write.
+    pub fn only_appends(&self) -> bool {
+        self.redispatched.is_empty()
+            && self.fired_timers.is_empty()
+            && self.consumed_signals.is_empty()
+            && self.timed_out_signals.is_empty()
+            && self.timed_out_steps.is_empty()
+            && self.children.is_empty()
+            && self.cancel_runs.is_empty()
+    }
+
     /// A commit with `outcome` and nothing else to persist.
     pub fn new(outcome: TurnOutcome) -> Self {
         TurnCommit {
@@ -236,6 +250,38 @@ pub struct History {
     pub signals: Vec<BufferedSignal>,
 }
 
+impl History {
+    /// This history of run `id` after a commit that [`TurnCommit::only_appends`] `checkpoints`,
+    /// as the store then holds it: a new checkpoint at a position already taken is not written.
+    pub fn appended(mut self, id: &RunId, checkpoints: &[NewCheckpoint]) -> History {
+        for cp in checkpoints {
+            if self.checkpoints.iter().any(|c| c.seq == cp.seq) {
+                continue;
+            }
+            self.checkpoints.push(Checkpoint {
+                run_id: id.clone(),
+                seq: cp.seq,
+                kind: cp.kind,
+                name: cp.name.clone(),
+                status: cp.status,
+                attempts: 1,
+                worker_group: cp.worker_group.clone(),
+                input: cp.input.clone(),
+                output: cp.output.clone(),
+                error: cp.error.clone(),
+                wake_at: cp.wake_at,
+                enqueued_at: cp.enqueued_at,
+                started_at: cp.started_at,
+                finished_at: cp.finished_at,
+                retry_policy: cp.retry_policy.clone(),
+                timeout_ms: cp.timeout_ms,
+            });
+        }
+        self.checkpoints.sort_by_key(|c| c.seq);
+        self
+    }
+}
+
 /// A turn that was persisted.
 #[derive(Clone, Debug)]
 pub struct Committed {
@@ -244,6 +290,8 @@ pub struct Committed {
     pub run: Run,
     /// The run's history after the commit while the run lives on (`running`: what its next turn
     /// replays; `suspended`: what a driver may cache to replay the next turn without a read).
+    /// `None` for a suspended run whose commit [`TurnCommit::only_appends`]: the caller derives
+    /// it with [`History::appended`].
     pub history: Option<History>,
 }
 

@@ -145,8 +145,10 @@ async fn finish_turn(
     if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
         settle_parent(conn, parent, &run, now).await?;
     }
+    // A suspended run's history after a commit that only appends is derived by the caller.
     let history = match run.status {
-        RunStatus::Running | RunStatus::Suspended => Some(history(conn, id).await?),
+        RunStatus::Running => Some(history(conn, id).await?),
+        RunStatus::Suspended if !commit.only_appends() => Some(history(conn, id).await?),
         _ => None,
     };
     Ok(Some(Committed { run, history }))

@@ -88,8 +88,10 @@ pub(super) fn commit_turn(
     if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
         settle_parent(conn, parent, &run, now)?;
     }
+    // A suspended run's history after a commit that only appends is derived by the caller.
     let history = match run.status {
-        RunStatus::Running | RunStatus::Suspended => Some(history(conn, id)?),
+        RunStatus::Running => Some(history(conn, id)?),
+        RunStatus::Suspended if !commit.only_appends() => Some(history(conn, id)?),
         _ => None,
     };
     Ok(Wrote::Keep(Some(Committed { run, history })))
