@@ -7,6 +7,10 @@
 //! undoes its neighbours) and answer every caller only once that transaction committed. A lone
 //! write still commits at once: nothing waits for a batch to fill.
 //!
+//! A savepoint costs a round trip per write, and almost every write keeps its changes, so a batch
+//! first runs without them: if every write keeps its changes, that transaction commits; if one
+//! backs out or fails, it is rolled back and the batch runs again with a savepoint per write.
+//!
 //! Lanes run concurrently on separate pooled connections, so the same run can be written by two
 //! lanes at once; its row lock orders them. A write that loses a deadlock (or a serialization
 //! check) to another lane is run again on its own after its batch committed.
@@ -154,7 +158,12 @@ async fn lane(pool: PgPool, jobs: flume::Receiver<Box<dyn Job>>) {
 /// run again, each alone, afterwards.
 async fn commit(pool: &PgPool, mut batch: Vec<Box<dyn Job>>) {
     let alone = batch.len() == 1;
-    let ran = match run_batch(pool, &mut batch).await {
+    let ran = match run_optimistic(pool, &mut batch).await {
+        Ok(Some(ran)) => Ok(ran),
+        Ok(None) => run_batch(pool, &mut batch).await,
+        Err(why) => Err(why),
+    };
+    let ran = match ran {
         Ok(ran) => ran,
         Err(why) => {
             tracing::warn!(error = %why, writes = batch.len(), "a group write transaction failed; its writes were rolled back");
@@ -178,6 +187,30 @@ async fn commit(pool: &PgPool, mut batch: Vec<Box<dyn Job>>) {
             Err(why) => job.answer(Some(&why.to_string())),
         }
     }
+}
+
+/// Runs `batch` in one transaction without savepoints and commits it if every write kept its
+/// changes. `None` when one did not: the transaction was rolled back, nothing was written, and
+/// the batch must run with savepoints ([`run_batch`]). A lone write is left to `run_batch`.
+fn run_optimistic<'a>(
+    pool: &'a PgPool,
+    batch: &'a mut [Box<dyn Job>],
+) -> BoxFuture<'a, Result<Option<Vec<Ran>>, StoreError>> {
+    Box::pin(async move {
+        if batch.len() == 1 {
+            return Ok(None);
+        }
+        let mut conn = pool.acquire().await.map_err(db)?;
+        let mut tx = conn.begin().await.map_err(db)?;
+        for job in batch.iter_mut() {
+            if job.run(&mut tx).await != Ran::Keep {
+                tx.rollback().await.map_err(db)?;
+                return Ok(None);
+            }
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(Some(vec![Ran::Keep; batch.len()]))
+    })
 }
 
 /// Runs `batch` in one transaction; how each write went, or why the transaction failed (then
