@@ -202,6 +202,22 @@ fn unsupported_or_unreachable_database_urls_stop_start_up_with_the_fix() {
     );
 }
 
+#[test]
+fn a_turn_limit_out_of_range_is_refused_before_start_up() {
+    // Refused by the flag's own check: nothing is opened, bound or started.
+    for bad in ["0", "100001", "many"] {
+        let out = durable(
+            "sqlite:///nonexistent/dir/durable.db",
+            &["serve", "--max-turns", bad],
+            None,
+        );
+        assert!(!out.status.success(), "--max-turns {bad} was accepted");
+        let err = stderr(&out);
+        assert!(err.contains("--max-turns"), "{err}");
+        assert!(err.contains(bad), "{err}");
+    }
+}
+
 #[tokio::test]
 async fn run_verbs_on_the_cli_respect_the_tenant_and_report_clearly() {
     let dir = tempdir();

@@ -11,6 +11,7 @@ use super::settle::{Resolution, record_result, resolve_pending, schedule_retry, 
 use crate::model::{
     CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
 };
+use crate::store::columns::RUN_COL_COUNT;
 use crate::store::rules::{self, settles_parent};
 use crate::store::{
     Claim, Committed, NewCheckpoint, StepApplied, StoreResult, TurnCommit, TurnOutcome,
@@ -411,7 +412,7 @@ async fn wake_or_claim(
     let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
         return Ok(None);
     };
-    let needs_wake: bool = sqlx::Row::try_get(&row, 22)
+    let needs_wake: bool = sqlx::Row::try_get(&row, RUN_COL_COUNT)
         .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
     let run = run_from_row(&row)?;
     let claimed = claim.is_some_and(|c| {
