@@ -180,6 +180,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
             partitions: Partitions::Only(vec![acme.clone()]),
             concurrency: 1,
             workflows: Vec::new(),
+            capabilities: Vec::new(),
         })
         .await?;
     let mut results = transport.consume_results().await?;

@@ -209,6 +209,17 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
             Ok::<_, WorkflowError>(json!({ "invoice": invoice }))
         },
     );
+    // The same step, requiring what the run names: the guard reads the Python worker's
+    // descriptor (the v1 baseline, which has `saga` and lacks `search-attr-v2`).
+    registry.workflow(
+        "interop.invoice-requiring",
+        1,
+        |ctx: WorkflowContext, (capability, input): (String, Value)| async move {
+            let options = StepOptions::default().requires([capability]);
+            let invoice: Value = ctx.step_with("billing.invoice", &input, options).await?;
+            Ok::<_, WorkflowError>(json!({ "invoice": invoice }))
+        },
+    );
     let engine = control_plane(&store, &transport, Arc::new(registry)).await;
     let start = |input: Value| StartRun {
         workflow: "interop.invoice".into(),
@@ -251,6 +262,39 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
             .iter()
             .any(|g| g.token() == "billing.invoice@acme" && g.workers == 1),
         "{groups:?}"
+    );
+
+    // The dispatch guard negotiates against the Python worker's own descriptor.
+    let requiring = |capability: &str| StartRun {
+        workflow: "interop.invoice-requiring".into(),
+        input: json!([capability, { "orderId": 9, "amount": 5 }]),
+        namespace: Some(ns("acme")),
+        ..StartRun::default()
+    };
+    let has = engine.start_run(requiring("saga")).await.expect("start");
+    let done = wait_for(&store, &has.id, RunStatus::Completed).await;
+    assert_eq!(
+        done.output,
+        Some(json!({ "invoice": { "invoiceId": "inv_9", "amount": 5 } }))
+    );
+    let lacks = engine
+        .start_run(requiring("search-attr-v2"))
+        .await
+        .expect("start");
+    let parked = wait_for(&store, &lacks.id, RunStatus::Blocked).await;
+    let reason = parked.error.expect("a reason");
+    assert_eq!(
+        reason.message,
+        "blocked: no compatible worker (requires search-attr-v2)"
+    );
+    assert_eq!(reason.code.as_deref(), Some("capability.unavailable"));
+    assert!(
+        store
+            .checkpoints(&Scope::All, &lacks.id)
+            .await
+            .expect("checkpoints")
+            .is_empty(),
+        "the step was not queued for a worker that cannot take it"
     );
     engine.shutdown().await;
     python_worker.kill().await.expect("stop the Python worker");

@@ -1402,3 +1402,115 @@ async fn redispatch_resends_waiting_steps_and_continue_retries_a_blocked_run() {
     worker.shutdown().await;
     engine.shutdown().await;
 }
+
+/// The dispatch guard (wire §6.4): a step requiring a capability that no live worker on its
+/// token advertises is not queued; the run parks `blocked` with the wire's reason, keeping the
+/// local step it already ran. Once a worker advertising the capability is live, the recheck
+/// sends the step and the run completes, the local step not run again.
+#[tokio::test]
+async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (prepared, geocoded) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let registry = |extra: Option<&str>| {
+        let mut r = Registry::new();
+        let geocoded = geocoded.clone();
+        r.step("geocode", move |_ctx: StepContext, city: String| {
+            let geocoded = geocoded.clone();
+            async move {
+                geocoded.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, StepError>(format!("{city}: 52.52N"))
+            }
+        });
+        let prepared = prepared.clone();
+        r.workflow("locate", 1, move |ctx: WorkflowContext, city: String| {
+            let prepared = prepared.clone();
+            async move {
+                let city: String = ctx
+                    .local_step("prepare", || async move {
+                        prepared.fetch_add(1, Ordering::SeqCst);
+                        Ok(city.to_uppercase())
+                    })
+                    .await?;
+                let options = StepOptions::default().requires(["geo-v2"]);
+                let at: String = ctx.step_with("geocode", &city, options).await?;
+                Ok::<_, WorkflowError>(at)
+            }
+        });
+        if let Some(capability) = extra {
+            r.advertise(capability);
+        }
+        r
+    };
+    let mut h = start(store_at(&dir.path().join("db")).await, registry(None)).await;
+    let acme = Namespace::tenant("acme").expect("tenant");
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "locate".into(),
+            input: json!("berlin"),
+            namespace: Some(acme.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+    let parked = wait_for(&h.store, &run.id, RunStatus::Blocked).await;
+    let error = parked.error.expect("a parked run says why");
+    assert_eq!(
+        error.message,
+        "blocked: no compatible worker (requires geo-v2)"
+    );
+    assert_eq!(error.code.as_deref(), Some("capability.unavailable"));
+    let details = error.details.expect("details name the fix");
+    assert_eq!(details["token"], json!("geocode@acme"));
+    assert_eq!(details["missingCapabilities"], json!(["geo-v2"]));
+    assert!(parked.wake_at.is_some(), "it looks again later");
+    let cps = h
+        .store
+        .checkpoints(&Scope::All, &run.id)
+        .await
+        .expect("cps");
+    assert_eq!(
+        cps.iter().map(|c| c.kind).collect::<Vec<_>>(),
+        [CheckpointKind::LocalStep],
+        "the local step is kept; the held step was never queued"
+    );
+    assert_eq!(geocoded.load(Ordering::SeqCst), 0);
+
+    // A worker that can take it replaces the one that cannot.
+    if let Some(w) = h.worker.take() {
+        w.shutdown().await;
+    }
+    h.worker = Some(
+        start_worker(
+            Arc::new(registry(Some("geo-v2"))),
+            h.engine.transport().clone(),
+        )
+        .await,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let now = h
+            .store
+            .get_run(&Scope::All, &run.id)
+            .await
+            .expect("get")
+            .expect("run");
+        if now.status == RunStatus::Completed {
+            break now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never resumed: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done.output, Some(json!("BERLIN: 52.52N")));
+    assert_eq!(done.error, None);
+    assert_eq!(
+        prepared.load(Ordering::SeqCst),
+        1,
+        "the local step ran once"
+    );
+    assert_eq!(geocoded.load(Ordering::SeqCst), 1, "the step ran once");
+    h.stop().await;
+}

@@ -349,7 +349,13 @@ fn describe(w: &Waiting) -> String {
     let at = |t: &Option<i64>| t.map(utc).unwrap_or_else(|| "—".into());
     match w {
         Waiting::Queued => "a driver to pick it up (it is queued)".into(),
-        Waiting::Blocked { reason } => format!("a process that serves its version: {reason}"),
+        Waiting::Blocked {
+            reason,
+            fix: Some(fix),
+        } => format!("a worker that can take its step ({reason}); {fix}"),
+        Waiting::Blocked { reason, fix: None } => {
+            format!("a process that serves its version: {reason}")
+        }
         Waiting::Timer { seq, due_at } => format!("timer #{seq}, due at {} UTC", at(due_at)),
         Waiting::Signal {
             name, timeout_at, ..

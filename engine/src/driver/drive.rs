@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
+use super::guard::Outgoing;
 use super::shared::Shared;
 use crate::model::{
-    CheckpointKind, CheckpointStatus, Millis, RemoteTask, Run, RunId, RunStatus, StepFailure,
-    StepResult, TenantEventKind, step_id,
+    CheckpointKind, CheckpointStatus, Millis, RemoteTask, Run, RunId, RunStatus, StepResult,
+    TenantEventKind, step_id,
 };
 use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
@@ -178,28 +179,18 @@ async fn turn(
     // What the turn replays; after a commit that only appends, the history it suspends with is
     // this plus the new checkpoints, and the store does not read it back.
     let replayed = history.clone();
-    let (commit, tasks) = match shared.registry.get(&run.workflow, run.workflow_version) {
+    let now = shared.clock.now();
+    let (mut commit, outgoing) = match shared.registry.get(&run.workflow, run.workflow_version) {
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
-        None => {
-            let now = shared.clock.now();
-            match super::remote::turn(shared, run, history, now).await {
-                Some(decision) => plan(run, decision, now, &shared.registry),
-                None => {
-                    let reason = StepFailure::new(format!(
-                        "no worker serves workflow `{}` version {} on `{}`; deploy a worker that registers it",
-                        run.workflow, run.workflow_version, run.namespace
-                    ))
-                    .with_code("no_worker");
-                    (TurnCommit::new(TurnOutcome::Block(reason)), Vec::new())
-                }
-            }
-        }
+        None => match super::remote::turn(shared, run, history, now).await {
+            Ok(decision) => plan(run, decision, now, &shared.registry),
+            Err(block) => (TurnCommit::new(block), Vec::new()),
+        },
         Some(workflow) => {
             let History {
                 checkpoints,
                 signals,
             } = history;
-            let now = shared.clock.now();
             let input = TurnInput {
                 run_id: run.id.clone(),
                 namespace: run.namespace.clone(),
@@ -212,6 +203,7 @@ async fn turn(
             plan(run, decision, now, &shared.registry)
         }
     };
+    let tasks = super::guard::screen(shared, &mut commit, outgoing, now).await;
     let appended = commit
         .only_appends()
         .then(|| replayed.appended(&run.id, &commit.checkpoints));
@@ -310,7 +302,7 @@ fn plan(
     decision: Decision,
     now: i64,
     registry: &Registry,
-) -> (TurnCommit, Vec<RemoteTask>) {
+) -> (TurnCommit, Vec<Outgoing>) {
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
     let mut fired_timers = Vec::new();
     let mut redispatched = Vec::new();
@@ -328,9 +320,10 @@ fn plan(
                 input,
                 retry,
                 timeout_ms,
+                requires,
             } => {
                 let group = routing_token(&name, Some(&run.namespace));
-                tasks.push(RemoteTask {
+                let task = RemoteTask {
                     run_id: run.id.clone(),
                     seq,
                     name: name.clone(),
@@ -339,7 +332,8 @@ fn plan(
                     input: Some(input.clone()),
                     context: Some(serde_json::json!({ "tenant": run.namespace })),
                     attempt: 1,
-                });
+                };
+                tasks.push(Outgoing { task, requires });
                 checkpoints.push(NewCheckpoint {
                     seq,
                     kind: CheckpointKind::RemoteStep,
@@ -395,8 +389,9 @@ fn plan(
                 name,
                 input,
                 attempt,
+                requires,
             } => {
-                tasks.push(RemoteTask {
+                let task = RemoteTask {
                     run_id: run.id.clone(),
                     seq,
                     step_id: step_id(&run.id, seq),
@@ -405,7 +400,8 @@ fn plan(
                     input: Some(input),
                     context: Some(serde_json::json!({ "tenant": run.namespace })),
                     attempt,
-                });
+                };
+                tasks.push(Outgoing { task, requires });
                 redispatched.push(seq);
             }
             Command::WaitSignal {

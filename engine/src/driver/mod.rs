@@ -4,6 +4,7 @@
 
 mod drive;
 mod engine;
+mod guard;
 mod inbox;
 mod lease;
 mod publisher;

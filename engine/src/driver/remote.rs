@@ -11,11 +11,15 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::guard::RECHECK;
 use super::inbox::Pending;
 use super::shared::Shared;
-use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Run, Scope, StepFailure};
+use crate::model::{
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Protocol, Run, Scope, StepFailure,
+    check_dispatch,
+};
 use crate::runtime::{Command, Decision, DecisionStatus};
-use crate::store::History;
+use crate::store::{History, TurnOutcome};
 use crate::transport::naming::{routing_token, sanitize};
 
 /// How long a worker may stay silent on a turn before it is sent again.
@@ -38,19 +42,39 @@ pub(crate) async fn served(
         .unwrap_or(false)
 }
 
-/// The decision of one remote turn of `run`, or `None` when no worker serves its workflow or
-/// none answered.
+/// The decision of one remote turn of `run`, or how the run parks: until a worker serving its
+/// workflow is live when none is (or none answered), or for a recheck when the live ones all
+/// speak another protocol (wire §6.4).
 pub(crate) async fn turn(
     shared: &Shared,
     run: &Run,
     history: History,
     now: Millis,
-) -> Option<Decision> {
+) -> Result<Decision, TurnOutcome> {
+    let unserved = || TurnOutcome::Block {
+        reason: StepFailure::new(format!(
+            "no worker serves workflow `{}` version {} on `{}`; deploy a worker that registers it",
+            run.workflow, run.workflow_version, run.namespace
+        ))
+        .with_code("no_worker"),
+        recheck_at: None,
+    };
     if !served(shared, &run.workflow, &run.namespace).await {
-        return None;
+        return Err(unserved());
+    }
+    let group = routing_token(&run.workflow, Some(&run.namespace));
+    let live = shared
+        .transport
+        .worker_descriptors(&group)
+        .await
+        .unwrap_or_default();
+    if let Err(why) = check_dispatch(&group, &[], &live, &Protocol::default()) {
+        return Err(TurnOutcome::Block {
+            reason: why.to_failure(),
+            recheck_at: Some(now.saturating_add(RECHECK.as_millis() as Millis)),
+        });
     }
     let prepared = prepare(&history, now);
-    let group = routing_token(&run.workflow, Some(&run.namespace));
     for _ in 0..SENDS {
         let task_id = format!(
             "{}:wf:{}",
@@ -74,15 +98,15 @@ pub(crate) async fn turn(
         if let Err(e) = shared.transport.dispatch_turn(task).await {
             shared.awaiting.remove(&task_id);
             tracing::warn!(run_id = %run.id, error = %e, "sending a workflow turn failed");
-            return None;
+            return Err(unserved());
         }
         if let Some(raw) = await_decision(pending).await {
-            return Some(decision(raw, &prepared, now));
+            return Ok(decision(raw, &prepared, now));
         }
         shared.awaiting.remove(&task_id);
         tracing::warn!(run_id = %run.id, task_id, "no decision within the silence window; sending the turn again");
     }
-    None
+    Err(unserved())
 }
 
 /// The decision for a sent turn, or `None` after [`SILENCE`] without one. Each run beat (the

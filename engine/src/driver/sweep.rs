@@ -1,6 +1,7 @@
 //! The sweep: ends runs whose drivers abandoned them (a run taken over `max_recoveries` times
-//! goes `dead`; a `cancelling` run whose driver died goes `cancelled`), and un-parks runs of a
-//! remote workflow once a worker announcing it is live again.
+//! goes `dead`; a `cancelling` run whose driver died goes `cancelled`), wakes runs the dispatch
+//! guard parked once their recheck time passes, and un-parks runs of a remote workflow once a
+//! worker announcing it is live again.
 
 use std::sync::Arc;
 
@@ -36,6 +37,13 @@ pub(crate) async fn sweep_once(shared: &Shared) -> Result<(), StoreError> {
     }
     if !ended.is_empty() {
         // Parents may have been settled.
+        shared.wake.notify_one();
+    }
+    let rechecked = shared.store.wake_blocked(&shared.scope, now).await?;
+    for run in &rechecked {
+        tracing::debug!(run_id = %run.id, "a parked run looks again for a worker that can take its step");
+    }
+    if !rechecked.is_empty() {
         shared.wake.notify_one();
     }
     unpark_remote(shared, now).await

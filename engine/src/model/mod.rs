@@ -3,6 +3,7 @@
 
 mod account;
 mod checkpoint;
+mod compatibility;
 mod event;
 mod gateway;
 mod handshake;
@@ -17,6 +18,7 @@ mod wire;
 
 pub use account::Role;
 pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
+pub use compatibility::{Incompatibility, check_dispatch};
 pub use event::{TenantEvent, TenantEventKind};
 pub use gateway::{ReplyError, ReplyResult, RunReply};
 pub use handshake::{Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor};

@@ -11,10 +11,14 @@ use super::{CheckpointKind, CheckpointStatus, Millis, RunDetail, RunId, RunStatu
 pub enum Waiting {
     /// Ready to run; waiting for a driver to pick it up.
     Queued,
-    /// Parked: no process serves its workflow version.
+    /// Parked: no process serves its workflow version, or no live worker can take its step.
     Blocked {
-        /// What to do about it.
+        /// Why it is parked.
         reason: String,
+        /// What to do about it, when the engine knows (the dispatch guard names the worker
+        /// to start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fix: Option<String>,
     },
     /// A durable timer.
     Timer {
@@ -74,14 +78,17 @@ impl RunDetail {
         match self.run.status {
             status if status.is_terminal() => Vec::new(),
             RunStatus::Pending => vec![Waiting::Queued],
-            RunStatus::Blocked => vec![Waiting::Blocked {
-                reason: self
-                    .run
-                    .error
-                    .as_ref()
-                    .map(|e| e.message.clone())
-                    .unwrap_or_else(|| "no process serves this workflow version".into()),
-            }],
+            RunStatus::Blocked => {
+                let error = self.run.error.as_ref();
+                vec![Waiting::Blocked {
+                    reason: error
+                        .map(|e| e.message.clone())
+                        .unwrap_or_else(|| "no process serves this workflow version".into()),
+                    fix: error
+                        .and_then(|e| e.details.as_ref()?.get("fix")?.as_str())
+                        .map(str::to_owned),
+                }]
+            }
             _ => self
                 .checkpoints
                 .iter()
@@ -212,5 +219,38 @@ mod tests {
             checkpoints: Vec::new(),
         };
         assert_eq!(queued.waiting_for(), [Waiting::Queued]);
+    }
+
+    #[test]
+    fn a_parked_run_says_why_and_names_the_fix_when_known() {
+        let mut guarded = run(RunStatus::Blocked);
+        guarded.error = Some(
+            crate::model::Incompatibility::MissingCapability {
+                token: "geocode@acme".into(),
+                requires: vec!["geo-v2".into()],
+                missing: vec!["geo-v2".into()],
+                live: 1,
+            }
+            .to_failure(),
+        );
+        let detail = RunDetail {
+            run: guarded,
+            checkpoints: Vec::new(),
+        };
+        assert_eq!(
+            detail.waiting_for(),
+            [Waiting::Blocked {
+                reason: "blocked: no compatible worker (requires geo-v2)".into(),
+                fix: Some("start a worker on `geocode@acme` that advertises geo-v2".into()),
+            }]
+        );
+        let unserved = RunDetail {
+            run: run(RunStatus::Blocked),
+            checkpoints: Vec::new(),
+        };
+        assert!(matches!(
+            &unserved.waiting_for()[..],
+            [Waiting::Blocked { fix: None, .. }]
+        ));
     }
 }

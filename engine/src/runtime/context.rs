@@ -152,13 +152,17 @@ impl WorkflowContext {
         I: Serialize + ?Sized,
         O: DeserializeOwned,
     {
-        let StepOptions { retry, timeout } = options.into();
+        let StepOptions {
+            retry,
+            timeout,
+            requires,
+        } = options.into();
         let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
         match replay {
             Replay::Resolved(cp) => resolved(*cp, name),
             Replay::Waiting => {
-                self.plan_waiting_step(seq, name);
+                self.plan_waiting_step(seq, name, requires);
                 self.suspend().await
             }
             Replay::New => {
@@ -179,6 +183,7 @@ impl WorkflowContext {
                         input,
                         retry: Some(retry),
                         timeout_ms,
+                        requires,
                     });
                 }
                 self.suspend().await
@@ -189,7 +194,7 @@ impl WorkflowContext {
     /// A remote step still waiting: a retry waiting out its backoff (no dispatch time) is
     /// dispatched once due; a dispatched try that outlived its timeout is timed out; otherwise
     /// the run wakes for whichever comes first.
-    fn plan_waiting_step(&self, seq: u32, name: &str) {
+    fn plan_waiting_step(&self, seq: u32, name: &str, requires: Vec<String>) {
         let mut st = self.state();
         if st.nondeterminism.is_some() {
             return;
@@ -224,6 +229,7 @@ impl WorkflowContext {
                     name: name.to_owned(),
                     input,
                     attempt: attempts,
+                    requires,
                 });
             }
         }

@@ -26,6 +26,10 @@ pub enum Command {
         /// How long one try may take (an extension: absent on the aviary wire).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_ms: Option<u64>,
+        /// Capabilities a worker must advertise to be sent it (an extension: on the aviary
+        /// wire a requirement is declared with the step, not in the decision).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        requires: Vec<String>,
     },
     /// A failed step's backoff has passed: dispatch it again. Not on the aviary wire.
     #[serde(rename_all = "camelCase")]
@@ -38,6 +42,9 @@ pub enum Command {
         input: Value,
         /// The try this dispatch is (2 for the first retry).
         attempt: u32,
+        /// Capabilities a worker must advertise to be sent it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        requires: Vec<String>,
     },
     /// Record a step that already ran during the turn.
     #[serde(rename_all = "camelCase")]

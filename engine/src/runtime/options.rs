@@ -1,4 +1,5 @@
-//! How a remote step is run: its retry policy and how long one try may take.
+//! How a remote step is run: its retry policy, how long one try may take, and what its worker
+//! must be able to do.
 
 use std::time::Duration;
 
@@ -13,12 +14,23 @@ pub struct StepOptions {
     /// How long one try may take before it fails with code `timeout`; `None` waits for as long
     /// as the worker takes (a lost dispatch is still sent again).
     pub timeout: Option<Duration>,
+    /// Capabilities a worker must advertise to be sent this step (wire §6.4). When the live
+    /// workers on the step's token announce themselves and none has them all, the run parks
+    /// `blocked` with the reason until one that does is live.
+    pub requires: Vec<String>,
 }
 
 impl StepOptions {
     /// The same options with `retry`.
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// The same options, requiring each of `capabilities` of the worker the step is sent to.
+    pub fn requires<S: AsRef<str>>(mut self, capabilities: impl IntoIterator<Item = S>) -> Self {
+        self.requires
+            .extend(capabilities.into_iter().map(|c| c.as_ref().to_owned()));
         self
     }
 
@@ -33,7 +45,7 @@ impl From<RetryPolicy> for StepOptions {
     fn from(retry: RetryPolicy) -> Self {
         StepOptions {
             retry,
-            timeout: None,
+            ..StepOptions::default()
         }
     }
 }

@@ -45,6 +45,8 @@ impl RegisteredWorkflow {
 pub struct Registry {
     workflows: HashMap<String, BTreeMap<u32, RegisteredWorkflow>>,
     steps: HashMap<String, StepFn>,
+    /// Capabilities advertised beyond the v1 baseline.
+    extra_capabilities: Vec<String>,
 }
 
 impl Registry {
@@ -133,6 +135,28 @@ impl Registry {
             .flat_map(|(name, versions)| versions.keys().map(|v| (name.clone(), *v)))
             .collect();
         all.sort();
+        all
+    }
+
+    /// Advertises `capability` (beyond the v1 baseline every worker advertises), so a control
+    /// plane dispatches steps that require it here (wire §6.4).
+    pub fn advertise(&mut self, capability: &str) -> &mut Self {
+        if !self.extra_capabilities.iter().any(|c| c == capability) {
+            self.extra_capabilities.push(capability.to_owned());
+        }
+        self
+    }
+
+    /// The capabilities a worker with this registry advertises: the v1 baseline plus those
+    /// given to [`Registry::advertise`], sorted.
+    pub fn capabilities(&self) -> Vec<String> {
+        let mut all: Vec<String> = crate::model::V1_CAPABILITIES
+            .iter()
+            .map(|c| (*c).to_owned())
+            .chain(self.extra_capabilities.iter().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
         all
     }
 

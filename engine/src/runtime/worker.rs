@@ -43,6 +43,7 @@ impl Worker {
             partitions: config.partitions,
             concurrency: config.concurrency,
             workflows: registry.workflow_names(),
+            capabilities: registry.capabilities(),
         };
         let mut tasks = transport.consume_tasks(subscription.clone()).await?;
         // Turns of the workflows registered here, for control planes that lack them.

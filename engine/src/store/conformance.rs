@@ -620,7 +620,10 @@ pub async fn blocked_runs_unpark_when_their_version_is_served(store: Arc<dyn Sto
         .commit_turn(
             &lease("a"),
             &run.id,
-            TurnCommit::new(TurnOutcome::Block(reason)),
+            TurnCommit::new(TurnOutcome::Block {
+                reason,
+                recheck_at: None,
+            }),
             2,
         )
         .await
@@ -648,6 +651,73 @@ pub async fn blocked_runs_unpark_when_their_version_is_served(store: Arc<dyn Sto
     assert_eq!(unparked.len(), 1);
     assert_eq!(unparked[0].status, RunStatus::Pending);
     assert_eq!(unparked[0].error, None);
+}
+
+/// A run parked with a recheck time goes back to `pending` once it passes, inside its scope
+/// only; a run parked without one stays parked.
+pub async fn blocked_runs_with_a_recheck_time_wake_when_it_passes(store: Arc<dyn Store>) {
+    let park = |id: &'static str, recheck_at: Option<Millis>| {
+        let store = store.clone();
+        async move {
+            let run = store
+                .create_run(new_run(id, "acme"), 1, Some(&lease("a")))
+                .await
+                .expect("create");
+            let reason =
+                crate::model::StepFailure::new("blocked: no compatible worker (requires saga)")
+                    .with_code("capability.unavailable");
+            let outcome = TurnOutcome::Block { reason, recheck_at };
+            let parked = store
+                .commit_turn(&lease("a"), &run.id, TurnCommit::new(outcome), 2)
+                .await
+                .expect("commit")
+                .expect("held")
+                .run;
+            assert_eq!(parked.status, RunStatus::Blocked);
+            assert_eq!(parked.wake_at, recheck_at);
+            parked
+        }
+    };
+    let rechecked = park("wb1", Some(100)).await;
+    park("wb2", None).await;
+    assert!(
+        store
+            .wake_blocked(&Scope::All, 99)
+            .await
+            .expect("wake")
+            .is_empty(),
+        "not before its recheck time"
+    );
+    assert!(
+        store
+            .wake_blocked(&Scope::Only(ns("globex")), 100)
+            .await
+            .expect("wake")
+            .is_empty(),
+        "never outside the scope"
+    );
+    let woken = store
+        .wake_blocked(&Scope::Only(ns("acme")), 100)
+        .await
+        .expect("wake");
+    assert_eq!(
+        woken.len(),
+        1,
+        "only the run with a recheck time: {woken:?}"
+    );
+    assert_eq!(woken[0].id, rechecked.id);
+    assert_eq!(woken[0].status, RunStatus::Pending);
+    assert_eq!(woken[0].error, None);
+    assert_eq!(woken[0].wake_at, None);
+    let claimed = store
+        .claim_runs(&Scope::All, "b", 101, 1_000, 10, 3)
+        .await
+        .expect("claim");
+    assert_eq!(
+        claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["wb1"],
+        "the woken run is claimed for its next turn; the other stays parked"
+    );
 }
 
 /// The sticky fast path writes "result + turn" only for a run exactly as the caller left it.
@@ -1758,6 +1828,7 @@ macro_rules! store_conformance {
             results_claim_the_runs_they_wake,
             a_due_timer_keeps_the_run_claimed,
             blocked_runs_unpark_when_their_version_is_served,
+            blocked_runs_with_a_recheck_time_wake_when_it_passes,
             sticky_turns_commit_only_an_untouched_run,
             filters_and_facets_stay_inside_the_scope,
             driver_scans_stay_inside_their_namespace,

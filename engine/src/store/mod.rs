@@ -228,6 +228,11 @@ pub trait Store: Send + Sync + 'static {
     /// The run's buffered, not yet consumed signals, in delivery order.
     async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>>;
 
+    /// Moves `blocked` runs in `scope` whose recheck time (`wake_at`) has passed back to
+    /// `pending`, so their next turn looks again at what parked them: a dispatch no live worker
+    /// could take. Runs parked with no recheck time (an unserved version) stay parked.
+    async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>>;
+
     /// Un-parks `blocked` runs in `scope` whose `(workflow, version)` is in `served` (a process
     /// that runs them has started): they go back to `pending`. Returns them.
     async fn unblock_runs(

@@ -145,8 +145,15 @@ pub enum TurnOutcome {
     Complete(Value),
     /// Finished with this error.
     Fail(StepFailure),
-    /// Parked: nobody here can run it (for example its version is not registered).
-    Block(StepFailure),
+    /// Parked: nobody can run it now. With no `recheck_at` it waits to be un-parked (a process
+    /// serving its version starts); with one, it goes back to `pending` then and its next turn
+    /// looks again (a dispatch no live worker could take).
+    Block {
+        /// Why, as the run shows it.
+        reason: StepFailure,
+        /// When to look again.
+        recheck_at: Option<Millis>,
+    },
     /// Ended as `continued`; this successor is started in the same transaction.
     Continue(Box<NewRun>),
 }

@@ -101,9 +101,13 @@ pub(crate) fn run_update(outcome: &TurnOutcome, now: Millis) -> RunUpdate {
         TurnOutcome::Fail(err) => {
             update(RunStatus::Failed, None, Some(err.clone()), None, Some(now))
         }
-        TurnOutcome::Block(reason) => {
-            update(RunStatus::Blocked, None, Some(reason.clone()), None, None)
-        }
+        TurnOutcome::Block { reason, recheck_at } => update(
+            RunStatus::Blocked,
+            None,
+            Some(reason.clone()),
+            *recheck_at,
+            None,
+        ),
         TurnOutcome::Continue(next) => update(
             RunStatus::Continued,
             Some(serde_json::json!({ "continuedAs": next.id })),

@@ -66,6 +66,7 @@ pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
         partitions: Partitions::Only(vec![ns(partition)]),
         concurrency: 1,
         workflows: Vec::new(),
+        capabilities: Vec::new(),
     };
     let mut acme = transport
         .consume_tasks(subscribe("acme"))
@@ -161,6 +162,7 @@ pub async fn worker_groups_follow_consumers(transport: Arc<dyn Transport>) {
             partitions: Partitions::Only(vec![ns("acme")]),
             concurrency: 1,
             workflows: Vec::new(),
+            capabilities: Vec::new(),
         })
         .await
         .expect("consumer");
@@ -277,6 +279,58 @@ pub async fn beats_and_relayed_decisions_reach_every_process(transport: Arc<dyn 
     }
 }
 
+/// The descriptors on a token are those its live consumers announced: their steps and
+/// capabilities, none from another partition's token, and none once they stop.
+pub async fn descriptors_describe_a_tokens_live_workers(transport: Arc<dyn Transport>) {
+    let consumer = transport
+        .consume_tasks(TaskSubscription {
+            names: vec!["ship".into()],
+            partitions: Partitions::Only(vec![ns("acme")]),
+            concurrency: 1,
+            workflows: Vec::new(),
+            capabilities: vec!["saga".into(), "search-attr-v2".into()],
+        })
+        .await
+        .expect("consumer");
+    let mut seen = Vec::new();
+    // The directory may answer from a read made just before the worker announced itself.
+    for _ in 0..100 {
+        seen = transport
+            .worker_descriptors("ship@acme")
+            .await
+            .expect("descriptors");
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen.len(), 1, "one live worker on ship@acme: {seen:?}");
+    assert_eq!(seen[0].steps, ["ship"]);
+    assert_eq!(seen[0].capabilities, ["saga", "search-attr-v2"]);
+    assert_eq!(seen[0].partition.as_deref(), Some("acme"));
+    assert!(
+        transport
+            .worker_descriptors("ship@globex")
+            .await
+            .expect("descriptors")
+            .is_empty(),
+        "acme's worker is not on globex's token"
+    );
+    drop(consumer);
+    for _ in 0..100 {
+        if transport
+            .worker_descriptors("ship@acme")
+            .await
+            .expect("descriptors")
+            .is_empty()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("a stopped worker's descriptor is still read");
+}
+
 /// Stamps every transport conformance case as a `#[tokio::test]`. `$make` is an async
 /// expression giving `Option<Arc<dyn Transport>>`; `None` skips the case (the backend is absent
 /// here and `make test` already said so loudly).
@@ -288,6 +342,7 @@ macro_rules! transport_conformance {
             events_stay_inside_their_tenant,
             control_messages_reach_every_process,
             worker_groups_follow_consumers,
+            descriptors_describe_a_tokens_live_workers,
             run_requests_and_replies_travel,
             beats_and_relayed_decisions_reach_every_process
         );

@@ -14,7 +14,8 @@ use super::{
     TransportResult,
 };
 use crate::model::{
-    ControlMessage, Heartbeat, RemoteTask, RunReply, Scope, StepResult, TenantEvent, WorkerGroup,
+    ControlMessage, Heartbeat, RemoteTask, RunReply, Scope, StepResult, TenantEvent,
+    WorkerDescriptor, WorkerGroup,
 };
 
 const EVENT_BUFFER: usize = 4096;
@@ -44,11 +45,15 @@ struct Router {
     /// Tasks nobody consumes yet, by token, delivered to the first matching consumer.
     backlog: HashMap<String, VecDeque<RemoteTask>>,
     next: usize,
+    /// Consumers ever added, which numbers their instance ids.
+    instances: usize,
 }
 
 struct Consumer {
     names: HashSet<String>,
     partitions: Partitions,
+    /// What it announces, as a worker on a shared broker would.
+    descriptor: WorkerDescriptor,
     tx: mpsc::UnboundedSender<RemoteTask>,
 }
 
@@ -175,12 +180,15 @@ impl Transport for MemoryTransport {
         subscription: TaskSubscription,
     ) -> TransportResult<Subscription<RemoteTask>> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let mut router = self.router();
+        router.instances += 1;
+        let descriptor = subscription.descriptor(&format!("mem-{}", router.instances), 0);
         let consumer = Consumer {
             names: subscription.names.iter().map(|n| sanitize(n)).collect(),
             partitions: subscription.partitions,
+            descriptor,
             tx,
         };
-        let mut router = self.router();
         let tokens: Vec<String> = router
             .backlog
             .keys()
@@ -274,6 +282,17 @@ impl Transport for MemoryTransport {
             }
         }
         Ok(groups.into_values().collect())
+    }
+
+    async fn worker_descriptors(&self, token: &str) -> TransportResult<Vec<WorkerDescriptor>> {
+        let mut router = self.router();
+        router.consumers.retain(|c| !c.tx.is_closed());
+        Ok(router
+            .consumers
+            .iter()
+            .filter(|c| c.serves(token))
+            .map(|c| c.descriptor.clone())
+            .collect())
     }
 
     async fn dispatch_turn(&self, _task: serde_json::Value) -> TransportResult<()> {

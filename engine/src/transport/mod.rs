@@ -17,8 +17,8 @@ use async_trait::async_trait;
 use futures::Stream;
 
 use crate::model::{
-    ControlMessage, Heartbeat, Namespace, RemoteTask, RunReply, Scope, StepResult, TenantEvent,
-    WorkerGroup,
+    ControlMessage, Heartbeat, Millis, Namespace, Protocol, RemoteTask, RunReply, Scope, Sdk,
+    StepResult, TenantEvent, WorkerDescriptor, WorkerGroup,
 };
 
 #[cfg(all(feature = "redis", any(test, feature = "test-util")))]
@@ -66,6 +66,43 @@ pub struct TaskSubscription {
     /// The workflows whose turns it also runs (announced; consumed by
     /// [`Transport::consume_turns`]).
     pub workflows: Vec<String>,
+    /// The capabilities it advertises (wire §6.1), which the control plane's dispatch guard
+    /// matches against what a step requires.
+    pub capabilities: Vec<String>,
+}
+
+impl TaskSubscription {
+    /// What a worker consuming this subscription announces (wire §6.1). A Rust process says
+    /// `runtime: "node"` until the SDKs accept more (wire §8.17).
+    pub fn descriptor(&self, instance_id: &str, started_at: Millis) -> WorkerDescriptor {
+        let sorted = |v: &[String]| {
+            let mut v = v.to_vec();
+            v.sort();
+            v.dedup();
+            v
+        };
+        WorkerDescriptor {
+            instance_id: instance_id.to_owned(),
+            runtime: "node".into(),
+            sdk: Sdk {
+                name: "durable-rs".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            protocol: Protocol::default(),
+            capabilities: sorted(&self.capabilities),
+            workflows: sorted(&self.workflows),
+            steps: sorted(&self.names),
+            registrations: None,
+            partition: match &self.partitions {
+                Partitions::Only(one) if one.len() == 1 && !one[0].is_default() => {
+                    Some(one[0].to_string())
+                }
+                _ => None,
+            },
+            namespace: None,
+            started_at,
+        }
+    }
 }
 
 /// A stream of items from the transport.
@@ -115,6 +152,11 @@ pub trait Transport: Send + Sync + 'static {
     /// partition), by name: worker health for the dashboard, and whether a waiting step has
     /// anyone to run it.
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>>;
+
+    /// The descriptors the live workers on routing token `token` announced (wire §6.1), for
+    /// the dispatch guard (wire §6.4). It may lag the workers by a few seconds; empty when no
+    /// worker there announced one.
+    async fn worker_descriptors(&self, token: &str) -> TransportResult<Vec<WorkerDescriptor>>;
 
     /// Queues a workflow turn (wire §3.2: `task` is the `WorkflowTask` JSON) on its `group`
     /// token, for a worker that runs that workflow.

@@ -196,6 +196,22 @@ pub(super) async fn send_signal(
     Ok(SignalSent::Delivered(run))
 }
 
+pub(super) async fn wake_blocked(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    now: Millis,
+) -> StoreResult<Vec<Run>> {
+    let mut sql =
+        Sql::new("UPDATE runs SET status = 'pending', error = NULL, wake_at = NULL, updated_at = ");
+    sql.push_bind(now);
+    sql.push(" WHERE status = 'blocked' AND wake_at <= ")
+        .push_bind(now);
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(format!(" RETURNING {RUN_COLS}"));
+    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
+    rows.iter().map(run_from_row).collect()
+}
+
 pub(super) async fn unblock_runs(
     conn: &mut PgConnection,
     scope: &Scope,

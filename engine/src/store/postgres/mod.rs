@@ -385,6 +385,10 @@ impl Store for PgStore {
         reads::buffered_signals(&self.pool, id).await
     }
 
+    async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
+        in_tx!(self.pool, |conn| lifecycle::wake_blocked(conn, scope, now))
+    }
+
     async fn unblock_runs(
         &self,
         scope: &Scope,

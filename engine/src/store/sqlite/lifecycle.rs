@@ -264,6 +264,26 @@ pub(super) fn send_signal(
     Ok(Wrote::Keep(SignalSent::Delivered(run)))
 }
 
+pub(super) fn wake_blocked(
+    conn: &Connection,
+    scope: &Scope,
+    now: Millis,
+) -> StoreResult<Wrote<Vec<Run>>> {
+    let mut sql =
+        Sql::new("UPDATE runs SET status = 'pending', error = NULL, wake_at = NULL, updated_at = ");
+    sql.bind(now)
+        .push(" WHERE status = 'blocked' AND wake_at <= ")
+        .bind(now)
+        .scope("namespace", scope);
+    sql.push(&format!(" RETURNING {RUN_COLS}"));
+    let woken = sql.all(conn, run_from_row)?;
+    Ok(if woken.is_empty() {
+        Wrote::Discard(woken)
+    } else {
+        Wrote::Keep(woken)
+    })
+}
+
 pub(super) fn unblock_runs(
     conn: &Connection,
     scope: &Scope,

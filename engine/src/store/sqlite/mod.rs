@@ -396,6 +396,13 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
+        let scope = scope.clone();
+        self.writer
+            .write(move |conn| lifecycle::wake_blocked(conn, &scope, now))
+            .await
+    }
+
     async fn unblock_runs(
         &self,
         scope: &Scope,

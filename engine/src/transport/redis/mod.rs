@@ -33,8 +33,8 @@ use super::{
     TransportResult,
 };
 use crate::model::{
-    ControlMessage, Heartbeat, Millis, Namespace, Protocol, RemoteTask, RunReply, Scope, Sdk,
-    StepResult, TenantEvent, V1_CAPABILITIES, WorkerDescriptor, WorkerGroup,
+    ControlMessage, Heartbeat, Millis, Namespace, RemoteTask, RunReply, Scope, StepResult,
+    TenantEvent, WorkerDescriptor, WorkerGroup,
 };
 
 /// Where and how to reach Redis.
@@ -70,6 +70,8 @@ struct Shared {
     instance: String,
     scripts: Scripts,
     started_at: Millis,
+    /// The live workers' descriptors, for the dispatch guard.
+    directory: registry::Directory,
 }
 
 impl Shared {
@@ -131,6 +133,7 @@ impl RedisTransport {
                 ),
                 scripts: Scripts::default(),
                 started_at: now_ms(),
+                directory: registry::Directory::default(),
             }),
         })
     }
@@ -229,30 +232,7 @@ impl RedisTransport {
             .map(|t| tasks_queue(&self.shared.p, t))
             .collect();
         let (items, alive) = self.consume::<T>(queues, what);
-        let sorted = |v: &[String]| {
-            let mut v = v.to_vec();
-            v.sort();
-            v
-        };
-        let descriptor = WorkerDescriptor {
-            instance_id: self.shared.instance.clone(),
-            runtime: "node".into(),
-            sdk: Sdk {
-                name: "durable-rs".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-            protocol: Protocol::default(),
-            capabilities: V1_CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
-            workflows: sorted(&subscription.workflows),
-            steps: sorted(&subscription.names),
-            registrations: None,
-            partition: match partitions.as_slice() {
-                [one] if !one.is_default() => Some(one.to_string()),
-                _ => None,
-            },
-            namespace: None,
-            started_at: self.shared.started_at,
-        };
+        let descriptor = subscription.descriptor(&self.shared.instance, self.shared.started_at);
         registry::announce(
             self.shared.clone(),
             tokens,
@@ -390,6 +370,12 @@ impl Transport for RedisTransport {
         registry::groups(&self.shared, scope)
             .await
             .map_err(|e| TransportError::Unavailable(format!("reading worker registrations: {e}")))
+    }
+
+    async fn worker_descriptors(&self, token: &str) -> TransportResult<Vec<WorkerDescriptor>> {
+        registry::Directory::descriptors(&self.shared, token)
+            .await
+            .map_err(|e| TransportError::Unavailable(format!("reading worker descriptors: {e}")))
     }
 
     async fn dispatch_turn(&self, task: serde_json::Value) -> TransportResult<()> {

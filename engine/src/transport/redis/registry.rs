@@ -1,10 +1,12 @@
 //! The worker registry on Redis (aviary wire §6): a consuming process announces itself per token
 //! with a liveness key and a descriptor key (TTL 35 s, refreshed every 10 s), and anyone can
-//! list the live worker groups by scanning the liveness keys.
+//! list the live worker groups by scanning the liveness keys, or read the descriptors a token's
+//! live workers announced.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use serde_json::{Value, json};
@@ -99,8 +101,8 @@ fn seen_at(value: &str) -> Option<Millis> {
     Some(if ts < 1e12 { ts * 1000.0 } else { ts } as Millis)
 }
 
-/// The live worker groups whose partition `scope` admits, one per token, counting instances.
-pub(super) async fn groups(shared: &Shared, scope: &Scope) -> redis::RedisResult<Vec<WorkerGroup>> {
+/// Every liveness key under the prefix with its value: `(token, instance, value)`.
+async fn liveness(shared: &Shared) -> redis::RedisResult<Vec<(String, String, String)>> {
     let mut conn = shared.conn.clone();
     let mut keys: Vec<String> = Vec::new();
     let mut cursor: u64 = 0;
@@ -119,34 +121,175 @@ pub(super) async fn groups(shared: &Shared, scope: &Scope) -> redis::RedisResult
         }
         cursor = next;
     }
-    let mut by_token: BTreeMap<String, WorkerGroup> = BTreeMap::new();
+    let mut out = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(200) {
         let values: Vec<Option<String>> =
             redis::cmd("MGET").arg(chunk).query_async(&mut conn).await?;
         for (key, value) in chunk.iter().zip(values) {
-            let (Some((token, _instance)), Some(value)) =
+            if let (Some((token, instance)), Some(value)) =
                 (parse_worker_heartbeat_key(&shared.p, key), value)
-            else {
-                continue;
-            };
-            let (name, partition) = split_token(token);
-            if !scope.admits(&partition) {
-                continue;
+            {
+                out.push((token.to_owned(), instance.to_owned(), value));
             }
-            let seen = seen_at(&value);
-            let group = by_token
-                .entry(token.to_owned())
-                .or_insert_with(|| WorkerGroup {
-                    name: name.to_owned(),
-                    partition: Some(partition),
-                    workers: 0,
-                    last_seen: None,
-                });
-            group.workers += 1;
-            group.last_seen = group.last_seen.max(seen);
         }
     }
+    Ok(out)
+}
+
+/// The live worker groups whose partition `scope` admits, one per token, counting instances.
+pub(super) async fn groups(shared: &Shared, scope: &Scope) -> redis::RedisResult<Vec<WorkerGroup>> {
+    let mut by_token: BTreeMap<String, WorkerGroup> = BTreeMap::new();
+    for (token, _instance, value) in liveness(shared).await? {
+        let (name, partition) = split_token(&token);
+        if !scope.admits(&partition) {
+            continue;
+        }
+        let seen = seen_at(&value);
+        let group = by_token
+            .entry(token.clone())
+            .or_insert_with(|| WorkerGroup {
+                name: name.to_owned(),
+                partition: Some(partition),
+                workers: 0,
+                last_seen: None,
+            });
+        group.workers += 1;
+        group.last_seen = group.last_seen.max(seen);
+    }
     Ok(by_token.into_values().collect())
+}
+
+/// How long one read of the worker directory answers dispatch checks before it is read again.
+const DIRECTORY_FRESH: Duration = Duration::from_secs(2);
+
+/// The live workers' descriptors by token, for the dispatch guard. A dispatch never waits for
+/// Redis once the directory was read: a stale read answers while a fresh one is made in the
+/// background (at most one at a time, at most every [`DIRECTORY_FRESH`]). A descriptor is
+/// fetched again only when its liveness value's `descriptorHash` changed (wire §6.2).
+#[derive(Default)]
+pub(super) struct Directory {
+    snapshot: std::sync::Mutex<Snapshot>,
+    refreshing: AtomicBool,
+}
+
+#[derive(Clone, Default)]
+struct Snapshot {
+    read_at: Option<Instant>,
+    by_token: Arc<HashMap<String, Vec<Announced>>>,
+}
+
+/// One live instance on one token, as last read.
+#[derive(Clone)]
+struct Announced {
+    instance: String,
+    hash: Option<String>,
+    descriptor: WorkerDescriptor,
+}
+
+impl Directory {
+    /// The descriptors announced on `token` by live workers.
+    pub(super) async fn descriptors(
+        shared: &Arc<Shared>,
+        token: &str,
+    ) -> redis::RedisResult<Vec<WorkerDescriptor>> {
+        let directory = &shared.directory;
+        let snapshot = directory.snapshot().clone();
+        let by_token = match snapshot.read_at {
+            // Never read: this first dispatch waits for it.
+            None => directory.refresh(shared).await?,
+            Some(at) => {
+                if at.elapsed() >= DIRECTORY_FRESH
+                    && !directory.refreshing.swap(true, Ordering::AcqRel)
+                {
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = shared.directory.refresh(&shared).await {
+                            tracing::debug!(error = %e, "reading the worker directory failed; the last read still answers");
+                        }
+                        shared.directory.refreshing.store(false, Ordering::Release);
+                    });
+                }
+                snapshot.by_token
+            }
+        };
+        Ok(by_token
+            .get(token)
+            .map(|live| live.iter().map(|a| a.descriptor.clone()).collect())
+            .unwrap_or_default())
+    }
+
+    fn snapshot(&self) -> std::sync::MutexGuard<'_, Snapshot> {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Reads the directory from Redis and keeps it.
+    async fn refresh(
+        &self,
+        shared: &Shared,
+    ) -> redis::RedisResult<Arc<HashMap<String, Vec<Announced>>>> {
+        let known = self.snapshot().by_token.clone();
+        let fresh = Arc::new(read_directory(shared, &known).await?);
+        *self.snapshot() = Snapshot {
+            read_at: Some(Instant::now()),
+            by_token: fresh.clone(),
+        };
+        Ok(fresh)
+    }
+}
+
+/// Reads the live instances, reusing a descriptor from `known` when its hash is unchanged.
+/// An instance that announced no (readable) descriptor predates the handshake and is left out.
+async fn read_directory(
+    shared: &Shared,
+    known: &HashMap<String, Vec<Announced>>,
+) -> redis::RedisResult<HashMap<String, Vec<Announced>>> {
+    let mut fresh: HashMap<String, Vec<Announced>> = HashMap::new();
+    let mut to_fetch: Vec<(String, String, Option<String>)> = Vec::new();
+    for (token, instance, value) in liveness(shared).await? {
+        let hash = descriptor_hash(&value);
+        let reused = hash.as_ref().and_then(|h| {
+            known
+                .get(&token)?
+                .iter()
+                .find(|a| a.instance == instance && a.hash.as_ref() == Some(h))
+                .cloned()
+        });
+        match reused {
+            Some(announced) => fresh.entry(token).or_default().push(announced),
+            None => to_fetch.push((token, instance, hash)),
+        }
+    }
+    let mut conn = shared.conn.clone();
+    for chunk in to_fetch.chunks(200) {
+        let keys: Vec<String> = chunk
+            .iter()
+            .map(|(token, instance, _)| worker_descriptor_key(&shared.p, token, instance))
+            .collect();
+        let values: Vec<Option<String>> =
+            redis::cmd("MGET").arg(keys).query_async(&mut conn).await?;
+        for ((token, instance, hash), value) in chunk.iter().zip(values) {
+            let Some(value) = value else { continue };
+            match serde_json::from_str::<WorkerDescriptor>(&value) {
+                Ok(descriptor) => fresh.entry(token.clone()).or_default().push(Announced {
+                    instance: instance.clone(),
+                    hash: hash.clone(),
+                    descriptor,
+                }),
+                Err(e) => {
+                    tracing::debug!(error = %e, token, instance, "skipped a descriptor that does not parse")
+                }
+            }
+        }
+    }
+    Ok(fresh)
+}
+
+/// The `descriptorHash` of a liveness value, when it carries one.
+fn descriptor_hash(value: &str) -> Option<String> {
+    let parsed: Value = serde_json::from_str(value).ok()?;
+    Some(parsed.get("descriptorHash")?.as_str()?.to_owned())
 }
 
 #[cfg(test)]
@@ -162,5 +305,15 @@ mod tests {
         assert_eq!(seen_at("1795939520"), Some(1_795_939_520_000));
         assert_eq!(seen_at(r#"{"ts":1795939520}"#), Some(1_795_939_520_000));
         assert_eq!(seen_at("up"), None);
+    }
+
+    #[test]
+    fn the_descriptor_hash_of_a_liveness_value() {
+        assert_eq!(
+            descriptor_hash(r#"{"ts": 1, "status": {}, "descriptorHash": "44c6793c8eb7089f"}"#),
+            Some("44c6793c8eb7089f".into())
+        );
+        assert_eq!(descriptor_hash(r#"{"ts":1}"#), None);
+        assert_eq!(descriptor_hash("1795939520"), None);
     }
 }
