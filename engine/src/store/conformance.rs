@@ -830,6 +830,69 @@ pub async fn sticky_turns_commit_only_an_untouched_run(store: Arc<dyn Store>) {
         .await
         .expect("write");
     assert!(outside.is_none(), "never outside the claim's scope");
+    // A repeated result for a step already settled, on a run that is otherwise untouched: the
+    // whole write backs out, new checkpoints included.
+    let run = store
+        .create_run(new_run("k4", "acme"), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    let fan_out = TurnCommit {
+        checkpoints: vec![pending_step(0), pending_step(1)],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    let fanned = store
+        .commit_turn(&lease("a"), &run.id, fan_out, 2)
+        .await
+        .expect("commit")
+        .expect("held")
+        .run;
+    let still_waiting = || TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
+    let first = store
+        .apply_result_and_commit(
+            &result(&fanned),
+            &lease("b"),
+            fanned.attempt,
+            still_waiting(),
+            4,
+        )
+        .await
+        .expect("write")
+        .expect("the first result is taken")
+        .run;
+    let with_new_step = TurnCommit {
+        checkpoints: vec![pending_step(2)],
+        ..still_waiting()
+    };
+    let repeated = store
+        .apply_result_and_commit(
+            &result(&fanned),
+            &lease("b"),
+            first.attempt,
+            with_new_step,
+            5,
+        )
+        .await
+        .expect("write");
+    assert!(repeated.is_none(), "a repeated result is refused");
+    let after = store
+        .get_run(&Scope::All, &fanned.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(
+        (after.status, after.attempt, after.updated_at),
+        (first.status, first.attempt, first.updated_at),
+        "the refused write left the run as it was"
+    );
+    let cps = store
+        .checkpoints(&Scope::All, &fanned.id)
+        .await
+        .expect("read");
+    assert_eq!(
+        cps.len(),
+        2,
+        "the refused write added no checkpoint: {cps:?}"
+    );
     for id in [&turned_elsewhere.id, &woken.id] {
         let run = store
             .get_run(&Scope::All, id)

@@ -59,18 +59,25 @@ pub(super) async fn schedule_retry(
     row.as_ref().map(checkpoint_from_row).transpose()
 }
 
+/// The status, output and error a result writes on its checkpoint.
+pub(super) fn result_columns(
+    result: &StepResult,
+) -> (CheckpointStatus, Option<Value>, Option<Value>) {
+    match &result.outcome {
+        StepOutcome::Completed { output } => {
+            (CheckpointStatus::Completed, Some(output.clone()), None)
+        }
+        StepOutcome::Failed { error } => (CheckpointStatus::Failed, None, Some(to_value(error))),
+    }
+}
+
 /// Resolves the result's checkpoint if it still waits; `None` for a late or duplicate result.
 pub(super) async fn record_result(
     conn: &mut PgConnection,
     result: &StepResult,
     now: Millis,
 ) -> StoreResult<Option<Checkpoint>> {
-    let (status, output, error) = match &result.outcome {
-        StepOutcome::Completed { output } => {
-            (CheckpointStatus::Completed, Some(output.clone()), None)
-        }
-        StepOutcome::Failed { error } => (CheckpointStatus::Failed, None, Some(to_value(error))),
-    };
+    let (status, output, error) = result_columns(result);
     let row = sqlx::query(&format!(
         "UPDATE checkpoints SET status = $1, output = $2, error = $3, finished_at = $4, \
          started_at = COALESCE($5, started_at) WHERE run_id = $6 AND seq = $7 \

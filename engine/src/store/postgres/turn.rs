@@ -2,12 +2,15 @@
 //! transaction.
 
 use sqlx::PgConnection;
+use sqlx::postgres::PgArguments;
 
 use super::reads::history;
 use super::rows::{
     RUN_COLS, Sql, db, default_namespace, insert_run, push_scope, run_by_id, run_from_row, to_value,
 };
-use super::settle::{Resolution, record_result, resolve_pending, schedule_retry, settle_parent};
+use super::settle::{
+    Resolution, record_result, resolve_pending, result_columns, schedule_retry, settle_parent,
+};
 use crate::model::{
     CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
 };
@@ -27,10 +30,10 @@ pub(super) async fn commit_turn(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    let Some(run) = update_run(conn, lease, id, Holder::Lease, commit, now).await? else {
+    let Some(moved) = move_run(conn, lease, id, Holder::Lease, None, commit, now).await? else {
         return Ok(None);
     };
-    finish_turn(conn, run, id, &lease.owner, commit, now).await
+    finish_turn(conn, moved, id, &lease.owner, commit, now).await
 }
 
 /// Who may move the run in a turn's commit.
@@ -49,15 +52,21 @@ enum Holder {
 /// history its next turn replays.
 async fn finish_turn(
     conn: &mut PgConnection,
-    run: Run,
+    moved: Moved,
     id: &RunId,
     owner: &str,
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    for cp in &commit.checkpoints {
-        insert_checkpoint(conn, id, cp, Some(owner)).await?;
-    }
+    let run = match moved {
+        Moved::Alone(run) => {
+            for cp in &commit.checkpoints {
+                insert_checkpoint(conn, id, cp, Some(owner)).await?;
+            }
+            run
+        }
+        Moved::WithCheckpoints(run) => run,
+    };
     for seq in &commit.redispatched {
         sqlx::query(
             "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4 WHERE run_id = $2 \
@@ -177,36 +186,178 @@ async fn insert_checkpoint(
     cp: &NewCheckpoint,
     owner: Option<&str>,
 ) -> StoreResult<bool> {
-    let done = sqlx::query(
+    let query = sqlx::query(
         "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
          input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
          timeout_ms, dispatched_by) \
          VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
          ON CONFLICT (run_id, seq) DO NOTHING",
     )
-    .bind(id.as_str())
-    .bind(cp.seq as i32)
-    .bind(cp.kind.as_str())
-    .bind(&cp.name)
-    .bind(cp.status.as_str())
-    .bind(cp.worker_group.as_deref())
-    .bind(cp.input.clone())
-    .bind(cp.output.clone())
-    .bind(cp.error.as_ref().map(to_value))
-    .bind(cp.wake_at)
-    .bind(cp.enqueued_at)
-    .bind(cp.started_at)
-    .bind(cp.finished_at)
-    .bind(cp.retry_policy.as_ref().map(to_value))
-    .bind(
-        cp.timeout_ms
-            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
-    )
-    .bind(cp.enqueued_at.and(owner))
-    .execute(&mut *conn)
-    .await
-    .map_err(db)?;
+    .bind(id.as_str());
+    let done = bind_checkpoint(query, cp, owner)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
     Ok(done.rows_affected() > 0)
+}
+
+/// Binds a new checkpoint's columns after its run id, from `seq` to `dispatched_by` (a
+/// dispatched step is noted as sent by `owner`).
+fn bind_checkpoint<'q>(query: PgQuery<'q>, cp: &NewCheckpoint, owner: Option<&str>) -> PgQuery<'q> {
+    query
+        .bind(cp.seq as i32)
+        .bind(cp.kind.as_str())
+        .bind(cp.name.clone())
+        .bind(cp.status.as_str())
+        .bind(cp.worker_group.clone())
+        .bind(cp.input.clone())
+        .bind(cp.output.clone())
+        .bind(cp.error.as_ref().map(to_value))
+        .bind(cp.wake_at)
+        .bind(cp.enqueued_at)
+        .bind(cp.started_at)
+        .bind(cp.finished_at)
+        .bind(cp.retry_policy.as_ref().map(to_value))
+        .bind(
+            cp.timeout_ms
+                .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+        )
+        .bind(cp.enqueued_at.and(owner).map(str::to_owned))
+}
+
+/// A statement with its binds.
+type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
+
+/// The types of a new checkpoint's columns from `seq` to `dispatched_by`, in the order
+/// [`bind_checkpoint`] binds them; `None` is `attempts`, always 1.
+const NEW_CHECKPOINT_TYPES: [Option<&str>; 16] = [
+    Some("INT"),
+    Some("TEXT"),
+    Some("TEXT"),
+    Some("TEXT"),
+    None,
+    Some("TEXT"),
+    Some("JSONB"),
+    Some("JSONB"),
+    Some("JSONB"),
+    Some("BIGINT"),
+    Some("BIGINT"),
+    Some("BIGINT"),
+    Some("BIGINT"),
+    Some("JSONB"),
+    Some("BIGINT"),
+    Some("TEXT"),
+];
+
+/// How many new checkpoints a turn may have for its write to be one statement.
+const FUSED_CHECKPOINTS: usize = 8;
+
+/// A run moved by a turn's commit, and whether its new checkpoints went with it.
+enum Moved {
+    /// Only the run moved (and the result was recorded): the checkpoints are still to write.
+    Alone(Run),
+    /// The run, the result and the new checkpoints, in one statement.
+    WithCheckpoints(Run),
+}
+
+/// Moves the run (see [`update_run`]), records `result` on its checkpoint, and, for a commit
+/// that only appends a few checkpoints, writes them too: the hot path of a burst (a step's
+/// result and the turn it wakes) is then one statement, one round trip. `None` when the run
+/// was not held or the result was a duplicate: the caller rolls back.
+async fn move_run(
+    conn: &mut PgConnection,
+    lease: &Claim,
+    id: &RunId,
+    holder: Holder,
+    result: Option<&StepResult>,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Option<Moved>> {
+    let fused = commit.only_appends()
+        && commit.checkpoints.len() <= FUSED_CHECKPOINTS
+        && !matches!(commit.outcome, TurnOutcome::Continue(_));
+    if !fused {
+        let Some(run) = update_run(conn, lease, id, holder, commit, now).await? else {
+            return Ok(None);
+        };
+        if let Some(result) = result
+            && record_result(conn, result, now).await?.is_none()
+        {
+            return Ok(None);
+        }
+        return Ok(Some(Moved::Alone(run)));
+    }
+    let (update, mut next) = update_run_sql(holder, &lease.scope);
+    let mut param = || {
+        next += 1;
+        format!("${}", next - 1)
+    };
+    let mut sql = format!("WITH r AS ({update})");
+    if result.is_some() {
+        sql.push_str(&format!(
+            ", c AS (UPDATE checkpoints SET status = {}, output = {}, error = {}, \
+             finished_at = $3, started_at = COALESCE({}, started_at) WHERE run_id = $8 \
+             AND seq = {} AND kind = 'remote_step' AND status IN ('pending', 'running') \
+             AND EXISTS (SELECT 1 FROM r) RETURNING 1)",
+            param(),
+            param(),
+            param(),
+            param(),
+            param()
+        ));
+    }
+    if !commit.checkpoints.is_empty() {
+        let rows: Vec<String> = commit
+            .checkpoints
+            .iter()
+            .map(|_| {
+                let columns: Vec<String> = NEW_CHECKPOINT_TYPES
+                    .iter()
+                    .map(|t| match t {
+                        Some(t) => format!("{}::{t}", param()),
+                        None => "1".to_owned(),
+                    })
+                    .collect();
+                format!("({})", columns.join(", "))
+            })
+            .collect();
+        sql.push_str(&format!(
+            ", i AS (INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, \
+             worker_group, input, output, error, wake_at, enqueued_at, started_at, finished_at, \
+             retry_policy, timeout_ms, dispatched_by) SELECT $8, v.* FROM (VALUES {}) AS v \
+             WHERE EXISTS (SELECT 1 FROM r) ON CONFLICT (run_id, seq) DO NOTHING)",
+            rows.join(", ")
+        ));
+    }
+    let recorded = if result.is_some() {
+        "(SELECT count(*) FROM c)"
+    } else {
+        "1::BIGINT"
+    };
+    sql.push_str(&format!(" SELECT r.*, {recorded} FROM r"));
+    let mut query = bind_update_run(sqlx::query(&sql), lease, id, holder, commit, now);
+    if let Some(result) = result {
+        let (status, output, error) = result_columns(result);
+        query = query
+            .bind(status.as_str())
+            .bind(output)
+            .bind(error)
+            .bind(result.started_at)
+            .bind(result.seq as i32);
+    }
+    for cp in &commit.checkpoints {
+        query = bind_checkpoint(query, cp, Some(&lease.owner));
+    }
+    let Some(row) = query.fetch_optional(&mut *conn).await.map_err(db)? else {
+        return Ok(None);
+    };
+    let recorded: i64 = sqlx::Row::try_get(&row, RUN_COL_COUNT)
+        .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
+    if recorded == 0 {
+        // A duplicate result: the run moved for nothing.
+        return Ok(None);
+    }
+    Ok(Some(Moved::WithCheckpoints(run_from_row(&row)?)))
 }
 
 /// Moves the run to its next status if `holder` may (see [`Holder`]); a run woken during the
@@ -219,29 +370,35 @@ async fn update_run(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    let rules::RunUpdate {
-        status,
-        output,
-        error,
-        wake_at,
-        finished_at,
-    } = rules::run_update(&commit.outcome, now);
-    let error = error.map(|e| to_value(&e));
+    let (sql, _) = update_run_sql(holder, &lease.scope);
+    let query = bind_update_run(sqlx::query(&sql), lease, id, holder, commit, now);
+    let row = query.fetch_optional(&mut *conn).await.map_err(db)?;
+    row.as_ref().map(run_from_row).transpose()
+}
+
+/// The statement of [`update_run`], and the number of its first free parameter.
+fn update_run_sql(holder: Holder, scope: &Scope) -> (String, usize) {
     let woken = "$1 = 'suspended' AND (needs_wake OR $10 OR ($2::BIGINT IS NOT NULL AND $2 <= $3))";
     // Taking an untouched run counts as one more claim, and it is then held by `lease`.
-    let (claimed, held_by, holds) = match holder {
+    let (claimed, held_by, holds, next) = match holder {
         Holder::Lease => (
             "0",
             "locked_by",
             "status = 'running' AND locked_by = $9".to_owned(),
+            11,
         ),
         Holder::Untouched { .. } => (
             "1",
             "$9",
             format!(
                 "status = 'suspended' AND NOT needs_wake AND attempt = $11{}",
-                scope_clause(&lease.scope)
+                scope_clause(scope)
             ),
+            if scope_namespace(scope).is_some() {
+                13
+            } else {
+                12
+            },
         ),
     };
     let sql = format!(
@@ -255,12 +412,31 @@ async fn update_run(
          needs_wake = FALSE, updated_at = $3, finished_at = $7 \
          WHERE id = $8 AND {holds} RETURNING {RUN_COLS}"
     );
-    let mut query = sqlx::query(&sql)
+    (sql, next)
+}
+
+/// Binds the parameters of [`update_run_sql`].
+fn bind_update_run<'q>(
+    query: PgQuery<'q>,
+    lease: &'q Claim,
+    id: &'q RunId,
+    holder: Holder,
+    commit: &TurnCommit,
+    now: Millis,
+) -> PgQuery<'q> {
+    let rules::RunUpdate {
+        status,
+        output,
+        error,
+        wake_at,
+        finished_at,
+    } = rules::run_update(&commit.outcome, now);
+    let mut query = query
         .bind(status.as_str())
         .bind(wake_at)
         .bind(now)
         .bind(output)
-        .bind(error)
+        .bind(error.map(|e| to_value(&e)))
         .bind(lease.until)
         .bind(finished_at)
         .bind(id.as_str())
@@ -272,8 +448,7 @@ async fn update_run(
             query = query.bind(ns);
         }
     }
-    let row = query.fetch_optional(&mut *conn).await.map_err(db)?;
-    row.as_ref().map(run_from_row).transpose()
+    query
 }
 
 /// ` AND <namespace matches scope>` with the namespace as `$12` (see [`scope_namespace`]); the
@@ -433,11 +608,9 @@ pub(super) async fn apply_result_and_commit(
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
     let holder = Holder::Untouched { attempt };
-    let Some(run) = update_run(conn, lease, &result.run_id, holder, commit, now).await? else {
+    let id = &result.run_id;
+    let Some(moved) = move_run(conn, lease, id, holder, Some(result), commit, now).await? else {
         return Ok(None);
     };
-    if record_result(conn, result, now).await?.is_none() {
-        return Ok(None);
-    }
-    finish_turn(conn, run, &result.run_id, &lease.owner, commit, now).await
+    finish_turn(conn, moved, id, &lease.owner, commit, now).await
 }
