@@ -1405,12 +1405,14 @@ async fn redispatch_resends_waiting_steps_and_continue_retries_a_blocked_run() {
 
 /// The dispatch guard (wire §6.4): a step requiring a capability that no live worker on its
 /// token advertises is not queued; the run parks `blocked` with the wire's reason, keeping the
-/// local step it already ran. Once a worker advertising the capability is live, the recheck
-/// sends the step and the run completes, the local step not run again.
+/// local step it already ran and sending the fan-out's other step, whose result it keeps while
+/// parked. Once a worker advertising the capability is live, the recheck sends the held step and
+/// the run completes, no step run twice.
 #[tokio::test]
 async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
     let dir = tempfile::tempdir().expect("tmp");
-    let (prepared, geocoded) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let counters = [(); 3].map(|()| Arc::new(AtomicU32::new(0)));
+    let [prepared, geocoded, forecast] = counters.clone();
     let registry = |extra: Option<&str>| {
         let mut r = Registry::new();
         let geocoded = geocoded.clone();
@@ -1419,6 +1421,14 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
             async move {
                 geocoded.fetch_add(1, Ordering::SeqCst);
                 Ok::<_, StepError>(format!("{city}: 52.52N"))
+            }
+        });
+        let forecast = forecast.clone();
+        r.step("forecast", move |_ctx: StepContext, city: String| {
+            let forecast = forecast.clone();
+            async move {
+                forecast.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, StepError>(format!("{city}: sunny"))
             }
         });
         let prepared = prepared.clone();
@@ -1432,8 +1442,12 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
                     })
                     .await?;
                 let options = StepOptions::default().requires(["geo-v2"]);
-                let at: String = ctx.step_with("geocode", &city, options).await?;
-                Ok::<_, WorkflowError>(at)
+                let (at, sky): (String, String) = futures::future::try_join(
+                    ctx.step_with("geocode", &city, options),
+                    ctx.step("forecast", &city),
+                )
+                .await?;
+                Ok::<_, WorkflowError>(format!("{at}; {sky}"))
             }
         });
         if let Some(capability) = extra {
@@ -1464,16 +1478,40 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
     assert_eq!(details["token"], json!("geocode@acme"));
     assert_eq!(details["missingCapabilities"], json!(["geo-v2"]));
     assert!(parked.wake_at.is_some(), "it looks again later");
-    let cps = h
-        .store
-        .checkpoints(&Scope::All, &run.id)
-        .await
-        .expect("cps");
-    assert_eq!(
-        cps.iter().map(|c| c.kind).collect::<Vec<_>>(),
-        [CheckpointKind::LocalStep],
-        "the local step is kept; the held step was never queued"
-    );
+    // The step that could go went, and its result is kept while the run is parked.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let cps = h
+            .store
+            .checkpoints(&Scope::All, &run.id)
+            .await
+            .expect("cps");
+        let seen: Vec<_> = cps
+            .iter()
+            .map(|c| (c.kind, c.name.as_str(), c.status))
+            .collect();
+        if seen
+            == [
+                (
+                    CheckpointKind::LocalStep,
+                    "prepare",
+                    CheckpointStatus::Completed,
+                ),
+                (
+                    CheckpointKind::RemoteStep,
+                    "forecast",
+                    CheckpointStatus::Completed,
+                ),
+            ]
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the held step is never queued, the other one's result is kept: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(geocoded.load(Ordering::SeqCst), 0);
 
     // A worker that can take it replaces the one that cannot.
@@ -1504,13 +1542,13 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_eq!(done.output, Some(json!("BERLIN: 52.52N")));
+    assert_eq!(done.output, Some(json!("BERLIN: 52.52N; BERLIN: sunny")));
     assert_eq!(done.error, None);
+    let ran = counters.map(|c| c.load(Ordering::SeqCst));
     assert_eq!(
-        prepared.load(Ordering::SeqCst),
-        1,
-        "the local step ran once"
+        ran,
+        [1, 1, 1],
+        "prepare, geocode and forecast each ran once"
     );
-    assert_eq!(geocoded.load(Ordering::SeqCst), 1, "the step ran once");
     h.stop().await;
 }

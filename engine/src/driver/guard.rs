@@ -2,8 +2,9 @@
 //! step whose token has live workers that announced themselves, none of them able to take it
 //! (a capability it requires is missing, or they speak another protocol), is not queued where
 //! it would wait forever. The run parks `blocked` with the reason and looks again after
-//! [`RECHECK`]; the turn's other effects (local steps it ran, timers, steps that can go) are
-//! kept.
+//! [`RECHECK`] (or at its next timer, if sooner); the turn's other effects (local steps it ran,
+//! timers, steps that can go) are kept, and results of steps still out are recorded while it is
+//! parked.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -60,10 +61,12 @@ pub(crate) async fn screen(
             }
         }
     }
-    if let (Some(why), TurnOutcome::Suspend { .. }) = (held, &commit.outcome) {
+    if let (Some(why), TurnOutcome::Suspend { wake_at }) = (held, &commit.outcome) {
+        // A timer due sooner than the recheck still wakes the run then.
+        let recheck = now.saturating_add(RECHECK.as_millis() as Millis);
         commit.outcome = TurnOutcome::Block {
             reason: why.to_failure(),
-            recheck_at: Some(now.saturating_add(RECHECK.as_millis() as Millis)),
+            recheck_at: Some(wake_at.map_or(recheck, |at| at.min(recheck))),
         };
     }
     sent

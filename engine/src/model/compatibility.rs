@@ -17,7 +17,8 @@ pub enum Incompatibility {
         token: String,
         /// What the work requires (de-duplicated, in the order declared).
         requires: Vec<String>,
-        /// Required capabilities no live worker advertises.
+        /// Required capabilities no live worker advertises (empty when each is advertised by
+        /// some worker, but none has them all).
         missing: Vec<String>,
         /// Live workers announced on the token.
         live: usize,
@@ -74,7 +75,7 @@ impl Incompatibility {
             } => json!({
                 "token": token, "requires": requires, "missingCapabilities": missing,
                 "liveWorkers": live,
-                "fix": format!("start a worker on `{token}` that advertises {}", missing.join(", ")),
+                "fix": format!("start a worker on `{token}` that advertises {}", requires.join(", ")),
             }),
             Incompatibility::Protocol {
                 token,

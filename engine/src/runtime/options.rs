@@ -16,7 +16,7 @@ pub struct StepOptions {
     pub timeout: Option<Duration>,
     /// Capabilities a worker must advertise to be sent this step (wire §6.4). When the live
     /// workers on the step's token announce themselves and none has them all, the run parks
-    /// `blocked` with the reason until one that does is live.
+    /// `blocked` with the reason, and looks again every 5–10 s until one that does is live.
     pub requires: Vec<String>,
 }
 

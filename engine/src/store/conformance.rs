@@ -720,6 +720,54 @@ pub async fn blocked_runs_with_a_recheck_time_wake_when_it_passes(store: Arc<dyn
     );
 }
 
+/// A run parked while one of its steps is still out keeps that step's result, stays parked,
+/// and is not claimed for it; its next turn, once woken, replays the result.
+pub async fn a_parked_run_keeps_results_of_steps_still_out(store: Arc<dyn Store>) {
+    let run = store
+        .create_run(new_run("pk1", "acme"), 1, Some(&lease("a")))
+        .await
+        .expect("create");
+    let reason = crate::model::StepFailure::new("blocked: no compatible worker (requires saga)");
+    let commit = TurnCommit {
+        checkpoints: vec![pending_step(0)],
+        ..TurnCommit::new(TurnOutcome::Block {
+            reason,
+            recheck_at: Some(50),
+        })
+    };
+    store
+        .commit_turn(&lease("a"), &run.id, commit, 2)
+        .await
+        .expect("commit")
+        .expect("held");
+    let result = StepResult {
+        run_id: run.id.clone(),
+        seq: 0,
+        step_id: format!("{}:0", run.id),
+        started_at: Some(3),
+        outcome: StepOutcome::Completed { output: json!(7) },
+    };
+    let applied = store
+        .apply_step_result(&result, 4, Some(&lease("b")))
+        .await
+        .expect("apply")
+        .expect("a parked run keeps the result");
+    assert_eq!(applied.run.status, RunStatus::Blocked);
+    assert!(applied.claimed.is_none(), "a parked run is not claimed");
+    assert_eq!(applied.checkpoint.status, CheckpointStatus::Completed);
+    assert_eq!(applied.checkpoint.output, Some(json!(7)));
+    assert!(
+        store
+            .apply_step_result(&result, 5, None)
+            .await
+            .expect("apply")
+            .is_none(),
+        "still once only"
+    );
+    let woken = store.wake_blocked(&Scope::All, 50).await.expect("wake");
+    assert_eq!(woken.len(), 1);
+}
+
 /// The sticky fast path writes "result + turn" only for a run exactly as the caller left it.
 pub async fn sticky_turns_commit_only_an_untouched_run(store: Arc<dyn Store>) {
     let suspend_on_step = |id: &'static str| {
@@ -1892,6 +1940,7 @@ macro_rules! store_conformance {
             a_due_timer_keeps_the_run_claimed,
             blocked_runs_unpark_when_their_version_is_served,
             blocked_runs_with_a_recheck_time_wake_when_it_passes,
+            a_parked_run_keeps_results_of_steps_still_out,
             sticky_turns_commit_only_an_untouched_run,
             filters_and_facets_stay_inside_the_scope,
             driver_scans_stay_inside_their_namespace,

@@ -127,8 +127,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<Committed>>;
 
     /// Records a remote step's result, once: only a checkpoint still waiting accepts it, and the
-    /// run is woken; a suspended run in `claim`'s scope is claimed for it. `None` when the
-    /// result was late or a duplicate.
+    /// run is woken; a suspended run in `claim`'s scope is claimed for it, and a `blocked` run
+    /// keeps it for the turn after it is un-parked. `None` when the result was late or a
+    /// duplicate, or its run ended.
     async fn apply_step_result(
         &self,
         result: &StepResult,

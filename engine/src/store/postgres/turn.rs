@@ -538,7 +538,7 @@ pub(super) async fn apply_step_result(
 }
 
 /// Wakes the result's run, claiming it under `claim` when it is suspended and inside the
-/// claim's scope. `None` when the run ended or is parked.
+/// claim's scope. `None` when the run ended; a parked run keeps the result and stays parked.
 async fn wake_or_claim(
     conn: &mut PgConnection,
     result: &StepResult,
@@ -582,7 +582,7 @@ async fn wake_or_claim(
     sql.push(" WHERE id = ");
     sql.push_bind(result.run_id.as_str().to_owned());
     sql.push(format!(
-        " AND status IN ('pending', 'suspended', 'running') RETURNING {RUN_COLS}, needs_wake"
+        " AND status IN ('pending', 'suspended', 'running', 'blocked') RETURNING {RUN_COLS}, needs_wake"
     ));
     let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
         return Ok(None);

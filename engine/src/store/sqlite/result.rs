@@ -18,7 +18,8 @@ pub(super) fn apply_step_result(
     now: Millis,
     claim: Option<&Claim>,
 ) -> StoreResult<Wrote<Option<StepApplied>>> {
-    // Wake the run first: a result for a finished, cancelled or parked run is dropped.
+    // Wake the run first: a result for a finished or cancelled run is dropped; a parked run
+    // keeps it for its next turn.
     let Some((run, claimed)) = wake_or_claim(conn, result, now, claim)? else {
         return Ok(Wrote::Discard(None));
     };
@@ -106,8 +107,9 @@ pub(super) fn apply_result_and_commit(
 }
 
 /// Wakes the result's run, claiming it under `claim` when it is suspended and inside the
-/// claim's scope. `None` when the run ended or is parked. The flag says whether it was claimed:
-/// a claim leaves `needs_wake` clear on a `running` run, a plain wake-up always sets it.
+/// claim's scope. `None` when the run ended; a parked run keeps the result and stays parked.
+/// The flag says whether it was claimed: a claim leaves `needs_wake` clear on a `running` run,
+/// a plain wake-up always sets it.
 fn wake_or_claim(
     conn: &Connection,
     result: &StepResult,
@@ -151,7 +153,7 @@ fn wake_or_claim(
     sql.push(" WHERE id = ")
         .bind(result.run_id.as_str().to_owned())
         .push(&format!(
-            " AND status IN ('pending', 'suspended', 'running') RETURNING {RUN_COLS}, needs_wake"
+            " AND status IN ('pending', 'suspended', 'running', 'blocked') RETURNING {RUN_COLS}, needs_wake"
         ));
     sql.one(conn, |row| {
         let needs_wake: bool = col(row, "needs_wake")?;

@@ -161,6 +161,17 @@ pub(super) async fn groups(shared: &Shared, scope: &Scope) -> redis::RedisResult
 
 /// How long one read of the worker directory answers dispatch checks before it is read again.
 const DIRECTORY_FRESH: Duration = Duration::from_secs(2);
+/// How old a read may be and still answer while a new one is made: an announcement's lifetime.
+const DIRECTORY_STALE: Duration = Duration::from_secs(TTL_SECS);
+
+/// Clears the "a read is under way" flag when dropped.
+struct Refreshing<'a>(&'a AtomicBool);
+
+impl Drop for Refreshing<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
 
 /// The live workers' descriptors by token, for the dispatch guard. A dispatch never waits for
 /// Redis once the directory was read: a stale read answers while a fresh one is made in the
@@ -195,18 +206,20 @@ impl Directory {
         let directory = &shared.directory;
         let snapshot = directory.snapshot().clone();
         let by_token = match snapshot.read_at {
-            // Never read: this first dispatch waits for it.
+            // Never read, or so long ago that every worker in it may be gone: wait for a read.
             None => directory.refresh(shared).await?,
+            Some(at) if at.elapsed() >= DIRECTORY_STALE => directory.refresh(shared).await?,
             Some(at) => {
                 if at.elapsed() >= DIRECTORY_FRESH
                     && !directory.refreshing.swap(true, Ordering::AcqRel)
                 {
                     let shared = shared.clone();
                     tokio::spawn(async move {
+                        // Cleared however the read ends, so a failed one does not stop the next.
+                        let _refreshing = Refreshing(&shared.directory.refreshing);
                         if let Err(e) = shared.directory.refresh(&shared).await {
                             tracing::debug!(error = %e, "reading the worker directory failed; the last read still answers");
                         }
-                        shared.directory.refreshing.store(false, Ordering::Release);
                     });
                 }
                 snapshot.by_token
