@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::wait_for;
+use common::{wait_for, wait_until};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -1457,6 +1457,12 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
     };
     let mut h = start(store_at(&dir.path().join("db")).await, registry(None)).await;
     let acme = Namespace::tenant("acme").expect("tenant");
+    let mut events = h
+        .engine
+        .transport()
+        .subscribe_events(Scope::Only(acme.clone()))
+        .await
+        .expect("events");
     let run = h
         .engine
         .start_run(StartRun {
@@ -1514,6 +1520,28 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
     }
     assert_eq!(geocoded.load(Ordering::SeqCst), 0);
 
+    // Rechecks that park it again for the same reason are not news on the tenant's stream.
+    wait_until(&h.store, &run.id, Duration::from_secs(20), |now| {
+        now.status == RunStatus::Blocked && now.updated_at > parked.updated_at
+    })
+    .await;
+    let mut lifecycle = Vec::new();
+    while let Ok(Some(EventDelivery::Event(ev))) =
+        tokio::time::timeout(Duration::from_millis(200), events.next()).await
+    {
+        if matches!(
+            ev.kind,
+            TenantEventKind::RunRunning | TenantEventKind::RunBlocked
+        ) {
+            lifecycle.push(ev.kind);
+        }
+    }
+    assert_eq!(
+        lifecycle,
+        [TenantEventKind::RunRunning, TenantEventKind::RunBlocked],
+        "one turn, one parking; the recheck said nothing"
+    );
+
     // A worker that can take it replaces the one that cannot.
     if let Some(w) = h.worker.take() {
         w.shutdown().await;
@@ -1525,23 +1553,10 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
         )
         .await,
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let done = loop {
-        let now = h
-            .store
-            .get_run(&Scope::All, &run.id)
-            .await
-            .expect("get")
-            .expect("run");
-        if now.status == RunStatus::Completed {
-            break now;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never resumed: {now:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let done = wait_until(&h.store, &run.id, Duration::from_secs(30), |now| {
+        now.status == RunStatus::Completed
+    })
+    .await;
     assert_eq!(done.output, Some(json!("BERLIN: 52.52N; BERLIN: sunny")));
     assert_eq!(done.error, None);
     let ran = counters.map(|c| c.load(Ordering::SeqCst));

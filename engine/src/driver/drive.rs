@@ -9,7 +9,7 @@ use super::guard::Outgoing;
 use super::shared::Shared;
 use crate::model::{
     CheckpointKind, CheckpointStatus, Millis, RemoteTask, Run, RunId, RunStatus, StepResult,
-    TenantEventKind, step_id,
+    TenantEventKind, parked_by_guard, step_id,
 };
 use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
@@ -112,7 +112,10 @@ pub(crate) fn spawn_turns(
     tokio::spawn(async move {
         let id = run.id.clone();
         shared.in_flight().insert(id.clone());
-        shared.emit(&run, TenantEventKind::RunRunning, None);
+        // A parked run's recheck is not news unless it moves on.
+        if !run.error.as_ref().is_some_and(parked_by_guard) {
+            shared.emit(&run, TenantEventKind::RunRunning, None);
+        }
         let (mut run, mut next) = match first {
             FirstTurn::Claimed(history) => (run, Persist::Turn(history)),
             FirstTurn::Sticky(history, result) => (run, Persist::WithResult(history, result)),
@@ -292,7 +295,10 @@ async fn turn(
         }
         _ => {}
     }
-    shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
+    let parked_again = updated.status == RunStatus::Blocked && updated.error == run.error;
+    if !parked_again {
+        shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
+    }
     Ok(TurnEnd::Done)
 }
 

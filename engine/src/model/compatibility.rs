@@ -97,6 +97,15 @@ impl Incompatibility {
     }
 }
 
+/// Whether `failure` is the reason the dispatch guard parked a run: its turns are then
+/// rechecks, and a recheck that parks it again for the same reason is not news.
+pub fn parked_by_guard(failure: &StepFailure) -> bool {
+    matches!(
+        failure.code.as_deref(),
+        Some("capability.unavailable" | "protocol.incompatible")
+    )
+}
+
 /// Whether two protocol ranges share a version.
 fn overlap(a: [u32; 2], b: [u32; 2]) -> bool {
     a[0].max(b[0]) <= a[1].min(b[1])

@@ -18,7 +18,7 @@ mod wire;
 
 pub use account::Role;
 pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
-pub use compatibility::{Incompatibility, check_dispatch};
+pub use compatibility::{Incompatibility, check_dispatch, parked_by_guard};
 pub use event::{TenantEvent, TenantEventKind};
 pub use gateway::{ReplyError, ReplyResult, RunReply};
 pub use handshake::{Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor};

@@ -707,7 +707,11 @@ pub async fn blocked_runs_with_a_recheck_time_wake_when_it_passes(store: Arc<dyn
     );
     assert_eq!(woken[0].id, rechecked.id);
     assert_eq!(woken[0].status, RunStatus::Pending);
-    assert_eq!(woken[0].error, None);
+    assert_eq!(
+        woken[0].error.as_ref().and_then(|e| e.code.as_deref()),
+        Some("capability.unavailable"),
+        "it keeps its reason for the turn that looks again"
+    );
     assert_eq!(woken[0].wake_at, None);
     let claimed = store
         .claim_runs(&Scope::All, "b", 101, 1_000, 10, 3)

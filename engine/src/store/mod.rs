@@ -231,7 +231,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Moves `blocked` runs in `scope` whose recheck time (`wake_at`) has passed back to
     /// `pending`, so their next turn looks again at what parked them: a dispatch no live worker
-    /// could take. Runs parked with no recheck time (an unserved version) stay parked.
+    /// could take. They keep their reason, so that turn can tell a recheck (and stay quiet if
+    /// it parks them again). Runs parked with no recheck time (an unserved version) stay
+    /// parked.
     async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>>;
 
     /// Un-parks `blocked` runs in `scope` whose `(workflow, version)` is in `served` (a process

@@ -23,6 +23,32 @@ pub async fn wait_for(store: &Arc<dyn Store>, id: &RunId, want: RunStatus) -> Ru
     panic!("run {id} never reached {want}: {run:?}");
 }
 
+/// Polls until run `id` satisfies `done` (at most `within`), and returns it.
+#[allow(dead_code)]
+pub async fn wait_until(
+    store: &Arc<dyn Store>,
+    id: &RunId,
+    within: Duration,
+    done: impl Fn(&Run) -> bool,
+) -> Run {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let run = store
+            .get_run(&Scope::All, id)
+            .await
+            .expect("get")
+            .expect("exists");
+        if done(&run) {
+            return run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {id} never got there: {run:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Polls until run `id` waits for a signal (a pending signal checkpoint; 30 s at most).
 #[allow(dead_code)]
 pub async fn wait_for_signal_wait(store: &Arc<dyn Store>, id: &RunId) {

@@ -201,8 +201,7 @@ pub(super) async fn wake_blocked(
     scope: &Scope,
     now: Millis,
 ) -> StoreResult<Vec<Run>> {
-    let mut sql =
-        Sql::new("UPDATE runs SET status = 'pending', error = NULL, wake_at = NULL, updated_at = ");
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', wake_at = NULL, updated_at = ");
     sql.push_bind(now);
     sql.push(" WHERE status = 'blocked' AND wake_at <= ")
         .push_bind(now);

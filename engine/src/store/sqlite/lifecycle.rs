@@ -269,8 +269,7 @@ pub(super) fn wake_blocked(
     scope: &Scope,
     now: Millis,
 ) -> StoreResult<Wrote<Vec<Run>>> {
-    let mut sql =
-        Sql::new("UPDATE runs SET status = 'pending', error = NULL, wake_at = NULL, updated_at = ");
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', wake_at = NULL, updated_at = ");
     sql.bind(now)
         .push(" WHERE status = 'blocked' AND wake_at <= ")
         .bind(now)
