@@ -722,6 +722,16 @@ pub async fn blocked_runs_with_a_recheck_time_wake_when_it_passes(store: Arc<dyn
         ["wb1"],
         "the woken run is claimed for its next turn; the other stays parked"
     );
+    park("wb3", Some(10_000)).await;
+    let unparked = store
+        .unblock_runs(&Scope::All, &[("wf".into(), 1)], 102)
+        .await
+        .expect("unblock");
+    assert_eq!(
+        unparked.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["wb2"],
+        "a served version un-parks only a run that waits for one, not one waiting for a worker"
+    );
 }
 
 /// A run parked while one of its steps is still out keeps that step's result, stays parked,

@@ -237,7 +237,8 @@ pub trait Store: Send + Sync + 'static {
     async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>>;
 
     /// Un-parks `blocked` runs in `scope` whose `(workflow, version)` is in `served` (a process
-    /// that runs them has started): they go back to `pending`. Returns them.
+    /// that runs them has started): they go back to `pending`. Returns them. Runs with a recheck
+    /// time are left to [`Store::wake_blocked`]: a served version does not help them.
     async fn unblock_runs(
         &self,
         scope: &Scope,

@@ -222,7 +222,7 @@ pub(super) async fn unblock_runs(
     }
     let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
     sql.push_bind(now);
-    sql.push(" WHERE status = 'blocked'");
+    sql.push(" WHERE status = 'blocked' AND wake_at IS NULL");
     push_scope(&mut sql, "namespace", scope);
     sql.push(" AND (");
     for (i, (workflow, version)) in served.iter().enumerate() {

@@ -294,7 +294,7 @@ pub(super) fn unblock_runs(
     }
     let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
     sql.bind(now)
-        .push(" WHERE status = 'blocked'")
+        .push(" WHERE status = 'blocked' AND wake_at IS NULL")
         .scope("namespace", scope)
         .push(" AND (");
     for (i, (workflow, version)) in served.iter().enumerate() {
