@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use durable::model::{Namespace, RemoteTask, RunId, StepOutcome, StepResult, V1_CAPABILITIES};
+use durable::model::{Namespace, RemoteTask, RunId, StepOutcome, StepResult, v1_capabilities};
 use durable::store::postgres_testing;
 use durable::transport::redis_testing::{fresh_prefix, test_url};
 use durable::transport::{Partitions, RedisConfig, RedisTransport, TaskSubscription, Transport};
@@ -180,7 +180,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
             partitions: Partitions::Only(vec![acme.clone()]),
             concurrency: 1,
             workflows: Vec::new(),
-            capabilities: V1_CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
+            capabilities: v1_capabilities(),
         })
         .await?;
     let mut results = transport.consume_results().await?;

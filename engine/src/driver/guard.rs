@@ -6,7 +6,6 @@
 //! timers, steps that can go) are kept, and results of steps still out are recorded while it is
 //! parked.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use super::shared::Shared;
@@ -24,34 +23,17 @@ pub(crate) struct Outgoing {
 
 /// Keeps the tasks of `outgoing` a live worker can take, and takes the others out of `commit`
 /// (their checkpoints, or their redispatch). If any was held back while the run would suspend,
-/// the run parks `blocked` with the first reason, until `now + RECHECK`. A transport that
-/// cannot say which workers are live lets everything through, as one with no announcements.
+/// the run parks `blocked` with the first reason (see [`park`]).
 pub(crate) async fn screen(
     shared: &Shared,
     commit: &mut TurnCommit,
     outgoing: Vec<Outgoing>,
     now: Millis,
 ) -> Vec<RemoteTask> {
-    if outgoing.is_empty() {
-        return Vec::new();
-    }
-    let ours = Protocol::default();
-    let mut live = HashMap::new();
     let mut sent = Vec::with_capacity(outgoing.len());
     let mut held: Option<Incompatibility> = None;
     for Outgoing { task, requires } in outgoing {
-        if !live.contains_key(&task.group) {
-            let descriptors = shared
-                .transport
-                .worker_descriptors(&task.group)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::debug!(error = %e, token = task.group, "worker descriptors unreadable; dispatching as to workers that announce nothing");
-                    Vec::new()
-                });
-            live.insert(task.group.clone(), descriptors);
-        }
-        match check_dispatch(&task.group, &requires, &live[&task.group], &ours) {
+        match admits(shared, &task.group, &requires).await {
             Ok(()) => sent.push(task),
             Err(why) => {
                 tracing::info!(run_id = %task.run_id, seq = task.seq, token = task.group, reason = %why.reason(), "step held back: no live worker can take it");
@@ -62,12 +44,34 @@ pub(crate) async fn screen(
         }
     }
     if let (Some(why), TurnOutcome::Suspend { wake_at }) = (held, &commit.outcome) {
-        // A timer due sooner than the recheck still wakes the run then.
-        let recheck = now.saturating_add(RECHECK.as_millis() as Millis);
-        commit.outcome = TurnOutcome::Block {
-            reason: why.to_failure(),
-            recheck_at: Some(wake_at.map_or(recheck, |at| at.min(recheck))),
-        };
+        commit.outcome = park(&why, now, *wake_at);
     }
     sent
+}
+
+/// Whether a live worker on `token` can take work requiring `requires`. A transport that
+/// cannot say which workers are live lets it through, as one with no announcements.
+pub(crate) async fn admits(
+    shared: &Shared,
+    token: &str,
+    requires: &[String],
+) -> Result<(), Incompatibility> {
+    let live = shared
+        .transport
+        .worker_descriptors(token)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!(error = %e, token, "worker descriptors unreadable; dispatching as to workers that announce nothing");
+            Vec::new()
+        });
+    check_dispatch(token, requires, &live, &Protocol::default())
+}
+
+/// How a run parks for `why`: until the recheck, or until `timer` if that is due sooner.
+pub(crate) fn park(why: &Incompatibility, now: Millis, timer: Option<Millis>) -> TurnOutcome {
+    let recheck = now.saturating_add(RECHECK.as_millis() as Millis);
+    TurnOutcome::Block {
+        reason: why.to_failure(),
+        recheck_at: Some(timer.map_or(recheck, |at| at.min(recheck))),
+    }
 }

@@ -11,13 +11,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::guard::RECHECK;
+use super::guard;
 use super::inbox::Pending;
 use super::shared::Shared;
-use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Protocol, Run, Scope, StepFailure,
-    check_dispatch,
-};
+use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Run, Scope, StepFailure};
 use crate::runtime::{Command, Decision, DecisionStatus};
 use crate::store::{History, TurnOutcome};
 use crate::transport::naming::{routing_token, sanitize};
@@ -63,16 +60,8 @@ pub(crate) async fn turn(
         return Err(unserved());
     }
     let group = routing_token(&run.workflow, Some(&run.namespace));
-    let live = shared
-        .transport
-        .worker_descriptors(&group)
-        .await
-        .unwrap_or_default();
-    if let Err(why) = check_dispatch(&group, &[], &live, &Protocol::default()) {
-        return Err(TurnOutcome::Block {
-            reason: why.to_failure(),
-            recheck_at: Some(now.saturating_add(RECHECK.as_millis() as Millis)),
-        });
+    if let Err(why) = guard::admits(shared, &group, &[]).await {
+        return Err(guard::park(&why, now, None));
     }
     let prepared = prepare(&history, now);
     for _ in 0..SENDS {

@@ -8,6 +8,11 @@ use serde_json::json;
 
 use super::{Protocol, StepFailure, WorkerDescriptor};
 
+/// The wire's code for work no live worker has the capabilities for.
+const CAPABILITY_UNAVAILABLE: &str = "capability.unavailable";
+/// The wire's code for work only workers on another protocol could take.
+const PROTOCOL_INCOMPATIBLE: &str = "protocol.incompatible";
+
 /// Why no live worker on a token can take a dispatch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Incompatibility {
@@ -41,8 +46,8 @@ impl Incompatibility {
     /// The wire's machine code (`capability.unavailable` or `protocol.incompatible`).
     pub fn code(&self) -> &'static str {
         match self {
-            Incompatibility::MissingCapability { .. } => "capability.unavailable",
-            Incompatibility::Protocol { .. } => "protocol.incompatible",
+            Incompatibility::MissingCapability { .. } => CAPABILITY_UNAVAILABLE,
+            Incompatibility::Protocol { .. } => PROTOCOL_INCOMPATIBLE,
         }
     }
 
@@ -102,7 +107,7 @@ impl Incompatibility {
 pub fn parked_by_guard(failure: &StepFailure) -> bool {
     matches!(
         failure.code.as_deref(),
-        Some("capability.unavailable" | "protocol.incompatible")
+        Some(CAPABILITY_UNAVAILABLE | PROTOCOL_INCOMPATIBLE)
     )
 }
 

@@ -85,7 +85,7 @@ pub struct WorkerDescriptor {
     #[serde(default)]
     pub protocol: Protocol,
     /// Capabilities (absent means the v1 baseline; an explicit `[]` stays empty).
-    #[serde(default = "baseline")]
+    #[serde(default = "v1_capabilities")]
     pub capabilities: Vec<String>,
     /// Workflow names served.
     #[serde(default)]
@@ -114,7 +114,9 @@ fn unknown_sdk() -> Sdk {
     }
 }
 
-fn baseline() -> Vec<String> {
+/// The v1 capability baseline as owned names, what a descriptor without a `capabilities` field
+/// reads as and what every worker advertises.
+pub fn v1_capabilities() -> Vec<String> {
     V1_CAPABILITIES.iter().map(|c| (*c).to_owned()).collect()
 }
 

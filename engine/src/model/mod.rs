@@ -21,7 +21,9 @@ pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
 pub use compatibility::{Incompatibility, check_dispatch, parked_by_guard};
 pub use event::{TenantEvent, TenantEventKind};
 pub use gateway::{ReplyError, ReplyResult, RunReply};
-pub use handshake::{Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor};
+pub use handshake::{
+    Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor, v1_capabilities,
+};
 pub use health::{NamespaceLoad, WorkerGroup};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use query::{

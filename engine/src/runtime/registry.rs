@@ -150,11 +150,8 @@ impl Registry {
     /// The capabilities a worker with this registry advertises: the v1 baseline plus those
     /// given to [`Registry::advertise`], sorted.
     pub fn capabilities(&self) -> Vec<String> {
-        let mut all: Vec<String> = crate::model::V1_CAPABILITIES
-            .iter()
-            .map(|c| (*c).to_owned())
-            .chain(self.extra_capabilities.iter().cloned())
-            .collect();
+        let mut all = crate::model::v1_capabilities();
+        all.extend(self.extra_capabilities.iter().cloned());
         all.sort();
         all.dedup();
         all

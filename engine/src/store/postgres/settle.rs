@@ -71,6 +71,19 @@ pub(super) fn result_columns(
     }
 }
 
+/// The statement that records a result on its checkpoint, given the placeholders of its status,
+/// output, error, finished_at, started_at, run id and seq: only a remote step still waiting
+/// (pending or running) takes it.
+pub(super) fn record_result_sql(p: [String; 7]) -> String {
+    let [status, output, error, finished_at, started_at, run_id, seq] = p;
+    format!(
+        "UPDATE checkpoints SET status = {status}, output = {output}, error = {error}, \
+         finished_at = {finished_at}, started_at = COALESCE({started_at}, started_at) \
+         WHERE run_id = {run_id} AND seq = {seq} AND kind = 'remote_step' \
+         AND status IN ('pending', 'running')"
+    )
+}
+
 /// Resolves the result's checkpoint if it still waits; `None` for a late or duplicate result.
 pub(super) async fn record_result(
     conn: &mut PgConnection,
@@ -78,10 +91,10 @@ pub(super) async fn record_result(
     now: Millis,
 ) -> StoreResult<Option<Checkpoint>> {
     let (status, output, error) = result_columns(result);
+    let placeholders = ["$1", "$2", "$3", "$4", "$5", "$6", "$7"].map(str::to_owned);
     let row = sqlx::query(&format!(
-        "UPDATE checkpoints SET status = $1, output = $2, error = $3, finished_at = $4, \
-         started_at = COALESCE($5, started_at) WHERE run_id = $6 AND seq = $7 \
-         AND kind = 'remote_step' AND status IN ('pending', 'running') RETURNING {CHECKPOINT_COLS}"
+        "{} RETURNING {CHECKPOINT_COLS}",
+        record_result_sql(placeholders)
     ))
     .bind(status.as_str())
     .bind(output)

@@ -9,7 +9,8 @@ use super::rows::{
     RUN_COLS, Sql, db, default_namespace, insert_run, push_scope, run_by_id, run_from_row, to_value,
 };
 use super::settle::{
-    Resolution, record_result, resolve_pending, result_columns, schedule_retry, settle_parent,
+    Resolution, record_result, record_result_sql, resolve_pending, result_columns, schedule_retry,
+    settle_parent,
 };
 use crate::model::{
     CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
@@ -30,10 +31,10 @@ pub(super) async fn commit_turn(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    let Some(moved) = move_run(conn, lease, id, Holder::Lease, None, commit, now).await? else {
+    let Some(run) = move_run(conn, lease, id, Holder::Lease, None, commit, now).await? else {
         return Ok(None);
     };
-    finish_turn(conn, moved, id, &lease.owner, commit, now).await
+    finish_turn(conn, run, id, &lease.owner, commit, now).await
 }
 
 /// Who may move the run in a turn's commit.
@@ -47,26 +48,17 @@ enum Holder {
     Untouched { attempt: u32 },
 }
 
-/// The rest of a turn's commit once `run` was moved: its checkpoints (the steps it dispatches
-/// noted as sent by `owner`), resolved waits, children, cancellations and parent, and the
+/// The rest of a turn's commit once `run` was moved and its checkpoints written: redispatches
+/// (noted as sent by `owner`), resolved waits, children, cancellations and parent, and the
 /// history its next turn replays.
 async fn finish_turn(
     conn: &mut PgConnection,
-    moved: Moved,
+    run: Run,
     id: &RunId,
     owner: &str,
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    let run = match moved {
-        Moved::Alone(run) => {
-            for cp in &commit.checkpoints {
-                insert_checkpoint(conn, id, cp, Some(owner)).await?;
-            }
-            run
-        }
-        Moved::WithCheckpoints(run) => run,
-    };
     for seq in &commit.redispatched {
         sqlx::query(
             "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4 WHERE run_id = $2 \
@@ -186,14 +178,12 @@ async fn insert_checkpoint(
     cp: &NewCheckpoint,
     owner: Option<&str>,
 ) -> StoreResult<bool> {
-    let query = sqlx::query(
-        "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
-         input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
-         timeout_ms, dispatched_by) \
+    let sql = format!(
+        "INSERT INTO checkpoints ({NEW_CHECKPOINT_COLS}) \
          VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
-         ON CONFLICT (run_id, seq) DO NOTHING",
-    )
-    .bind(id.as_str());
+         ON CONFLICT (run_id, seq) DO NOTHING"
+    );
+    let query = sqlx::query(&sql).bind(id.as_str());
     let done = bind_checkpoint(query, cp, owner)
         .execute(&mut *conn)
         .await
@@ -228,6 +218,11 @@ fn bind_checkpoint<'q>(query: PgQuery<'q>, cp: &NewCheckpoint, owner: Option<&st
 /// A statement with its binds.
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
 
+/// The columns a new checkpoint is inserted with.
+const NEW_CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, worker_group, \
+    input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
+    timeout_ms, dispatched_by";
+
 /// The types of a new checkpoint's columns from `seq` to `dispatched_by`, in the order
 /// [`bind_checkpoint`] binds them; `None` is `attempts`, always 1.
 const NEW_CHECKPOINT_TYPES: [Option<&str>; 16] = [
@@ -252,17 +247,10 @@ const NEW_CHECKPOINT_TYPES: [Option<&str>; 16] = [
 /// How many new checkpoints a turn may have for its write to be one statement.
 const FUSED_CHECKPOINTS: usize = 8;
 
-/// A run moved by a turn's commit, and whether its new checkpoints went with it.
-enum Moved {
-    /// Only the run moved (and the result was recorded): the checkpoints are still to write.
-    Alone(Run),
-    /// The run, the result and the new checkpoints, in one statement.
-    WithCheckpoints(Run),
-}
-
-/// Moves the run (see [`update_run`]), records `result` on its checkpoint, and, for a commit
-/// that only appends a few checkpoints, writes them too: the hot path of a burst (a step's
-/// result and the turn it wakes) is then one statement, one round trip. `None` when the run
+/// Moves the run (see [`update_run`]), records `result` on its checkpoint, and inserts the
+/// turn's new checkpoints (the steps it dispatches noted as sent by the lease's owner). A
+/// commit that only appends a few checkpoints does all of it in one statement: the hot path of
+/// a burst (a step's result and the turn it wakes) is then one round trip. `None` when the run
 /// was not held or the result was a duplicate: the caller rolls back.
 async fn move_run(
     conn: &mut PgConnection,
@@ -272,7 +260,7 @@ async fn move_run(
     result: Option<&StepResult>,
     commit: &TurnCommit,
     now: Millis,
-) -> StoreResult<Option<Moved>> {
+) -> StoreResult<Option<Run>> {
     let fused = commit.only_appends()
         && commit.checkpoints.len() <= FUSED_CHECKPOINTS
         && !matches!(commit.outcome, TurnOutcome::Continue(_));
@@ -285,7 +273,10 @@ async fn move_run(
         {
             return Ok(None);
         }
-        return Ok(Some(Moved::Alone(run)));
+        for cp in &commit.checkpoints {
+            insert_checkpoint(conn, id, cp, Some(&lease.owner)).await?;
+        }
+        return Ok(Some(run));
     }
     let (update, mut next) = update_run_sql(holder, &lease.scope);
     let mut param = || {
@@ -294,16 +285,19 @@ async fn move_run(
     };
     let mut sql = format!("WITH r AS ({update})");
     if result.is_some() {
+        // Bound after the run's parameters: status, output, error, started_at, seq.
+        let placeholders = [
+            param(),
+            param(),
+            param(),
+            "$3".to_owned(),
+            param(),
+            "$8".to_owned(),
+            param(),
+        ];
         sql.push_str(&format!(
-            ", c AS (UPDATE checkpoints SET status = {}, output = {}, error = {}, \
-             finished_at = $3, started_at = COALESCE({}, started_at) WHERE run_id = $8 \
-             AND seq = {} AND kind = 'remote_step' AND status IN ('pending', 'running') \
-             AND EXISTS (SELECT 1 FROM r) RETURNING 1)",
-            param(),
-            param(),
-            param(),
-            param(),
-            param()
+            ", c AS ({} AND EXISTS (SELECT 1 FROM r) RETURNING 1)",
+            record_result_sql(placeholders)
         ));
     }
     if !commit.checkpoints.is_empty() {
@@ -322,10 +316,9 @@ async fn move_run(
             })
             .collect();
         sql.push_str(&format!(
-            ", i AS (INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, \
-             worker_group, input, output, error, wake_at, enqueued_at, started_at, finished_at, \
-             retry_policy, timeout_ms, dispatched_by) SELECT $8, v.* FROM (VALUES {}) AS v \
-             WHERE EXISTS (SELECT 1 FROM r) ON CONFLICT (run_id, seq) DO NOTHING)",
+            ", i AS (INSERT INTO checkpoints ({NEW_CHECKPOINT_COLS}) SELECT $8, v.* \
+             FROM (VALUES {}) AS v WHERE EXISTS (SELECT 1 FROM r) \
+             ON CONFLICT (run_id, seq) DO NOTHING)",
             rows.join(", ")
         ));
     }
@@ -357,7 +350,7 @@ async fn move_run(
         // A duplicate result: the run moved for nothing.
         return Ok(None);
     }
-    Ok(Some(Moved::WithCheckpoints(run_from_row(&row)?)))
+    Ok(Some(run_from_row(&row)?))
 }
 
 /// Moves the run to its next status if `holder` may (see [`Holder`]); a run woken during the
@@ -609,8 +602,8 @@ pub(super) async fn apply_result_and_commit(
 ) -> StoreResult<Option<Committed>> {
     let holder = Holder::Untouched { attempt };
     let id = &result.run_id;
-    let Some(moved) = move_run(conn, lease, id, holder, Some(result), commit, now).await? else {
+    let Some(run) = move_run(conn, lease, id, holder, Some(result), commit, now).await? else {
         return Ok(None);
     };
-    finish_turn(conn, moved, id, &lease.owner, commit, now).await
+    finish_turn(conn, run, id, &lease.owner, commit, now).await
 }
