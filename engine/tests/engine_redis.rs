@@ -738,3 +738,56 @@ async fn a_run_parked_while_its_workers_were_gone_resumes_when_one_returns() {
     worker.shutdown().await;
     engine.shutdown().await;
 }
+
+/// What a foreign worker announces cannot break the dispatch guard: a descriptor that does not
+/// parse, or a liveness key with no descriptor (a worker older than the handshake), is left out,
+/// and the well-formed announcement beside them is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_worker_announcements_are_skipped() {
+    let Some(transport) = fresh_transport().await else {
+        return;
+    };
+    let p = transport.prefix().to_owned();
+    let mut redis = redis::Client::open(test_url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let token = "ship@acme";
+    let beat = r#"{"ts": 1795939520882, "status": {}, "descriptorHash": "0000000000000000"}"#;
+    let good = json!({
+        "instanceId": "py-good", "runtime": "python",
+        "capabilities": ["saga", "geo-v2"], "steps": ["ship"], "partition": "acme"
+    })
+    .to_string();
+    for (instance, descriptor) in [
+        ("py-good", Some(good.as_str())),
+        ("py-garbage", Some("{not json")),
+        ("py-wrong-shape", Some(r#"{"instanceId": 7}"#)),
+        ("py-legacy", None),
+    ] {
+        let mut pipe = redis::pipe();
+        // Announcements expire as real ones do.
+        pipe.set_ex(naming::worker_heartbeat_key(&p, token, instance), beat, 60);
+        if let Some(descriptor) = descriptor {
+            pipe.set_ex(
+                naming::worker_descriptor_key(&p, token, instance),
+                descriptor,
+                60,
+            );
+        }
+        let _: () = pipe.query_async(&mut redis).await.expect("announce");
+    }
+    let live = transport
+        .worker_descriptors(token)
+        .await
+        .expect("descriptors");
+    assert_eq!(
+        live.iter()
+            .map(|d| d.instance_id.as_str())
+            .collect::<Vec<_>>(),
+        ["py-good"],
+        "only the well-formed announcement is read"
+    );
+    assert_eq!(live[0].capabilities, ["saga", "geo-v2"]);
+}
