@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use durable::driver::EngineError;
 use durable::driver::StartRun;
 use durable::model::{
     CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope, TenantEventKind,
 };
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::store::{SqliteStore, Store};
+use durable::store::{SqliteStore, Store, StoreError};
 use durable::transport::{EventDelivery, MemoryTransport, Partitions, Transport};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -145,6 +146,69 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
     }
     assert_eq!(kinds.first(), Some(&TenantEventKind::RunStarted));
     assert_eq!(kinds.last(), Some(&TenantEventKind::RunCompleted));
+    h.stop().await;
+}
+
+/// A start persists its run's first turn with the insert when that turn runs no local step; a
+/// start refused for a reused id sends and runs nothing, whether its first turn would have sent a
+/// remote step or run a local one.
+#[tokio::test]
+async fn a_refused_start_runs_nothing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let executions = Arc::new(AtomicU32::new(0));
+    let mut r = order_registry(executions.clone());
+    let locals = Arc::new(AtomicU32::new(0));
+    let seen = locals.clone();
+    r.workflow("local-first", 1, move |ctx: WorkflowContext, _: Value| {
+        let seen = seen.clone();
+        async move {
+            let n: u32 = ctx
+                .local_step("count", || async move {
+                    Ok(seen.fetch_add(1, Ordering::SeqCst) + 1)
+                })
+                .await?;
+            Ok::<_, WorkflowError>(n)
+        }
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let start_as = |workflow: &str, input: Value| StartRun {
+        workflow: workflow.into(),
+        input,
+        id: Some(RunId::parse(&format!("fixed-{workflow}")).expect("id")),
+        ..Default::default()
+    };
+    let sum = h
+        .engine
+        .start_run(start_as("sum3", json!(1)))
+        .await
+        .expect("start");
+    assert_eq!(
+        sum.status,
+        RunStatus::Suspended,
+        "the first turn was persisted with the start"
+    );
+    let first = h.store.checkpoints(&Scope::All, &sum.id).await.unwrap();
+    assert_eq!(first[0].kind, CheckpointKind::RemoteStep);
+    wait_for(&h.store, &sum.id, RunStatus::Completed).await;
+    let local = h
+        .engine
+        .start_run(start_as("local-first", json!(null)))
+        .await
+        .expect("start");
+    let local = wait_for(&h.store, &local.id, RunStatus::Completed).await;
+    assert_eq!(local.output, Some(json!(1)));
+
+    for (workflow, input) in [("sum3", json!(1)), ("local-first", json!(null))] {
+        let again = h.engine.start_run(start_as(workflow, input)).await;
+        assert!(
+            matches!(again, Err(EngineError::Store(StoreError::Conflict(_)))),
+            "a reused id is refused: {again:?}"
+        );
+    }
+    // Whatever a refused start had sent would have run by now on the in-process worker.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(executions.load(Ordering::SeqCst), 3, "no step ran again");
+    assert_eq!(locals.load(Ordering::SeqCst), 1, "no local step ran again");
     h.stop().await;
 }
 

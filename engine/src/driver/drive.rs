@@ -153,7 +153,7 @@ enum Persist {
 }
 
 /// How a turn ended.
-enum TurnEnd {
+pub(super) enum TurnEnd {
     /// The run stays claimed for another turn, replaying this history.
     Again(Box<(Run, History)>),
     /// Persisted, or the run was lost to cancellation or another driver.
@@ -183,7 +183,7 @@ async fn turn(
     // this plus the new checkpoints, and the store does not read it back.
     let replayed = history.clone();
     let now = shared.clock.now();
-    let (mut commit, outgoing) = match shared.registry.get(&run.workflow, run.workflow_version) {
+    let (commit, outgoing) = match shared.registry.get(&run.workflow, run.workflow_version) {
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
         None => match super::remote::turn(shared, run, history, now).await {
             Ok(decision) => plan(run, decision, now, &shared.registry),
@@ -206,15 +206,7 @@ async fn turn(
             plan(run, decision, now, &shared.registry)
         }
     };
-    let tasks = super::guard::screen(shared, &mut commit, outgoing, now).await;
-    let appended = commit
-        .only_appends()
-        .then(|| replayed.appended(&run.id, &commit.checkpoints));
-    let mut children_started: Vec<_> = commit.children.iter().map(|c| c.id.clone()).collect();
-    let cancelled = commit.cancel_runs.clone();
-    if let TurnOutcome::Continue(next) = &commit.outcome {
-        children_started.push(next.id.clone());
-    }
+    let (commit, after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
     let now = shared.clock.now();
     let committed = match &with_result {
         None => {
@@ -235,11 +227,7 @@ async fn turn(
             }
         }
     };
-    let Some(Committed {
-        run: updated,
-        history,
-    }) = committed
-    else {
+    let Some(committed) = committed else {
         // Cancelled while the turn ran: finish the cancellation now that the turn is over.
         let patch = RunPatch {
             status: RunStatus::Cancelled,
@@ -258,52 +246,110 @@ async fn turn(
         return Ok(TurnEnd::Done);
     };
     if let Some(result) = &with_result {
-        shared.emit(&updated, TenantEventKind::StepCompleted, Some(result.seq));
+        shared.emit(
+            &committed.run,
+            TenantEventKind::StepCompleted,
+            Some(result.seq),
+        );
     }
-    for id in &cancelled {
-        shared.announce_cancel(id).await;
+    Ok(after.persisted(shared, run, committed).await)
+}
+
+/// What a turn does once its commit is persisted: send its tasks, announce what it started and
+/// cancelled, and cache or re-turn the run.
+pub(super) struct AfterCommit {
+    tasks: Vec<RemoteTask>,
+    appended: Option<History>,
+    children_started: Vec<RunId>,
+    cancelled: Vec<RunId>,
+}
+
+/// Screens a turn's outgoing tasks with the dispatch guard (which may hold some back and park
+/// the run) and notes what the commit will start and cancel. `replayed` is the history the turn
+/// replayed.
+pub(super) async fn prepare(
+    shared: &Shared,
+    id: &RunId,
+    replayed: History,
+    mut commit: TurnCommit,
+    outgoing: Vec<Outgoing>,
+    now: Millis,
+) -> (TurnCommit, AfterCommit) {
+    let tasks = super::guard::screen(shared, &mut commit, outgoing, now).await;
+    let appended = commit
+        .only_appends()
+        .then(|| replayed.appended(id, &commit.checkpoints));
+    let mut children_started: Vec<_> = commit.children.iter().map(|c| c.id.clone()).collect();
+    if let TurnOutcome::Continue(next) = &commit.outcome {
+        children_started.push(next.id.clone());
     }
-    // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched. A
-    // fan-out's tasks go out together (a multiplexed broker connection pipelines them).
-    let sends = tasks
-        .into_iter()
-        .map(|task| shared.transport.dispatch(task));
-    for sent in futures::future::join_all(sends).await {
-        if let Err(e) = sent {
-            tracing::warn!(run_id = %run.id, error = %e, "dispatch failed; the redispatch loop will retry");
+    let after = AfterCommit {
+        tasks,
+        appended,
+        children_started,
+        cancelled: commit.cancel_runs.clone(),
+    };
+    (commit, after)
+}
+
+impl AfterCommit {
+    /// Carries out the rest of the turn of `run` (as it was before the turn), now `committed`.
+    pub(super) async fn persisted(
+        self,
+        shared: &Shared,
+        run: &Run,
+        committed: Committed,
+    ) -> TurnEnd {
+        let Committed {
+            run: updated,
+            history,
+        } = committed;
+        for id in &self.cancelled {
+            shared.announce_cancel(id).await;
         }
-    }
-    let started_children = !children_started.is_empty();
-    for child in children_started {
-        if let Ok(Some(child)) = shared.store.get_run(&shared.scope, &child).await {
-            shared.emit(&child, TenantEventKind::RunStarted, None);
-        }
-    }
-    if started_children {
-        shared.wake.notify_one();
-    }
-    match (updated.status, history.or(appended)) {
-        // Woken during the turn: still ours, and owed another turn.
-        (RunStatus::Running, Some(history)) => {
-            return Ok(TurnEnd::Again(Box::new((updated, history))));
-        }
-        (RunStatus::Suspended, Some(history)) => {
-            if let Some(at) = updated.wake_at {
-                shared.wake_by(at);
+        // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched. A
+        // fan-out's tasks go out together (a multiplexed broker connection pipelines them).
+        let sends = self
+            .tasks
+            .into_iter()
+            .map(|task| shared.transport.dispatch(task));
+        for sent in futures::future::join_all(sends).await {
+            if let Err(e) = sent {
+                tracing::warn!(run_id = %run.id, error = %e, "dispatch failed; the redispatch loop will retry");
             }
-            shared.sticky.park(updated.clone(), history);
         }
-        _ => {}
+        let started_children = !self.children_started.is_empty();
+        for child in self.children_started {
+            if let Ok(Some(child)) = shared.store.get_run(&shared.scope, &child).await {
+                shared.emit(&child, TenantEventKind::RunStarted, None);
+            }
+        }
+        if started_children {
+            shared.wake.notify_one();
+        }
+        match (updated.status, history.or(self.appended)) {
+            // Woken during the turn: still ours, and owed another turn.
+            (RunStatus::Running, Some(history)) => {
+                return TurnEnd::Again(Box::new((updated, history)));
+            }
+            (RunStatus::Suspended, Some(history)) => {
+                if let Some(at) = updated.wake_at {
+                    shared.wake_by(at);
+                }
+                shared.sticky.park(updated.clone(), history);
+            }
+            _ => {}
+        }
+        let parked_again = updated.status == RunStatus::Blocked && updated.error == run.error;
+        if !parked_again {
+            shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
+        }
+        TurnEnd::Done
     }
-    let parked_again = updated.status == RunStatus::Blocked && updated.error == run.error;
-    if !parked_again {
-        shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
-    }
-    Ok(TurnEnd::Done)
 }
 
 /// Turns a decision into the durable commit and the tasks to dispatch after it.
-fn plan(
+pub(super) fn plan(
     run: &Run,
     decision: Decision,
     now: i64,

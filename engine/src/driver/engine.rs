@@ -6,7 +6,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::shared::Shared;
-use super::{drive, inbox, lease, redispatch, remote, results, sweep};
+use super::{drive, inbox, lease, redispatch, remote, results, start, sweep};
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus, Scope,
     StepFailure, TenantEventKind,
@@ -423,12 +423,19 @@ impl Engine {
         }
     }
 
-    /// Inserts a new run and announces it to its tenant. With a free turn slot the run is
-    /// inserted already claimed and its first turn starts here at once; otherwise the drive loop
-    /// is poked.
+    /// Inserts a new run and announces it to its tenant. With a free turn slot, the run's first
+    /// turn is planned and persisted with the insert (see [`start`]), or, if it cannot be
+    /// planned, the run is inserted already claimed and its first turn starts here at once;
+    /// otherwise the drive loop is poked.
     async fn create(&self, new: NewRun) -> Result<Run, EngineError> {
         let shared = &self.shared;
-        let slot = shared.try_turn_slot();
+        let (new, slot) = match shared.try_turn_slot() {
+            Some(slot) => match start::with_first_turn(shared, new, slot).await? {
+                start::Started::Run(run) => return Ok(run),
+                start::Started::Unplanned(new, slot) => (new, Some(slot)),
+            },
+            None => (new, None),
+        };
         let claim = slot.as_ref().map(|_| shared.claim());
         let run = shared
             .store

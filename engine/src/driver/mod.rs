@@ -12,6 +12,7 @@ mod redispatch;
 mod remote;
 mod results;
 mod shared;
+mod start;
 mod sticky;
 mod sweep;
 

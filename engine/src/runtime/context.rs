@@ -36,6 +36,11 @@ pub(crate) struct TurnState {
     pub(crate) nondeterminism: Option<WorkflowError>,
     /// Local steps executing right now; the turn is not over while any runs.
     pub(crate) local_in_flight: u32,
+    /// A planning turn: a new local step is not run; the branch waits and
+    /// [`TurnState::deferred_local`] is set (see [`super::turn::plan_turn`]).
+    pub(crate) defer_local: bool,
+    /// A planning turn reached a local step it did not run.
+    pub(crate) deferred_local: bool,
     /// Durable operations the workflow is blocked on.
     pub(crate) awaiting: u32,
     /// When this turn started; timers due by then fire, new timers count from it.
@@ -72,6 +77,8 @@ impl WorkflowContext {
                 commands: Vec::new(),
                 nondeterminism: None,
                 local_in_flight: 0,
+                defer_local: false,
+                deferred_local: false,
                 awaiting: 0,
                 now,
                 next_wake: None,
@@ -247,7 +254,12 @@ impl WorkflowContext {
         if let Replay::Resolved(cp) = replay {
             return resolved(*cp, name);
         }
-        if self.state().nondeterminism.is_some() {
+        let wait = {
+            let mut st = self.state();
+            st.deferred_local |= st.defer_local;
+            st.nondeterminism.is_some() || st.deferred_local
+        };
+        if wait {
             return self.suspend().await;
         }
         let started_at = self.clock.now();

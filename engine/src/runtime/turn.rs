@@ -37,6 +37,27 @@ pub async fn run_turn(
     turn: TurnInput,
     clock: Arc<dyn Clock>,
 ) -> Decision {
+    let (ctx, input) = context(turn, clock);
+    decide(workflow, &ctx, input).await
+}
+
+/// Replays `workflow` for one run without running any local step: the decision, or `None` when
+/// the turn reached a local step (it must run as an ordinary turn). Nothing it does reaches
+/// outside the process, so a start can compute its run's first turn before the run exists and
+/// persist both in one write, and drop the turn if the start is refused.
+pub async fn plan_turn(
+    workflow: &RegisteredWorkflow,
+    turn: TurnInput,
+    clock: Arc<dyn Clock>,
+) -> Option<Decision> {
+    let (ctx, input) = context(turn, clock);
+    ctx.state().defer_local = true;
+    let decision = decide(workflow, &ctx, input).await;
+    let deferred = ctx.state().deferred_local;
+    (!deferred).then_some(decision)
+}
+
+fn context(turn: TurnInput, clock: Arc<dyn Clock>) -> (WorkflowContext, Value) {
     let TurnInput {
         run_id,
         namespace,
@@ -46,8 +67,14 @@ pub async fn run_turn(
         now,
     } = turn;
     let ctx = WorkflowContext::new(run_id, namespace, history, signals, now, clock);
+    (ctx, input)
+}
+
+/// Drives the workflow body until it finishes or blocks, and turns where it stopped into a
+/// [`Decision`].
+async fn decide(workflow: &RegisteredWorkflow, ctx: &WorkflowContext, input: Value) -> Decision {
     let body = AssertUnwindSafe(workflow.call(ctx.clone(), input)).catch_unwind();
-    let finished = drive_until_blocked(body, &ctx).await;
+    let finished = drive_until_blocked(body, ctx).await;
 
     let mut st = ctx.state();
     let commands = std::mem::take(&mut st.commands);

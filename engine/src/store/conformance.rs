@@ -517,6 +517,134 @@ pub async fn starts_claim_their_run_inside_the_scope(store: Arc<dyn Store>) {
     assert_eq!(other.locked_by, None);
 }
 
+/// A start with its first turn is one write: the run comes back as the turn left it, with the
+/// turn's checkpoints; a reused id or a namespace outside the lease's scope writes nothing.
+pub async fn a_start_commits_its_first_turn_with_the_insert(store: Arc<dyn Store>) {
+    let mine = Claim {
+        scope: Scope::Only(ns("acme")),
+        ..lease("a")
+    };
+    let first = || TurnCommit {
+        checkpoints: vec![pending_step(0)],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    let committed = store
+        .create_run_and_commit(new_run("f1", "acme"), &mine, first(), 5)
+        .await
+        .expect("start")
+        .expect("in scope");
+    assert_eq!(committed.run.status, RunStatus::Suspended);
+    assert_eq!(
+        committed.run.locked_by, None,
+        "a suspended run holds no lease"
+    );
+    assert_eq!(committed.run.created_at, 5);
+    let id = committed.run.id.clone();
+    let stored = store.checkpoints(&Scope::All, &id).await.expect("read");
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].status, CheckpointStatus::Pending);
+    let derived = History::default().appended(&id, &[pending_step(0)]);
+    assert_eq!(
+        committed.history.unwrap_or(derived).checkpoints,
+        stored,
+        "the history a sticky driver caches is the stored one"
+    );
+    // The step's result takes the sticky path like any suspended run's.
+    let result = completed(&id, 0, json!({"ok": true}));
+    let done = store
+        .apply_result_and_commit(
+            &result,
+            &mine,
+            committed.run.attempt,
+            TurnCommit::new(TurnOutcome::Complete(json!("done"))),
+            6,
+        )
+        .await
+        .expect("sticky")
+        .expect("untouched");
+    assert_eq!(done.run.status, RunStatus::Completed);
+
+    let again = store
+        .create_run_and_commit(new_run("f1", "acme"), &mine, first(), 7)
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::Conflict(_))),
+        "a reused id is refused: {again:?}"
+    );
+    let kept = store
+        .get_run(&Scope::All, &id)
+        .await
+        .expect("read")
+        .expect("kept");
+    assert_eq!(
+        kept.status,
+        RunStatus::Completed,
+        "the refused start changed nothing"
+    );
+    assert_eq!(kept.updated_at, 6);
+
+    // A first turn that starts a child, and one that ends the run at once.
+    let child = NewRun {
+        parent_run_id: Some(RunId::parse("f3").expect("id")),
+        root_run_id: RunId::parse("f3").expect("id"),
+        nesting_depth: 1,
+        ..new_run("f3.child.0", "acme")
+    };
+    let with_child = TurnCommit {
+        children: vec![child],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    let parent = store
+        .create_run_and_commit(new_run("f3", "acme"), &mine, with_child, 9)
+        .await
+        .expect("start")
+        .expect("in scope");
+    assert_eq!(parent.run.status, RunStatus::Suspended);
+    let started = store
+        .get_run(&Scope::All, &RunId::parse("f3.child.0").expect("id"))
+        .await
+        .expect("read")
+        .expect("the child was started with its parent");
+    assert_eq!(started.status, RunStatus::Pending);
+    let done_at_once = store
+        .create_run_and_commit(
+            new_run("f4", "acme"),
+            &mine,
+            TurnCommit::new(TurnOutcome::Complete(json!(4))),
+            10,
+        )
+        .await
+        .expect("start")
+        .expect("in scope");
+    assert_eq!(done_at_once.run.status, RunStatus::Completed);
+    assert_eq!(done_at_once.run.output, Some(json!(4)));
+    assert_eq!(done_at_once.run.finished_at, Some(10));
+
+    let outside = store
+        .create_run_and_commit(new_run("f2", "globex"), &mine, first(), 8)
+        .await
+        .expect("start");
+    assert!(
+        outside.is_none(),
+        "a lease never starts a run outside its scope"
+    );
+    let f2 = RunId::parse("f2").expect("id");
+    assert!(
+        store
+            .get_run(&Scope::All, &f2)
+            .await
+            .expect("read")
+            .is_none()
+    );
+    assert!(
+        store
+            .checkpoints(&Scope::All, &f2)
+            .await
+            .expect("read")
+            .is_empty()
+    );
+}
+
 /// A result claims the suspended run it wakes (inside the claimer's scope only); a duplicate
 /// result claims nothing.
 pub async fn results_claim_the_runs_they_wake(store: Arc<dyn Store>) {
@@ -1950,6 +2078,7 @@ macro_rules! store_conformance {
             released_leases_are_claimable_at_once,
             exhausted_recoveries_bury_the_run,
             starts_claim_their_run_inside_the_scope,
+            a_start_commits_its_first_turn_with_the_insert,
             results_claim_the_runs_they_wake,
             a_due_timer_keeps_the_run_claimed,
             blocked_runs_unpark_when_their_version_is_served,

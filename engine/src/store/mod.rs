@@ -152,6 +152,19 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> StoreResult<Option<Committed>>;
 
+    /// A start and its run's first turn in one write: inserts `run` already claimed under
+    /// `lease` and persists `commit`, the turn computed for it from an empty history (see
+    /// [`crate::runtime::turn::plan_turn`]), as [`Store::commit_turn`] would. Fails with
+    /// [`StoreError::Conflict`] when the id exists; `None` when `lease.scope` does not admit the
+    /// run's namespace. Either way nothing is written.
+    async fn create_run_and_commit(
+        &self,
+        run: NewRun,
+        lease: &Claim,
+        commit: TurnCommit,
+        now: Millis,
+    ) -> StoreResult<Option<Committed>>;
+
     /// Remote steps in `scope` still waiting for a result whose dispatch `lost` says may be
     /// lost, oldest dispatch first.
     async fn pending_remote_steps(

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::TurnOutcome;
+use super::{TurnCommit, TurnOutcome};
 use crate::model::{Millis, NamespaceLoad, RunId, RunStatus, StepFailure};
 
 /// Whether a child ending in `status` settles its parent's wait: every terminal status but
@@ -76,6 +76,21 @@ pub(crate) struct RunUpdate {
     pub error: Option<StepFailure>,
     pub wake_at: Option<Millis>,
     pub finished_at: Option<Millis>,
+}
+
+/// A new run's row after its first turn, `commit`, at `now` under a lease held until
+/// `lease_until`: [`run_update`] with the stay-running rule every store's turn update applies
+/// (a run that would suspend but whose timer is already due, or one of whose steps timed out,
+/// stays `running` under the lease, claimed once more). A new run was never woken otherwise.
+pub(crate) fn first_turn_row(commit: &TurnCommit, now: Millis) -> (RunUpdate, bool) {
+    let mut row = run_update(&commit.outcome, now);
+    let woken = row.status == RunStatus::Suspended
+        && (!commit.timed_out_steps.is_empty() || row.wake_at.is_some_and(|at| at <= now));
+    if woken {
+        row.status = RunStatus::Running;
+        row.wake_at = None;
+    }
+    (row, woken)
 }
 
 /// The run row a turn ending in `outcome` at `now` leaves behind.

@@ -11,20 +11,23 @@
 //! first runs without them: if every write keeps its changes, that transaction commits; if one
 //! backs out or fails, it is rolled back and the batch runs again with a savepoint per write.
 //!
-//! Lanes run concurrently on separate pooled connections, so the same run can be written by two
-//! lanes at once; its row lock orders them. A write that loses a deadlock (or a serialization
+//! Lanes run concurrently, each on a connection of its own that it keeps between batches (taking
+//! one from the pool per batch would cost a health-check round trip each time), so the same run
+//! can be written by two lanes at once; its row lock orders them. A lane whose transaction fails
+//! drops its connection and takes a fresh one for the next batch. A write that loses a deadlock (or a serialization
 //! check) to another lane is run again on its own after its batch committed.
 
 use futures::future::BoxFuture;
+use sqlx::pool::PoolConnection;
 // A bare `&str` runs on the simple protocol, so one round trip may carry two statements.
-use sqlx::{Connection, Executor, PgConnection, PgPool};
+use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};
 use tokio::sync::oneshot;
 
 use super::rows::db;
 use crate::store::{StoreError, StoreResult};
 
 /// How many lanes (transactions in flight at once). More lanes overlap more round trips; each
-/// holds one pooled connection while it commits.
+/// keeps one pooled connection.
 pub(super) const LANES: usize = 4;
 
 /// The most writes in one transaction. Each write's savepoint is a subtransaction, and
@@ -141,6 +144,7 @@ impl GroupCommit {
 
 /// One lane: takes the next write and whatever else is queued behind it, commits them together.
 async fn lane(pool: PgPool, jobs: flume::Receiver<Box<dyn Job>>) {
+    let mut conn: Option<PoolConnection<Postgres>> = None;
     while let Ok(first) = jobs.recv_async().await {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         batch.push(first);
@@ -150,17 +154,35 @@ async fn lane(pool: PgPool, jobs: flume::Receiver<Box<dyn Job>>) {
                 Err(_) => break,
             }
         }
-        commit(&pool, batch).await;
+        let held = match conn.take() {
+            Some(held) => held,
+            None => match pool.acquire().await {
+                Ok(fresh) => fresh,
+                Err(e) => {
+                    let why = db(e).to_string();
+                    tracing::warn!(error = %why, writes = batch.len(), "no connection for a group write; its writes were not run");
+                    for job in batch {
+                        job.answer(Some(&why));
+                    }
+                    continue;
+                }
+            },
+        };
+        conn = commit(held, batch).await;
     }
 }
 
-/// Commits `batch` and answers every write in it; writes that lost to a concurrent transaction
-/// run again, each alone, afterwards.
-async fn commit(pool: &PgPool, mut batch: Vec<Box<dyn Job>>) {
+/// Commits `batch` on `conn` and answers every write in it; writes that lost to a concurrent
+/// transaction run again, each alone, afterwards. Gives the connection back unless a
+/// transaction on it failed (it may be broken).
+async fn commit(
+    mut conn: PoolConnection<Postgres>,
+    mut batch: Vec<Box<dyn Job>>,
+) -> Option<PoolConnection<Postgres>> {
     let alone = batch.len() == 1;
-    let ran = match run_optimistic(pool, &mut batch).await {
+    let ran = match run_optimistic(&mut conn, &mut batch).await {
         Ok(Some(ran)) => Ok(ran),
-        Ok(None) => run_batch(pool, &mut batch).await,
+        Ok(None) => run_batch(&mut conn, &mut batch).await,
         Err(why) => Err(why),
     };
     let ran = match ran {
@@ -171,7 +193,7 @@ async fn commit(pool: &PgPool, mut batch: Vec<Box<dyn Job>>) {
             for job in batch {
                 job.answer(Some(&why));
             }
-            return;
+            return None;
         }
     };
     let mut again = Vec::new();
@@ -181,26 +203,30 @@ async fn commit(pool: &PgPool, mut batch: Vec<Box<dyn Job>>) {
             _ => job.answer(None),
         }
     }
+    let mut healthy = true;
     for mut job in again {
-        match run_batch(pool, std::slice::from_mut(&mut job)).await {
+        match run_batch(&mut conn, std::slice::from_mut(&mut job)).await {
             Ok(_) => job.answer(None),
-            Err(why) => job.answer(Some(&why.to_string())),
+            Err(why) => {
+                healthy = false;
+                job.answer(Some(&why.to_string()));
+            }
         }
     }
+    healthy.then_some(conn)
 }
 
 /// Runs `batch` in one transaction without savepoints and commits it if every write kept its
 /// changes. `None` when one did not: the transaction was rolled back, nothing was written, and
 /// the batch must run with savepoints ([`run_batch`]). A lone write is left to `run_batch`.
 fn run_optimistic<'a>(
-    pool: &'a PgPool,
+    conn: &'a mut PgConnection,
     batch: &'a mut [Box<dyn Job>],
 ) -> BoxFuture<'a, Result<Option<Vec<Ran>>, StoreError>> {
     Box::pin(async move {
         if batch.len() == 1 {
             return Ok(None);
         }
-        let mut conn = pool.acquire().await.map_err(db)?;
         let mut tx = conn.begin().await.map_err(db)?;
         for job in batch.iter_mut() {
             if job.run(&mut tx).await != Ran::Keep {
@@ -217,12 +243,11 @@ fn run_optimistic<'a>(
 /// nothing in it was written). A lone write needs no savepoint: backing it out is rolling the
 /// transaction back.
 fn run_batch<'a>(
-    pool: &'a PgPool,
+    conn: &'a mut PgConnection,
     batch: &'a mut [Box<dyn Job>],
 ) -> BoxFuture<'a, Result<Vec<Ran>, StoreError>> {
     // Boxed so the future is `Send` for `tokio::spawn` (sqlx's executors are higher-ranked).
     Box::pin(async move {
-        let mut conn = pool.acquire().await.map_err(db)?;
         let mut tx = conn.begin().await.map_err(db)?;
         let guarded = batch.len() > 1;
         let mut ran = Vec::with_capacity(batch.len());

@@ -230,6 +230,31 @@ impl Store for PgStore {
             .await
     }
 
+    async fn create_run_and_commit(
+        &self,
+        run: NewRun,
+        lease: &Claim,
+        commit: TurnCommit,
+        now: Millis,
+    ) -> StoreResult<Option<Committed>> {
+        if !lease.scope.admits(&run.namespace) {
+            return Ok(None);
+        }
+        let id = run.id.clone();
+        let args = (run, lease.clone(), commit, now);
+        let created = self
+            .group
+            .write(args, |conn, (run, lease, commit, now)| {
+                Box::pin(turn::create_run_and_commit(conn, run, lease, commit, *now))
+            })
+            .await?;
+        match created {
+            Some(Some(committed)) => Ok(Some(committed)),
+            Some(None) => Err(StoreError::Conflict(format!("run `{id}`"))),
+            None => Ok(None),
+        }
+    }
+
     async fn apply_step_result(
         &self,
         result: &StepResult,

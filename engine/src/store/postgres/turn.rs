@@ -18,7 +18,7 @@ use crate::model::{
 use crate::store::columns::RUN_COL_COUNT;
 use crate::store::rules::{self, settles_parent};
 use crate::store::{
-    Claim, Committed, NewCheckpoint, StepApplied, StoreResult, TurnCommit, TurnOutcome,
+    Claim, Committed, NewCheckpoint, NewRun, StepApplied, StoreResult, TurnCommit, TurnOutcome,
 };
 
 /// [`crate::store::Store::commit_turn`] inside a transaction. `None` when the lease is gone or
@@ -35,6 +35,119 @@ pub(super) async fn commit_turn(
         return Ok(None);
     };
     finish_turn(conn, run, id, &lease.owner, commit, now).await
+}
+
+/// [`crate::store::Store::create_run_and_commit`] inside a transaction: `Some(None)` when the
+/// id exists, `None` when the turn's commit was refused (the caller rolls back either way).
+///
+/// A first turn that only appends a few checkpoints is one statement: the run is inserted as
+/// the turn leaves it (not inserted `running` and then moved, which would write the row and all
+/// its index entries twice), and the checkpoints with it.
+pub(super) async fn create_run_and_commit(
+    conn: &mut PgConnection,
+    run: &NewRun,
+    lease: &Claim,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Option<Option<Committed>>> {
+    let fused = fits_one_statement(commit) && run.parent_run_id.is_none();
+    if !fused {
+        let held = Some((lease.owner.as_str(), lease.until));
+        if insert_run(conn, run, now, false, held).await?.is_none() {
+            return Ok(Some(None));
+        }
+        return Ok(commit_turn(conn, lease, &run.id, commit, now)
+            .await?
+            .map(Some));
+    }
+    let (row, woken) = rules::first_turn_row(commit, now);
+    let mut next = 23;
+    let mut param = || {
+        next += 1;
+        format!("${}", next - 1)
+    };
+    let mut sql = format!(
+        "WITH r AS (INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, \
+         tags, search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, \
+         continued_from, created_at, updated_at, locked_by, locked_until, attempt, output, error, \
+         wake_at, finished_at, needs_wake) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+         $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, FALSE) \
+         ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS})"
+    );
+    if !commit.checkpoints.is_empty() {
+        sql.push_str(&format!(
+            ", i AS ({})",
+            insert_checkpoints_sql(commit.checkpoints.len(), &mut param, "$1")
+        ));
+    }
+    sql.push_str(" SELECT * FROM r");
+    let mut query = sqlx::query(&sql)
+        .bind(run.id.as_str())
+        .bind(run.namespace.as_str())
+        .bind(&run.workflow)
+        .bind(run.workflow_version as i32)
+        .bind(row.status.as_str())
+        .bind(&run.input)
+        .bind(to_value(&run.tags))
+        .bind(to_value(&run.search_attributes))
+        .bind(run.parent_run_id.as_ref().map(RunId::as_str))
+        .bind(run.root_run_id.as_str())
+        .bind(run.nesting_depth as i32)
+        .bind(run.retry_of.as_ref().map(RunId::as_str))
+        .bind(run.continued_from.as_ref().map(RunId::as_str))
+        .bind(now)
+        .bind(now)
+        .bind(woken.then_some(lease.owner.as_str()))
+        .bind(woken.then_some(lease.until))
+        .bind(1 + i32::from(woken))
+        .bind(row.output)
+        .bind(row.error.map(|e| to_value(&e)))
+        .bind(row.wake_at)
+        .bind(row.finished_at);
+    for cp in &commit.checkpoints {
+        query = bind_checkpoint(query, cp, Some(&lease.owner));
+    }
+    let Some(inserted) = query.fetch_optional(&mut *conn).await.map_err(db)? else {
+        return Ok(Some(None));
+    };
+    let inserted = run_from_row(&inserted)?;
+    Ok(
+        finish_turn(conn, inserted, &run.id, &lease.owner, commit, now)
+            .await?
+            .map(Some),
+    )
+}
+
+/// Whether a turn's commit is written in one statement: it only appends, a few checkpoints,
+/// and starts no successor.
+fn fits_one_statement(commit: &TurnCommit) -> bool {
+    commit.only_appends()
+        && commit.checkpoints.len() <= FUSED_CHECKPOINTS
+        && !matches!(commit.outcome, TurnOutcome::Continue(_))
+}
+
+/// `INSERT INTO checkpoints` of `n` new checkpoints of the run `id_param` names, each bound
+/// through `param` in [`bind_checkpoint`]'s order, only if the statement's `r` returned a row;
+/// a checkpoint already at its position is kept.
+fn insert_checkpoints_sql(n: usize, param: &mut impl FnMut() -> String, id_param: &str) -> String {
+    let rows: Vec<String> = (0..n)
+        .map(|_| {
+            let columns: Vec<String> = NEW_CHECKPOINT_TYPES
+                .iter()
+                .map(|t| match t {
+                    Some(t) => format!("{}::{t}", param()),
+                    None => "1".to_owned(),
+                })
+                .collect();
+            format!("({})", columns.join(", "))
+        })
+        .collect();
+    format!(
+        "INSERT INTO checkpoints ({NEW_CHECKPOINT_COLS}) SELECT {id_param}, v.* \
+         FROM (VALUES {}) AS v WHERE EXISTS (SELECT 1 FROM r) \
+         ON CONFLICT (run_id, seq) DO NOTHING",
+        rows.join(", ")
+    )
 }
 
 /// Who may move the run in a turn's commit.
@@ -261,10 +374,7 @@ async fn move_run(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    let fused = commit.only_appends()
-        && commit.checkpoints.len() <= FUSED_CHECKPOINTS
-        && !matches!(commit.outcome, TurnOutcome::Continue(_));
-    if !fused {
+    if !fits_one_statement(commit) {
         let Some(run) = update_run(conn, lease, id, holder, commit, now).await? else {
             return Ok(None);
         };
@@ -301,25 +411,9 @@ async fn move_run(
         ));
     }
     if !commit.checkpoints.is_empty() {
-        let rows: Vec<String> = commit
-            .checkpoints
-            .iter()
-            .map(|_| {
-                let columns: Vec<String> = NEW_CHECKPOINT_TYPES
-                    .iter()
-                    .map(|t| match t {
-                        Some(t) => format!("{}::{t}", param()),
-                        None => "1".to_owned(),
-                    })
-                    .collect();
-                format!("({})", columns.join(", "))
-            })
-            .collect();
         sql.push_str(&format!(
-            ", i AS (INSERT INTO checkpoints ({NEW_CHECKPOINT_COLS}) SELECT $8, v.* \
-             FROM (VALUES {}) AS v WHERE EXISTS (SELECT 1 FROM r) \
-             ON CONFLICT (run_id, seq) DO NOTHING)",
-            rows.join(", ")
+            ", i AS ({})",
+            insert_checkpoints_sql(commit.checkpoints.len(), &mut param, "$8")
         ));
     }
     let recorded = if result.is_some() {

@@ -260,6 +260,33 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn create_run_and_commit(
+        &self,
+        run: NewRun,
+        lease: &Claim,
+        commit: TurnCommit,
+        now: Millis,
+    ) -> StoreResult<Option<Committed>> {
+        if !lease.scope.admits(&run.namespace) {
+            return Ok(None);
+        }
+        let lease = lease.clone();
+        self.writer
+            .write(move |conn| {
+                let held = Some((lease.owner.as_str(), lease.until));
+                if rows::insert_run(conn, &run, now, false, held)?.is_none() {
+                    return Err(StoreError::Conflict(format!("run `{}`", run.id)));
+                }
+                Ok(
+                    match turn::commit_turn(conn, &lease, &run.id, &commit, now)? {
+                        Wrote::Keep(Some(committed)) => Wrote::Keep(Some(committed)),
+                        Wrote::Keep(None) | Wrote::Discard(_) => Wrote::Discard(None),
+                    },
+                )
+            })
+            .await
+    }
+
     async fn apply_step_result(
         &self,
         result: &StepResult,

@@ -1,0 +1,108 @@
+//! A start and its run's first turn in one write.
+//!
+//! A new run has no history, so its first turn can be computed before the run exists, as long
+//! as it runs no local step: a start that is then refused (its id exists) must have done
+//! nothing. The insert and the turn's commit are one write instead of two, and the run's first
+//! step goes out one commit sooner.
+
+use std::sync::Arc;
+
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::drive::{self, FirstTurn, TurnEnd};
+use super::shared::Shared;
+use crate::model::{Millis, Run, RunStatus, TenantEventKind};
+use crate::runtime::turn::{TurnInput, plan_turn};
+use crate::store::{Claim, History, NewRun, StoreError};
+
+/// How [`with_first_turn`] went.
+pub(super) enum Started {
+    /// Inserted with its first turn persisted; the run as that turn left it.
+    Run(Run),
+    /// Nothing was written: start it the ordinary way (insert it, then turn it).
+    Unplanned(NewRun, OwnedSemaphorePermit),
+}
+
+/// Inserts `new` together with its first turn, holding `slot` for the turn. Unplanned when the
+/// workflow is not registered here (a worker turns it), when this engine may not drive the
+/// run's namespace, or when the first turn reaches a local step.
+pub(super) async fn with_first_turn(
+    shared: &Arc<Shared>,
+    new: NewRun,
+    slot: OwnedSemaphorePermit,
+) -> Result<Started, StoreError> {
+    let Some(workflow) = shared.registry.get(&new.workflow, new.workflow_version) else {
+        return Ok(Started::Unplanned(new, slot));
+    };
+    if !shared.scope.admits(&new.namespace) {
+        return Ok(Started::Unplanned(new, slot));
+    }
+    let claim = shared.claim();
+    let now = shared.clock.now();
+    let input = TurnInput {
+        run_id: new.id.clone(),
+        namespace: new.namespace.clone(),
+        input: new.input.clone(),
+        history: Vec::new(),
+        signals: Vec::new(),
+        now,
+    };
+    let Some(decision) = plan_turn(workflow, input, shared.clock.clone()).await else {
+        return Ok(Started::Unplanned(new, slot));
+    };
+    let view = claimed(&new, &claim, now);
+    let (commit, outgoing) = drive::plan(&view, decision, now, &shared.registry);
+    let (commit, after) =
+        drive::prepare(shared, &new.id, History::default(), commit, outgoing, now).await;
+    let created = shared
+        .store
+        .create_run_and_commit(new.clone(), &claim, commit, shared.clock.now())
+        .await?;
+    let Some(committed) = created else {
+        return Ok(Started::Unplanned(new, slot));
+    };
+    let run = committed.run.clone();
+    shared.emit(&run, TenantEventKind::RunStarted, None);
+    match after.persisted(shared, &view, committed).await {
+        // A timer already due: the run stays claimed and turns again at once.
+        TurnEnd::Again(again) => {
+            let (again, history) = *again;
+            drive::spawn_turns(
+                shared.clone(),
+                again,
+                FirstTurn::Claimed(Some(history)),
+                slot,
+            );
+        }
+        TurnEnd::Done | TurnEnd::Refused(_) => drop(slot),
+    }
+    Ok(Started::Run(run))
+}
+
+/// `new` as the store inserts it claimed under `claim`: what its first turn is planned from.
+fn claimed(new: &NewRun, claim: &Claim, now: Millis) -> Run {
+    Run {
+        id: new.id.clone(),
+        namespace: new.namespace.clone(),
+        workflow: new.workflow.clone(),
+        workflow_version: new.workflow_version,
+        status: RunStatus::Running,
+        input: new.input.clone(),
+        output: None,
+        error: None,
+        tags: new.tags.clone(),
+        search_attributes: new.search_attributes.clone(),
+        parent_run_id: new.parent_run_id.clone(),
+        root_run_id: new.root_run_id.clone(),
+        nesting_depth: new.nesting_depth,
+        retry_of: new.retry_of.clone(),
+        continued_from: new.continued_from.clone(),
+        attempt: 1,
+        wake_at: None,
+        locked_by: Some(claim.owner.clone()),
+        locked_until: Some(claim.until),
+        created_at: now,
+        updated_at: now,
+        finished_at: None,
+    }
+}
