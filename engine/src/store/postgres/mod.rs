@@ -119,7 +119,7 @@ impl Store for PgStore {
             .map(|c| (c.owner.clone(), c.until));
         let id = run.id.clone();
         self.group
-            .write((run, lease, now), |conn, (run, lease, now)| {
+            .write_as(true, (run, lease, now), |conn, (run, lease, now)| {
                 let lease = lease
                     .as_ref()
                     .map(|(owner, until)| (owner.as_str(), *until));
@@ -222,9 +222,10 @@ impl Store for PgStore {
         commit: TurnCommit,
         now: Millis,
     ) -> StoreResult<Option<Committed>> {
+        let one_statement = turn::is_one_statement(id, &commit);
         let args = (lease.clone(), id.clone(), commit, now);
         self.group
-            .write(args, |conn, (lease, id, commit, now)| {
+            .write_as(one_statement, args, |conn, (lease, id, commit, now)| {
                 Box::pin(turn::commit_turn(conn, lease, id, commit, *now))
             })
             .await
@@ -241,10 +242,11 @@ impl Store for PgStore {
             return Ok(None);
         }
         let id = run.id.clone();
+        let one_statement = turn::is_one_statement(&id, &commit);
         let args = (run, lease.clone(), commit, now);
         let created = self
             .group
-            .write(args, |conn, (run, lease, commit, now)| {
+            .write_as(one_statement, args, |conn, (run, lease, commit, now)| {
                 Box::pin(turn::create_run_and_commit(conn, run, lease, commit, *now))
             })
             .await?;
@@ -277,13 +279,18 @@ impl Store for PgStore {
         commit: TurnCommit,
         now: Millis,
     ) -> StoreResult<Option<Committed>> {
+        let one_statement = turn::is_one_statement(&result.run_id, &commit);
         let args = (result.clone(), lease.clone(), attempt, commit, now);
         self.group
-            .write(args, |conn, (result, lease, attempt, commit, now)| {
-                Box::pin(turn::apply_result_and_commit(
-                    conn, result, lease, *attempt, commit, *now,
-                ))
-            })
+            .write_as(
+                one_statement,
+                args,
+                |conn, (result, lease, attempt, commit, now)| {
+                    Box::pin(turn::apply_result_and_commit(
+                        conn, result, lease, *attempt, commit, *now,
+                    ))
+                },
+            )
             .await
     }
 

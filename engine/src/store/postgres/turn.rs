@@ -10,7 +10,7 @@ use super::rows::{
 };
 use super::settle::{
     Resolution, record_result, record_result_sql, resolve_pending, result_columns, schedule_retry,
-    settle_parent,
+    settle_parent, waiting_step_sql,
 };
 use crate::model::{
     CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
@@ -50,8 +50,7 @@ pub(super) async fn create_run_and_commit(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Option<Committed>>> {
-    let fused = fits_one_statement(commit) && run.parent_run_id.is_none();
-    if !fused {
+    if !is_one_statement(&run.id, commit) {
         let held = Some((lease.owner.as_str(), lease.until));
         if insert_run(conn, run, now, false, held).await?.is_none() {
             return Ok(Some(None));
@@ -116,6 +115,18 @@ pub(super) async fn create_run_and_commit(
             .await?
             .map(Some),
     )
+}
+
+/// Whether the write of turn `commit` of run `id` (with or without the result it carries) is one
+/// statement that never backs out after writing, so that alone it needs no transaction (see
+/// [`super::group::GroupCommit::write_as`]): the commit fits one statement, and it does
+/// not end a child run, whose parent's wait is settled by further statements.
+pub(super) fn is_one_statement(id: &RunId, commit: &TurnCommit) -> bool {
+    let ends = matches!(
+        commit.outcome,
+        TurnOutcome::Complete(_) | TurnOutcome::Fail(_)
+    );
+    fits_one_statement(commit) && !(ends && rules::child_seq(id).is_some())
 }
 
 /// Whether a turn's commit is written in one statement: it only appends, a few checkpoints,
@@ -388,27 +399,43 @@ async fn move_run(
         }
         return Ok(Some(run));
     }
-    let (update, mut next) = update_run_sql(holder, &lease.scope);
+    // With a result, the run moves only if the result's step still waits, and that step's row
+    // is locked first: the statement then records the result whenever it moves the run, and
+    // writes nothing otherwise, so it never needs to be backed out.
+    let gate = if result.is_some() {
+        " AND EXISTS (SELECT 1 FROM w)"
+    } else {
+        ""
+    };
+    let (update, mut next) = update_run_sql(holder, &lease.scope, gate);
     let mut param = || {
         next += 1;
         format!("${}", next - 1)
     };
-    let mut sql = format!("WITH r AS ({update})");
+    let mut sql = String::from("WITH ");
     if result.is_some() {
         // Bound after the run's parameters: status, output, error, started_at, seq.
+        let [status, output, error, started_at, seq] =
+            [param(), param(), param(), param(), param()];
+        sql.push_str(&format!(
+            "w AS (SELECT 1 FROM checkpoints WHERE {} FOR UPDATE), ",
+            waiting_step_sql("$8", &seq)
+        ));
         let placeholders = [
-            param(),
-            param(),
-            param(),
+            status,
+            output,
+            error,
             "$3".to_owned(),
-            param(),
+            started_at,
             "$8".to_owned(),
-            param(),
+            seq,
         ];
         sql.push_str(&format!(
-            ", c AS ({} AND EXISTS (SELECT 1 FROM r) RETURNING 1)",
+            "r AS ({update}), c AS ({} AND EXISTS (SELECT 1 FROM r) RETURNING 1)",
             record_result_sql(placeholders)
         ));
+    } else {
+        sql.push_str(&format!("r AS ({update})"));
     }
     if !commit.checkpoints.is_empty() {
         sql.push_str(&format!(
@@ -441,8 +468,10 @@ async fn move_run(
     let recorded: i64 = sqlx::Row::try_get(&row, RUN_COL_COUNT)
         .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
     if recorded == 0 {
-        // A duplicate result: the run moved for nothing.
-        return Ok(None);
+        // Cannot happen (the gate above), and inside a transaction it is backed out anyway.
+        return Err(crate::store::StoreError::Corrupt(format!(
+            "run `{id}` moved without recording the result it was moved for"
+        )));
     }
     Ok(Some(run_from_row(&row)?))
 }
@@ -457,14 +486,15 @@ async fn update_run(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    let (sql, _) = update_run_sql(holder, &lease.scope);
+    let (sql, _) = update_run_sql(holder, &lease.scope, "");
     let query = bind_update_run(sqlx::query(&sql), lease, id, holder, commit, now);
     let row = query.fetch_optional(&mut *conn).await.map_err(db)?;
     row.as_ref().map(run_from_row).transpose()
 }
 
-/// The statement of [`update_run`], and the number of its first free parameter.
-fn update_run_sql(holder: Holder, scope: &Scope) -> (String, usize) {
+/// The statement of [`update_run`] with `gate` added to its condition, and the number of its
+/// first free parameter.
+fn update_run_sql(holder: Holder, scope: &Scope, gate: &str) -> (String, usize) {
     let woken = "$1 = 'suspended' AND (needs_wake OR $10 OR ($2::BIGINT IS NOT NULL AND $2 <= $3))";
     // Taking an untouched run counts as one more claim, and it is then held by `lease`.
     let (claimed, held_by, holds, next) = match holder {
@@ -497,7 +527,7 @@ fn update_run_sql(holder: Holder, scope: &Scope) -> (String, usize) {
          locked_until = CASE WHEN {woken} THEN $6 ELSE NULL END, \
          locked_by = CASE WHEN {woken} THEN {held_by} ELSE NULL END, \
          needs_wake = FALSE, updated_at = $3, finished_at = $7 \
-         WHERE id = $8 AND {holds} RETURNING {RUN_COLS}"
+         WHERE id = $8 AND {holds}{gate} RETURNING {RUN_COLS}"
     );
     (sql, next)
 }
