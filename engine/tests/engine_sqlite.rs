@@ -146,6 +146,13 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
     }
     assert_eq!(kinds.first(), Some(&TenantEventKind::RunStarted));
     assert_eq!(kinds.last(), Some(&TenantEventKind::RunCompleted));
+    // Each change once: the start (its first turn persisted with it) suspends the run, and each
+    // result's turn moves it on from `suspended` in one write, never `running` in the store.
+    let count = |kind| kinds.iter().filter(|k| **k == kind).count();
+    assert_eq!(count(TenantEventKind::StepCompleted), 3, "{kinds:?}");
+    assert_eq!(count(TenantEventKind::RunSuspended), 1, "{kinds:?}");
+    assert_eq!(count(TenantEventKind::RunRunning), 0, "{kinds:?}");
+    assert_eq!(kinds.len(), 6, "{kinds:?}");
     h.stop().await;
 }
 

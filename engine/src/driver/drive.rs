@@ -112,12 +112,15 @@ pub(crate) fn spawn_turns(
     tokio::spawn(async move {
         let id = run.id.clone();
         shared.in_flight().insert(id.clone());
-        // A parked run's recheck is not news unless it moves on.
-        if !run.error.as_ref().is_some_and(parked_by_guard) {
-            shared.emit(&run, TenantEventKind::RunRunning, None);
-        }
         let (mut run, mut next) = match first {
-            FirstTurn::Claimed(history) => (run, Persist::Turn(history)),
+            FirstTurn::Claimed(history) => {
+                // A parked run's recheck is not news unless it moves on.
+                if !run.error.as_ref().is_some_and(parked_by_guard) {
+                    shared.emit(&run, TenantEventKind::RunRunning, None);
+                }
+                (run, Persist::Turn(history))
+            }
+            // Never `running` in the store: the run moves on from `suspended` in one write.
             FirstTurn::Sticky(history, result) => (run, Persist::WithResult(history, result)),
         };
         let refused = loop {
@@ -307,6 +310,19 @@ impl AfterCommit {
         for id in &self.cancelled {
             shared.announce_cancel(id).await;
         }
+        // Cached before the dispatch, so that even the fastest result finds it.
+        let again = match (updated.status, history.or(self.appended)) {
+            // Woken during the turn: still ours, and owed another turn.
+            (RunStatus::Running, Some(history)) => Some(history),
+            (RunStatus::Suspended, Some(history)) => {
+                if let Some(at) = updated.wake_at {
+                    shared.wake_by(at);
+                }
+                shared.sticky.park(updated.clone(), history);
+                None
+            }
+            _ => None,
+        };
         // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched. A
         // fan-out's tasks go out together (a multiplexed broker connection pipelines them).
         let sends = self
@@ -327,21 +343,17 @@ impl AfterCommit {
         if started_children {
             shared.wake.notify_one();
         }
-        match (updated.status, history.or(self.appended)) {
-            // Woken during the turn: still ours, and owed another turn.
-            (RunStatus::Running, Some(history)) => {
-                return TurnEnd::Again(Box::new((updated, history)));
-            }
-            (RunStatus::Suspended, Some(history)) => {
-                if let Some(at) = updated.wake_at {
-                    shared.wake_by(at);
-                }
-                shared.sticky.park(updated.clone(), history);
-            }
-            _ => {}
+        if let Some(history) = again {
+            return TurnEnd::Again(Box::new((updated, history)));
         }
-        let parked_again = updated.status == RunStatus::Blocked && updated.error == run.error;
-        if !parked_again {
+        // Not news: parked again for the same reason, or still suspended after a sticky turn
+        // (its step's completion was announced).
+        let unchanged = match updated.status {
+            RunStatus::Blocked => updated.error == run.error,
+            RunStatus::Suspended => run.status == RunStatus::Suspended,
+            _ => false,
+        };
+        if !unchanged {
             shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
         }
         TurnEnd::Done
