@@ -6,7 +6,8 @@
 //!   the BullMQ-layout queues, no engine, no database);
 //! - one step's dispatch-to-result round trip inside the engine (a 1-step workflow);
 //! - 3-step runs one at a time (p50/p99, start call to `run.completed` on the SSE stream);
-//! - 2,000 3-step runs started at once (completed runs/s).
+//! - 2,000 3-step runs started at once (completed runs/s, and the CPU each part of the cluster
+//!   spent per run).
 //!
 //! `cargo build --release -p durable-server && cargo run --release -p durable-bench --bin cluster [-- WORKERS BURST]`
 //! (PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379, or `DURABLE_TEST_POSTGRES` /
@@ -66,7 +67,7 @@ async fn main() -> Result<(), BoxError> {
         ("DURABLE_NO_DEMO", "true"),
     ]);
     let control_plane = Proc::spawn(&bin, &["control-plane"], &cp_env)?;
-    let _workers: Vec<Proc> = (0..workers)
+    let worker_pool: Vec<Proc> = (0..workers)
         .map(|_| {
             Proc::spawn(
                 &bin,
@@ -97,6 +98,7 @@ async fn main() -> Result<(), BoxError> {
 
     // At once.
     let before = completions.count();
+    let cpu_before = Cpu::read(&control_plane, &worker_pool);
     let t0 = Instant::now();
     futures::stream::iter(0..burst)
         .map(|i| {
@@ -121,6 +123,7 @@ async fn main() -> Result<(), BoxError> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = t0.elapsed();
+    let cpu = Cpu::read(&control_plane, &worker_pool).since(&cpu_before);
     let rss = control_plane.rss_kib();
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -155,6 +158,14 @@ async fn main() -> Result<(), BoxError> {
         "| {burst} runs at once: starts accepted (64 requests in flight) | {:.0} starts/s |",
         burst as f64 / accepted.as_secs_f64()
     );
+    let per_run = |d: Duration| ms(d) / burst as f64;
+    println!(
+        "| CPU per run in the burst: control plane / workers / PostgreSQL / Redis | {:.2} / {:.2} / {:.2} / {:.2} ms |",
+        per_run(cpu.control_plane),
+        per_run(cpu.workers),
+        per_run(cpu.postgres),
+        per_run(cpu.redis)
+    );
     println!(
         "| control-plane RSS after the burst | {:.1} MiB |",
         rss as f64 / 1024.0
@@ -164,6 +175,51 @@ async fn main() -> Result<(), BoxError> {
         ms(pct(0.50)) / ms(raw.0).max(0.001)
     );
     Ok(())
+}
+
+/// CPU time used so far by each part of the cluster (Linux `/proc`; zero elsewhere).
+struct Cpu {
+    control_plane: Duration,
+    workers: Duration,
+    postgres: Duration,
+    redis: Duration,
+}
+
+impl Cpu {
+    fn read(control_plane: &Proc, workers: &[Proc]) -> Self {
+        Cpu {
+            control_plane: control_plane.cpu(),
+            workers: workers.iter().map(Proc::cpu).sum(),
+            postgres: cpu_time_of("postgres"),
+            redis: cpu_time_of("redis-server"),
+        }
+    }
+
+    /// What each part used between `earlier` and this reading.
+    fn since(&self, earlier: &Cpu) -> Cpu {
+        Cpu {
+            control_plane: self.control_plane.saturating_sub(earlier.control_plane),
+            workers: self.workers.saturating_sub(earlier.workers),
+            postgres: self.postgres.saturating_sub(earlier.postgres),
+            redis: self.redis.saturating_sub(earlier.redis),
+        }
+    }
+}
+
+/// CPU time used so far by every live process whose command name is `comm` (`postgres` for
+/// PostgreSQL's server and backends, `redis-server`).
+fn cpu_time_of(comm: &str) -> Duration {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Duration::ZERO;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .map(support::cpu_time)
+        .sum()
 }
 
 /// A task job out and a result job back through our Redis transport alone, one at a time.

@@ -55,8 +55,10 @@ async fn main() -> Result<(), BoxError> {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle_rss = server.rss_kib();
 
+    let cpu_before = server.cpu();
     let single = measure(&http, &base, &token, 1, runs, &server).await?;
     let many = measure(&http, &base, &token, subscribers, runs, &server).await?;
+    let cpu = server.cpu().saturating_sub(cpu_before);
     let bundle = bundle_sizes();
 
     println!(
@@ -84,6 +86,11 @@ async fn main() -> Result<(), BoxError> {
         many.subscribers,
         many.p99 / single.p99.max(0.1),
         idle_rss as f64 / 1024.0
+    );
+    println!(
+        "Server CPU over both measures: {:.2} s ({:.1} µs per delivery, runs included).",
+        cpu.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / (single.deliveries + many.deliveries).max(1) as f64
     );
     println!(
         "Latency = arrival (client clock) − the event's `at` stamp (whole milliseconds, so up to 1 ms is rounding).\n"

@@ -1,5 +1,5 @@
 //! What the benchmarks that drive the real `durable` binary share: finding it, child processes
-//! that die with the benchmark, health checks and memory readings.
+//! that die with the benchmark, health checks, and memory and CPU readings.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -57,6 +57,28 @@ impl Proc {
             })
             .unwrap_or(0)
     }
+
+    /// CPU time the process has used so far (see [`cpu_time`]).
+    pub fn cpu(&self) -> Duration {
+        cpu_time(self.0.id())
+    }
+}
+
+/// CPU time (user and system) process `pid` has used so far, from `/proc/<pid>/stat`; zero
+/// where it cannot be read. Linux counts it in ticks of 1/100 s (`USER_HZ`).
+pub fn cpu_time(pid: u32) -> Duration {
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+            let rest = stat.rsplit_once(')')?.1;
+            let mut fields = rest.split_whitespace().skip(11);
+            let user: u64 = fields.next()?.parse().ok()?;
+            let system: u64 = fields.next()?.parse().ok()?;
+            Some(user + system)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
 }
 
 impl Drop for Proc {
