@@ -78,10 +78,10 @@ pub(crate) struct RunUpdate {
     pub finished_at: Option<Millis>,
 }
 
-/// A new run's row after its first turn, `commit`, at `now` under a lease held until
-/// `lease_until`: [`run_update`] with the stay-running rule every store's turn update applies
-/// (a run that would suspend but whose timer is already due, or one of whose steps timed out,
-/// stays `running` under the lease, claimed once more). A new run was never woken otherwise.
+/// A new run's row after its first turn, `commit`, at `now`, and whether the run stays claimed:
+/// [`run_update`] with the stay-running rule every store's turn update applies (a run that
+/// would suspend but whose timer is already due, or one of whose steps timed out, stays
+/// `running` under the lease, claimed once more). A new run was never woken otherwise.
 pub(crate) fn first_turn_row(commit: &TurnCommit, now: Millis) -> (RunUpdate, bool) {
     let mut row = run_update(&commit.outcome, now);
     let woken = row.status == RunStatus::Suspended

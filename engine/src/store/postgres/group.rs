@@ -18,8 +18,8 @@
 //! Lanes run concurrently, each on a connection of its own that it keeps between batches (taking
 //! one from the pool per batch would cost a health-check round trip each time), so the same run
 //! can be written by two lanes at once; its row lock orders them. A lane whose transaction fails
-//! drops its connection and takes a fresh one for the next batch. A write that loses a deadlock (or a serialization
-//! check) to another lane is run again on its own after its batch committed.
+//! drops its connection and takes a fresh one for the next batch. A write that loses a deadlock
+//! (or a serialization check) to another lane is run again on its own after its batch committed.
 
 use futures::future::BoxFuture;
 use sqlx::pool::PoolConnection;

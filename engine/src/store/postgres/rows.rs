@@ -2,7 +2,7 @@
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{PgConnection, Postgres, QueryBuilder, Row};
 
 use crate::model::{
@@ -131,6 +131,80 @@ pub(super) fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
+/// A statement with its binds.
+pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+/// Inserts a new run, its columns bound by [`bind_new_run`] as `$1`–`$22`.
+pub(super) const INSERT_RUN: &str = "INSERT INTO runs (id, namespace, workflow, \
+    workflow_version, status, input, tags, search_attributes, parent_run_id, root_run_id, \
+    nesting_depth, retry_of, continued_from, created_at, updated_at, locked_by, locked_until, \
+    attempt, output, error, wake_at, finished_at, needs_wake) VALUES ($1, $2, $3, $4, $5, $6, \
+    $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, FALSE)";
+
+/// The state a new run's row starts in: `pending`, claimed, or as its first turn left it.
+pub(super) struct FirstState<'a> {
+    pub status: RunStatus,
+    /// The lease (`owner`, `until`) holding it, if any.
+    pub lease: Option<(&'a str, Millis)>,
+    /// How many times it was claimed.
+    pub attempt: i32,
+    pub output: Option<Value>,
+    pub error: Option<Value>,
+    pub wake_at: Option<Millis>,
+    pub finished_at: Option<Millis>,
+}
+
+impl<'a> FirstState<'a> {
+    /// `pending`, or with `lease` `running` and claimed once.
+    pub(super) fn claimed_by(lease: Option<(&'a str, Millis)>) -> Self {
+        FirstState {
+            status: if lease.is_some() {
+                RunStatus::Running
+            } else {
+                RunStatus::Pending
+            },
+            lease,
+            attempt: i32::from(lease.is_some()),
+            output: None,
+            error: None,
+            wake_at: None,
+            finished_at: None,
+        }
+    }
+}
+
+/// Binds the parameters of [`INSERT_RUN`]: `run`, created at `now`, in state `first`.
+pub(super) fn bind_new_run<'q>(
+    query: PgQuery<'q>,
+    run: &'q NewRun,
+    now: Millis,
+    first: FirstState<'q>,
+) -> PgQuery<'q> {
+    query
+        .bind(run.id.as_str())
+        .bind(run.namespace.as_str())
+        .bind(&run.workflow)
+        .bind(run.workflow_version as i32)
+        .bind(first.status.as_str())
+        .bind(&run.input)
+        .bind(to_value(&run.tags))
+        .bind(to_value(&run.search_attributes))
+        .bind(run.parent_run_id.as_ref().map(RunId::as_str))
+        .bind(run.root_run_id.as_str())
+        .bind(run.nesting_depth as i32)
+        .bind(run.retry_of.as_ref().map(RunId::as_str))
+        .bind(run.continued_from.as_ref().map(RunId::as_str))
+        .bind(now)
+        .bind(now)
+        .bind(first.lease.map(|(owner, _)| owner))
+        .bind(first.lease.map(|(_, until)| until))
+        .bind(first.attempt)
+        .bind(first.output)
+        .bind(first.error)
+        .bind(first.wake_at)
+        .bind(first.finished_at)
+}
+
 /// Inserts a `pending` run, or with `lease` (`owner`, `until`) a `running` one locked by
 /// `owner`; with `keep_existing`, an existing id is left alone (and `None` returned) instead of
 /// failing with [`StoreError::Conflict`].
@@ -141,42 +215,13 @@ pub(super) async fn insert_run(
     keep_existing: bool,
     lease: Option<(&str, Millis)>,
 ) -> StoreResult<Option<Run>> {
-    let status = if lease.is_some() {
-        RunStatus::Running
+    let on_conflict = if keep_existing {
+        " ON CONFLICT (id) DO NOTHING"
     } else {
-        RunStatus::Pending
+        ""
     };
-    let mut sql = Sql::new(
-        "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
-         search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, continued_from, \
-         created_at, updated_at, locked_by, locked_until, attempt) ",
-    );
-    sql.push_values([run], |mut b, run| {
-        b.push_bind(run.id.as_str().to_owned())
-            .push_bind(run.namespace.as_str().to_owned())
-            .push_bind(run.workflow.clone())
-            .push_bind(run.workflow_version as i32)
-            .push_bind(status.as_str())
-            .push_bind(run.input.clone())
-            .push_bind(to_value(&run.tags))
-            .push_bind(to_value(&run.search_attributes))
-            .push_bind(run.parent_run_id.as_ref().map(|id| id.as_str().to_owned()))
-            .push_bind(run.root_run_id.as_str().to_owned())
-            .push_bind(run.nesting_depth as i32)
-            .push_bind(run.retry_of.as_ref().map(|id| id.as_str().to_owned()))
-            .push_bind(run.continued_from.as_ref().map(|id| id.as_str().to_owned()))
-            .push_bind(now)
-            .push_bind(now)
-            .push_bind(lease.map(|(owner, _)| owner.to_owned()))
-            .push_bind(lease.map(|(_, until)| until))
-            .push_bind(i32::from(lease.is_some()));
-    });
-    if keep_existing {
-        sql.push(" ON CONFLICT (id) DO NOTHING");
-    }
-    sql.push(format!(" RETURNING {RUN_COLS}"));
-    let row = sql
-        .build()
+    let sql = format!("{INSERT_RUN}{on_conflict} RETURNING {RUN_COLS}");
+    let row = bind_new_run(sqlx::query(&sql), run, now, FirstState::claimed_by(lease))
         .fetch_optional(&mut *conn)
         .await
         .map_err(|e| match db(e) {

@@ -2,11 +2,11 @@
 //! transaction.
 
 use sqlx::PgConnection;
-use sqlx::postgres::PgArguments;
 
 use super::reads::history;
 use super::rows::{
-    RUN_COLS, Sql, db, default_namespace, insert_run, push_scope, run_by_id, run_from_row, to_value,
+    FirstState, INSERT_RUN, PgQuery, RUN_COLS, Sql, bind_new_run, db, default_namespace,
+    insert_run, push_scope, run_by_id, run_from_row, to_value,
 };
 use super::settle::{
     Resolution, record_result, record_result_sql, resolve_pending, result_columns, schedule_retry,
@@ -65,14 +65,8 @@ pub(super) async fn create_run_and_commit(
         next += 1;
         format!("${}", next - 1)
     };
-    let mut sql = format!(
-        "WITH r AS (INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, \
-         tags, search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, \
-         continued_from, created_at, updated_at, locked_by, locked_until, attempt, output, error, \
-         wake_at, finished_at, needs_wake) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-         $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, FALSE) \
-         ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS})"
-    );
+    let mut sql =
+        format!("WITH r AS ({INSERT_RUN} ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS})");
     if !commit.checkpoints.is_empty() {
         sql.push_str(&format!(
             ", i AS ({})",
@@ -80,29 +74,16 @@ pub(super) async fn create_run_and_commit(
         ));
     }
     sql.push_str(" SELECT * FROM r");
-    let mut query = sqlx::query(&sql)
-        .bind(run.id.as_str())
-        .bind(run.namespace.as_str())
-        .bind(&run.workflow)
-        .bind(run.workflow_version as i32)
-        .bind(row.status.as_str())
-        .bind(&run.input)
-        .bind(to_value(&run.tags))
-        .bind(to_value(&run.search_attributes))
-        .bind(run.parent_run_id.as_ref().map(RunId::as_str))
-        .bind(run.root_run_id.as_str())
-        .bind(run.nesting_depth as i32)
-        .bind(run.retry_of.as_ref().map(RunId::as_str))
-        .bind(run.continued_from.as_ref().map(RunId::as_str))
-        .bind(now)
-        .bind(now)
-        .bind(woken.then_some(lease.owner.as_str()))
-        .bind(woken.then_some(lease.until))
-        .bind(1 + i32::from(woken))
-        .bind(row.output)
-        .bind(row.error.map(|e| to_value(&e)))
-        .bind(row.wake_at)
-        .bind(row.finished_at);
+    let first = FirstState {
+        status: row.status,
+        lease: woken.then_some((lease.owner.as_str(), lease.until)),
+        attempt: 1 + i32::from(woken),
+        output: row.output,
+        error: row.error.map(|e| to_value(&e)),
+        wake_at: row.wake_at,
+        finished_at: row.finished_at,
+    };
+    let mut query = bind_new_run(sqlx::query(&sql), run, now, first);
     for cp in &commit.checkpoints {
         query = bind_checkpoint(query, cp, Some(&lease.owner));
     }
@@ -338,9 +319,6 @@ fn bind_checkpoint<'q>(query: PgQuery<'q>, cp: &NewCheckpoint, owner: Option<&st
         )
         .bind(cp.enqueued_at.and(owner).map(str::to_owned))
 }
-
-/// A statement with its binds.
-type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
 
 /// The columns a new checkpoint is inserted with.
 const NEW_CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, worker_group, \
