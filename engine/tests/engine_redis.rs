@@ -84,6 +84,15 @@ async fn worker_on(transport: &RedisTransport, registry: Registry, partition: &s
     .expect("worker starts")
 }
 
+/// A plain connection to the test Redis, for looking at or planting keys beside the transport.
+async fn raw_redis() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(test_url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_tenants_steps_run_only_on_its_own_pool() {
     let Some(transport) = fresh_transport().await else {
@@ -357,11 +366,7 @@ async fn our_control_plane_drives_a_python_workflow_to_completion() {
     assert_eq!(child.status, RunStatus::Completed);
     // The worker reported its local steps (the clock read) as step events, and the control
     // plane took every one off the queue.
-    let mut redis = redis::Client::open(test_url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis");
+    let mut redis = raw_redis().await;
     let queue = format!("bull:{}-step-events", transport.prefix());
     let sent: Option<i64> = redis::cmd("GET")
         .arg(format!("{queue}:id"))
@@ -451,11 +456,7 @@ async fn malformed_worker_messages_are_dropped_and_change_nothing() {
         .await
         .expect("a run");
     let p = transport.prefix().to_owned();
-    let mut redis = redis::Client::open(test_url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis");
+    let mut redis = raw_redis().await;
     for channel in [
         naming::heartbeat_channel(&p),
         naming::decision_relay_channel(&p),
@@ -748,11 +749,7 @@ async fn malformed_worker_announcements_are_skipped() {
         return;
     };
     let p = transport.prefix().to_owned();
-    let mut redis = redis::Client::open(test_url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis");
+    let mut redis = raw_redis().await;
     let token = "ship@acme";
     let beat = r#"{"ts": 1795939520882, "status": {}, "descriptorHash": "0000000000000000"}"#;
     let good = json!({
