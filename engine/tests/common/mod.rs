@@ -8,23 +8,10 @@ use durable::store::Store;
 
 /// Polls until run `id` reaches `want` (at most 10 s), and returns it.
 pub async fn wait_for(store: &Arc<dyn Store>, id: &RunId, want: RunStatus) -> Run {
-    for _ in 0..1000 {
-        let run = store
-            .get_run(&Scope::All, id)
-            .await
-            .expect("get")
-            .expect("exists");
-        if run.status == want {
-            return run;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let run = store.get_run(&Scope::All, id).await.expect("get");
-    panic!("run {id} never reached {want}: {run:?}");
+    wait_until(store, id, Duration::from_secs(10), |run| run.status == want).await
 }
 
 /// Polls until run `id` satisfies `done` (at most `within`), and returns it.
-#[allow(dead_code)]
 pub async fn wait_until(
     store: &Arc<dyn Store>,
     id: &RunId,
@@ -45,7 +32,7 @@ pub async fn wait_until(
             std::time::Instant::now() < deadline,
             "run {id} never got there: {run:?}"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
