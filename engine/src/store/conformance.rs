@@ -1586,6 +1586,130 @@ pub async fn concurrent_writes_keep_their_own_outcomes(store: Arc<dyn Store>) {
     }
 }
 
+/// Many step results arriving at once (which a store may write together) each move their own
+/// run exactly as one alone would: a turn that stays suspended, one that ends the run, one whose
+/// timer is already due (the run stays claimed, with its history), a stale attempt, a duplicate
+/// result and a run outside the lease's scope (neither of which writes anything).
+pub async fn concurrent_sticky_turns_each_move_their_own_run(store: Arc<dyn Store>) {
+    let mine = Claim {
+        scope: Scope::Only(ns("acme")),
+        ..lease("a")
+    };
+    let first = || TurnCommit {
+        checkpoints: vec![pending_step(0)],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    let mut runs = Vec::new();
+    for i in 0..33 {
+        let namespace = if i == 32 { "globex" } else { "acme" };
+        let scope = Claim {
+            scope: Scope::Only(ns(namespace)),
+            ..lease("a")
+        };
+        let started = store
+            .create_run_and_commit(new_run(&format!("m-{i}"), namespace), &scope, first(), 1)
+            .await
+            .expect("start")
+            .expect("in scope");
+        runs.push(started.run);
+    }
+    let writes = runs.iter().enumerate().map(|(i, run)| {
+        let (store, mine) = (store.clone(), mine.clone());
+        let (id, attempt) = (run.id.clone(), run.attempt);
+        async move {
+            let (commit, attempt) = match i % 4 {
+                0 => (
+                    TurnCommit {
+                        checkpoints: vec![pending_step(1)],
+                        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+                    },
+                    attempt,
+                ),
+                1 => (TurnCommit::new(TurnOutcome::Complete(json!(i))), attempt),
+                2 => (
+                    TurnCommit::new(TurnOutcome::Complete(json!("stale"))),
+                    attempt + 1,
+                ),
+                _ => (
+                    TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(0) }),
+                    attempt,
+                ),
+            };
+            let result = completed(&id, 0, json!({"step": i}));
+            let applied = store
+                .apply_result_and_commit(&result, &mine, attempt, commit, 2)
+                .await
+                .expect("sticky");
+            (i, id, applied)
+        }
+    });
+    // The same result twice for run 0: only one of them moves it.
+    let duplicate = {
+        let (store, mine, run) = (store.clone(), mine.clone(), runs[0].clone());
+        async move {
+            let commit = TurnCommit {
+                checkpoints: vec![pending_step(1)],
+                ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+            };
+            let result = completed(&run.id, 0, json!({"step": 0}));
+            store
+                .apply_result_and_commit(&result, &mine, run.attempt, commit, 2)
+                .await
+                .expect("sticky")
+        }
+    };
+    let (applied, duplicate) =
+        futures::future::join(futures::future::join_all(writes), duplicate).await;
+    let mut run_0_moved = duplicate.is_some();
+    for (i, id, applied) in applied {
+        let run = store
+            .get_run(&Scope::All, &id)
+            .await
+            .expect("read")
+            .expect("exists");
+        let steps = store.checkpoints(&Scope::All, &id).await.expect("read");
+        let recorded = steps[0].status == CheckpointStatus::Completed;
+        if i == 32 || i % 4 == 2 {
+            assert!(applied.is_none(), "run {i}: stale or out of scope");
+            assert_eq!(run.status, RunStatus::Suspended, "run {i} unchanged");
+            assert!(!recorded, "run {i}: its result waits for a turn");
+            assert_eq!(steps.len(), 1);
+            continue;
+        }
+        if i == 0 {
+            assert!(
+                !(run_0_moved && applied.is_some()),
+                "a duplicate result moved run 0 twice"
+            );
+            run_0_moved |= applied.is_some();
+        } else {
+            assert!(applied.is_some(), "run {i} was untouched");
+        }
+        assert!(recorded, "run {i}: its result is recorded");
+        assert_eq!(steps[0].output, Some(json!({"step": i})));
+        assert_eq!(run.updated_at, 2);
+        match i % 4 {
+            0 => {
+                assert_eq!(run.status, RunStatus::Suspended);
+                assert_eq!(steps.len(), 2, "run {i}: its next step is written");
+                assert_eq!(steps[1].status, CheckpointStatus::Pending);
+            }
+            1 => {
+                assert_eq!(run.status, RunStatus::Completed);
+                assert_eq!(run.output, Some(json!(i)));
+                assert_eq!(run.finished_at, Some(2));
+            }
+            _ => {
+                assert_eq!(run.status, RunStatus::Running, "run {i}: its timer is due");
+                assert_eq!(run.locked_by.as_deref(), Some("a"));
+                let history = applied.and_then(|c| c.history).expect("claimed: history");
+                assert_eq!(history.checkpoints, steps);
+            }
+        }
+    }
+    assert!(run_0_moved, "one of run 0's results moved it");
+}
+
 /// A worker's step event checkpoints a finished local step before the turn's decision: only
 /// for an unfinished run in the caller's scope, only at a free position, and the decision's own
 /// record of the step later keeps it as it is.
@@ -2091,6 +2215,7 @@ macro_rules! store_conformance {
             control_verbs_and_leases_follow_their_rules,
             families_and_loads_follow_the_scope,
             concurrent_writes_keep_their_own_outcomes,
+            concurrent_sticky_turns_each_move_their_own_run,
             step_events_checkpoint_only_open_runs_in_scope,
             step_beats_touch_only_their_own_pending_step,
             lost_dispatches_spare_live_senders,

@@ -11,6 +11,13 @@
 //! runs on its own, without `BEGIN` and `COMMIT`: its statement commits itself, so it costs one
 //! round trip instead of three, which is most of a lone write's latency.
 //!
+//! Writes of one kind that can share a statement (see [`GroupCommit::write_merged`]) do: the
+//! step results of a burst's runs, say, are one `UPDATE … FROM unnest(…)` rather than one
+//! statement each. PostgreSQL spends most of a small write's CPU on the statement around it
+//! (planning, executor start-up, its own round of locks), so this is what lets a few cores keep up
+//! with thousands of runs. Such a statement never backs a write out after writing it: a write it
+//! cannot apply is simply not written, and answered as backed out.
+//!
 //! A savepoint costs a round trip per write, and almost every write keeps its changes, so a batch
 //! first runs without them: if every write keeps its changes, that transaction commits; if one
 //! backs out or fails, it is rolled back and the batch runs again with a savepoint per write.
@@ -20,6 +27,9 @@
 //! can be written by two lanes at once; its row lock orders them. A lane whose transaction fails
 //! drops its connection and takes a fresh one for the next batch. A write that loses a deadlock
 //! (or a serialization check) to another lane is run again on its own after its batch committed.
+
+use std::any::{Any, TypeId};
+use std::collections::HashSet;
 
 use futures::future::BoxFuture;
 use sqlx::pool::PoolConnection;
@@ -54,11 +64,35 @@ enum Ran {
     Contended,
 }
 
+/// Runs many writes of one kind as one statement that writes, then only reads (see
+/// [`GroupCommit::write_merged`]): each write's outcome, in order (`None` for a write it did not
+/// apply, which wrote nothing), or why the statement failed (then nothing was written).
+pub(super) type MergedBody<A, T> =
+    for<'c> fn(&'c mut PgConnection, Vec<&'c A>) -> BoxFuture<'c, StoreResult<Vec<Option<T>>>>;
+
+/// How a queued write may share a statement with others of its kind.
+struct Merge<A, T> {
+    body: MergedBody<A, T>,
+    /// Two writes with the same key are never merged (one statement could not order them).
+    key: fn(&A) -> &str,
+}
+
+/// Runs the writes of a merged group (all of one type) as one statement.
+type MergedRun =
+    for<'c> fn(&'c mut PgConnection, &'c mut [Box<dyn Job>]) -> BoxFuture<'c, StoreResult<()>>;
+
 /// A queued write, type-erased so one queue carries every kind.
-trait Job: Send {
+trait Job: Send + Any {
     /// Whether the write is one statement that writes (reads may follow) and never backs out
     /// after writing, so that alone it needs no transaction.
     fn one_statement(&self) -> bool;
+    /// The concrete type of the write, its merge runner and its merge key, if it may share a
+    /// statement with other writes of its type.
+    fn merge(&self) -> Option<(TypeId, MergedRun, &str)>;
+    /// The write as `Any`, for its merge runner.
+    fn as_any(&self) -> &dyn Any;
+    /// The write as `Any`, for its merge runner to keep its outcome.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
     /// Runs the write on `conn`, inside the open transaction, and keeps its outcome.
     fn run<'c>(&'c mut self, conn: &'c mut PgConnection) -> BoxFuture<'c, Ran>;
     /// Answers the caller: with its outcome, or with `failure` if the transaction did not
@@ -68,10 +102,60 @@ trait Job: Send {
 
 struct Queued<A, T, F> {
     one_statement: bool,
+    merge: Option<Merge<A, T>>,
     args: A,
     body: F,
     outcome: Option<Outcome<T>>,
     reply: oneshot::Sender<Outcome<T>>,
+}
+
+/// [`MergedRun`] for writes of type `Queued<A, T, F>`: gathers their arguments, runs their
+/// merged body once and keeps each one's outcome.
+fn run_merged<'c, A, T, F>(
+    conn: &'c mut PgConnection,
+    jobs: &'c mut [Box<dyn Job>],
+) -> BoxFuture<'c, StoreResult<()>>
+where
+    A: Send + Sync + 'static,
+    T: Send + 'static,
+    F: for<'x> Fn(&'x mut PgConnection, &'x A) -> BoxFuture<'x, Outcome<T>> + Send + 'static,
+{
+    Box::pin(async move {
+        fn of<Q: 'static>(job: &dyn Job) -> Option<&Q> {
+            job.as_any().downcast_ref::<Q>()
+        }
+        let of = of::<Queued<A, T, F>>;
+        let (Some(body), true) = (
+            jobs.first()
+                .and_then(|job| of(&**job))
+                .and_then(|q| q.merge.as_ref())
+                .map(|m| m.body),
+            jobs.iter().all(|job| of(&**job).is_some()),
+        ) else {
+            return Err(StoreError::Unavailable(
+                "a merged write group mixed kinds of write (a bug)".into(),
+            ));
+        };
+        let args: Vec<&A> = jobs
+            .iter()
+            .filter_map(|job| of(&**job))
+            .map(|q| &q.args)
+            .collect();
+        let outcomes = body(conn, args).await?;
+        if outcomes.len() != jobs.len() {
+            return Err(StoreError::Corrupt(format!(
+                "a merged write answered {} of its {} writes",
+                outcomes.len(),
+                jobs.len()
+            )));
+        }
+        for (job, outcome) in jobs.iter_mut().zip(outcomes) {
+            if let Some(q) = job.as_any_mut().downcast_mut::<Queued<A, T, F>>() {
+                q.outcome = Some(Ok(outcome));
+            }
+        }
+        Ok(())
+    })
 }
 
 impl<A, T, F> Job for Queued<A, T, F>
@@ -82,6 +166,20 @@ where
 {
     fn one_statement(&self) -> bool {
         self.one_statement
+    }
+
+    fn merge(&self) -> Option<(TypeId, MergedRun, &str)> {
+        let merge = self.merge.as_ref()?;
+        let run: MergedRun = run_merged::<A, T, F>;
+        Some((TypeId::of::<Self>(), run, (merge.key)(&self.args)))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 
     fn run<'c>(&'c mut self, conn: &'c mut PgConnection) -> BoxFuture<'c, Ran> {
@@ -160,9 +258,46 @@ impl GroupCommit {
         T: Send + 'static,
         F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
     {
+        self.send(one_statement, None, args, body).await
+    }
+
+    /// [`GroupCommit::write_as`] for a one-statement write that may share its statement with
+    /// other writes queued through the same call: `merged` applies many such writes' `args` in
+    /// one statement that writes, then only reads, and writes nothing for a write it does not
+    /// apply (whose `body` would have returned `None`). Writes with the same `key` are never
+    /// merged together. A lone write, or a batch whose merged statement failed, runs `body`.
+    pub(super) async fn write_merged<A, T, F>(
+        &self,
+        merged: MergedBody<A, T>,
+        key: fn(&A) -> &str,
+        args: A,
+        body: F,
+    ) -> Outcome<T>
+    where
+        A: Send + Sync + 'static,
+        T: Send + 'static,
+        F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+    {
+        let merge = Merge { body: merged, key };
+        self.send(true, Some(merge), args, body).await
+    }
+
+    async fn send<A, T, F>(
+        &self,
+        one_statement: bool,
+        merge: Option<Merge<A, T>>,
+        args: A,
+        body: F,
+    ) -> Outcome<T>
+    where
+        A: Send + Sync + 'static,
+        T: Send + 'static,
+        F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         let job = Queued {
             one_statement,
+            merge,
             args,
             body,
             outcome: None,
@@ -218,7 +353,19 @@ async fn commit(
         // A failed statement may have been a broken connection.
         return (ran != Ran::Failed).then_some(conn);
     }
-    let ran = match run_optimistic(&mut conn, &mut batch).await {
+    let mut groups = arrange(&mut batch);
+    if groups.first() == Some(&batch.len()) {
+        // The whole batch is one statement, which commits itself. If it failed, it wrote
+        // nothing, and the writes run one by one below.
+        if run_groups(&mut conn, &mut batch, &groups).await.is_ok() {
+            for job in batch {
+                job.answer(None);
+            }
+            return Some(conn);
+        }
+        groups.clear();
+    }
+    let ran = match run_optimistic(&mut conn, &mut batch, &groups).await {
         Ok(Some(ran)) => Ok(ran),
         Ok(None) => run_batch(&mut conn, &mut batch).await,
         Err(why) => Err(why),
@@ -254,22 +401,90 @@ async fn commit(
     healthy.then_some(conn)
 }
 
-/// Runs `batch` in one transaction without savepoints and commits it if every write kept its
-/// changes. `None` when one did not: the transaction was rolled back, nothing was written, and
-/// the batch must run with savepoints ([`run_batch`]). A lone write is left to `run_batch`.
+/// Puts the writes that share a statement first, each kind's together, and the others after
+/// them; the lengths of those groups. A kind with one write queued, and a write whose key is
+/// already in its kind's group, are not merged. (Reordering is safe: writes queued together were
+/// sent concurrently, and a run's row lock orders any two that touch it.)
+fn arrange(batch: &mut Vec<Box<dyn Job>>) -> Vec<usize> {
+    let mut groups: Vec<(TypeId, Vec<Box<dyn Job>>)> = Vec::new();
+    let mut keys: HashSet<(TypeId, String)> = HashSet::new();
+    let mut singles = Vec::new();
+    for job in batch.drain(..) {
+        let kind = job
+            .merge()
+            .and_then(|(kind, _, key)| keys.insert((kind, key.to_owned())).then_some(kind));
+        match (kind, groups.iter_mut().find(|(k, _)| Some(*k) == kind)) {
+            (Some(_), Some((_, jobs))) => jobs.push(job),
+            (Some(kind), None) => groups.push((kind, vec![job])),
+            (None, _) => singles.push(job),
+        }
+    }
+    let mut spans = Vec::new();
+    let mut lone = Vec::new();
+    for (_, jobs) in groups {
+        if jobs.len() > 1 {
+            spans.push(jobs.len());
+            batch.extend(jobs);
+        } else {
+            lone.extend(jobs);
+        }
+    }
+    batch.extend(lone);
+    batch.extend(singles);
+    spans
+}
+
+/// Runs the merged groups at the front of `batch` (of lengths `groups`), each as one statement.
+fn run_groups<'a>(
+    conn: &'a mut PgConnection,
+    batch: &'a mut [Box<dyn Job>],
+    groups: &'a [usize],
+) -> BoxFuture<'a, StoreResult<()>> {
+    Box::pin(async move {
+        let mut start = 0;
+        for &len in groups {
+            let jobs = &mut batch[start..start + len];
+            start += len;
+            if let Some((_, run, _)) = jobs[0].merge() {
+                run(&mut *conn, jobs).await?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Runs `batch` in one transaction without savepoints (its merged `groups` first, each as one
+/// statement) and commits it if every write kept its changes or wrote nothing (a write its
+/// merged statement did not apply, a one-statement write that backed out). `None` otherwise: the transaction was rolled back,
+/// nothing was written, and the batch must run with savepoints ([`run_batch`]), one write at a
+/// time. A lone write is left to `run_batch`.
 fn run_optimistic<'a>(
     conn: &'a mut PgConnection,
     batch: &'a mut [Box<dyn Job>],
+    groups: &'a [usize],
 ) -> BoxFuture<'a, Result<Option<Vec<Ran>>, StoreError>> {
     Box::pin(async move {
         if batch.len() == 1 {
             return Ok(None);
         }
         let mut tx = conn.begin().await.map_err(db)?;
-        for job in batch.iter_mut() {
-            if job.run(&mut tx).await != Ran::Keep {
-                tx.rollback().await.map_err(db)?;
-                return Ok(None);
+        let merged: usize = groups.iter().sum();
+        if run_groups(&mut tx, &mut batch[..merged], groups)
+            .await
+            .is_err()
+        {
+            tx.rollback().await.map_err(db)?;
+            return Ok(None);
+        }
+        for job in batch[merged..].iter_mut() {
+            match job.run(&mut tx).await {
+                Ran::Keep => {}
+                // A one-statement write that backs out wrote nothing: nothing to undo.
+                Ran::Discard if job.one_statement() => {}
+                _ => {
+                    tx.rollback().await.map_err(db)?;
+                    return Ok(None);
+                }
             }
         }
         tx.commit().await.map_err(db)?;

@@ -8,6 +8,7 @@
 mod accounts;
 mod group;
 mod lifecycle;
+mod merged;
 mod reads;
 mod rows;
 mod settle;
@@ -281,17 +282,20 @@ impl Store for PgStore {
     ) -> StoreResult<Option<Committed>> {
         let one_statement = turn::is_one_statement(&result.run_id, &commit);
         let args = (result.clone(), lease.clone(), attempt, commit, now);
-        self.group
-            .write_as(
-                one_statement,
-                args,
-                |conn, (result, lease, attempt, commit, now)| {
-                    Box::pin(turn::apply_result_and_commit(
-                        conn, result, lease, *attempt, commit, *now,
-                    ))
-                },
-            )
-            .await
+        if one_statement {
+            self.group
+                .write_merged(
+                    merged::apply_results_and_commit,
+                    merged::run_of,
+                    args,
+                    merged::apply_result_and_commit,
+                )
+                .await
+        } else {
+            self.group
+                .write(args, merged::apply_result_and_commit)
+                .await
+        }
     }
 
     async fn pending_remote_steps(

@@ -35,22 +35,25 @@ pub(super) async fn list_runs(
     if let Some(workflow) = &query.workflow {
         sql.push(" AND workflow = ").push_bind(workflow.clone());
     }
-    // Containment, which the GIN indexes on tags and search attributes serve.
+    // Containment, which the GIN indexes on tags and search attributes serve. Those indexes
+    // hold only runs that have some (see migration 0004), so the filter names that predicate
+    // too; containment implies it.
     if let Some(tag) = &query.tag {
-        sql.push(" AND tags @> ").push_bind(json!([tag]));
+        sql.push(" AND tags <> '[]'::jsonb AND tags @> ")
+            .push_bind(json!([tag]));
     }
     if let Some(filter) = &query.attribute {
         let mut wanted = serde_json::Map::new();
         wanted.insert(filter.key.clone(), filter.value.clone());
-        sql.push(" AND search_attributes @> ")
+        sql.push(" AND search_attributes <> '{}'::jsonb AND search_attributes @> ")
             .push_bind(Value::Object(wanted));
     }
     if let Some(family) = &query.family {
         sql.push(" AND (id = ")
             .push_bind(family.as_str().to_owned())
-            .push(" OR root_run_id = ")
+            .push(" OR (root_run_id <> id AND root_run_id = ")
             .push_bind(family.as_str().to_owned())
-            .push(")");
+            .push("))");
     }
     if let Some(from) = query.created_from {
         sql.push(" AND created_at >= ").push_bind(from);

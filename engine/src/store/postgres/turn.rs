@@ -156,7 +156,7 @@ enum Holder {
 /// The rest of a turn's commit once `run` was moved and its checkpoints written: redispatches
 /// (noted as sent by `owner`), resolved waits, children, cancellations and parent, and the
 /// history its next turn replays.
-async fn finish_turn(
+pub(super) async fn finish_turn(
     conn: &mut PgConnection,
     run: Run,
     id: &RunId,
@@ -321,7 +321,7 @@ fn bind_checkpoint<'q>(query: PgQuery<'q>, cp: &NewCheckpoint, owner: Option<&st
 }
 
 /// The columns a new checkpoint is inserted with.
-const NEW_CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, worker_group, \
+pub(super) const NEW_CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, worker_group, \
     input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
     timeout_ms, dispatched_by";
 
