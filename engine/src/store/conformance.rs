@@ -37,6 +37,22 @@ fn lease(owner: &str) -> Claim {
     }
 }
 
+/// Lease `a`, scoped to `namespace`.
+fn lease_in(namespace: &str) -> Claim {
+    Claim {
+        scope: Scope::Only(ns(namespace)),
+        ..lease("a")
+    }
+}
+
+/// A turn that dispatches remote step `seq` and suspends on it.
+fn suspend_on_step(seq: u32) -> TurnCommit {
+    TurnCommit {
+        checkpoints: vec![pending_step(seq)],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    }
+}
+
 /// Remote step `seq` of run `id` completed with `output`, as its worker reports it.
 fn completed(id: &RunId, seq: u32, output: serde_json::Value) -> StepResult {
     StepResult {
@@ -520,14 +536,8 @@ pub async fn starts_claim_their_run_inside_the_scope(store: Arc<dyn Store>) {
 /// A start with its first turn is one write: the run comes back as the turn left it, with the
 /// turn's checkpoints; a reused id or a namespace outside the lease's scope writes nothing.
 pub async fn a_start_commits_its_first_turn_with_the_insert(store: Arc<dyn Store>) {
-    let mine = Claim {
-        scope: Scope::Only(ns("acme")),
-        ..lease("a")
-    };
-    let first = || TurnCommit {
-        checkpoints: vec![pending_step(0)],
-        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
-    };
+    let mine = lease_in("acme");
+    let first = || suspend_on_step(0);
     let committed = store
         .create_run_and_commit(new_run("f1", "acme"), &mine, first(), 5)
         .await
@@ -1591,23 +1601,18 @@ pub async fn concurrent_writes_keep_their_own_outcomes(store: Arc<dyn Store>) {
 /// timer is already due (the run stays claimed, with its history), a stale attempt, a duplicate
 /// result and a run outside the lease's scope (neither of which writes anything).
 pub async fn concurrent_sticky_turns_each_move_their_own_run(store: Arc<dyn Store>) {
-    let mine = Claim {
-        scope: Scope::Only(ns("acme")),
-        ..lease("a")
-    };
-    let first = || TurnCommit {
-        checkpoints: vec![pending_step(0)],
-        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
-    };
+    let mine = lease_in("acme");
+    let first = || suspend_on_step(0);
     let mut runs = Vec::new();
     for i in 0..33 {
         let namespace = if i == 32 { "globex" } else { "acme" };
-        let scope = Claim {
-            scope: Scope::Only(ns(namespace)),
-            ..lease("a")
-        };
         let started = store
-            .create_run_and_commit(new_run(&format!("m-{i}"), namespace), &scope, first(), 1)
+            .create_run_and_commit(
+                new_run(&format!("m-{i}"), namespace),
+                &lease_in(namespace),
+                first(),
+                1,
+            )
             .await
             .expect("start")
             .expect("in scope");
@@ -1618,13 +1623,7 @@ pub async fn concurrent_sticky_turns_each_move_their_own_run(store: Arc<dyn Stor
         let (id, attempt) = (run.id.clone(), run.attempt);
         async move {
             let (commit, attempt) = match i % 4 {
-                0 => (
-                    TurnCommit {
-                        checkpoints: vec![pending_step(1)],
-                        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
-                    },
-                    attempt,
-                ),
+                0 => (suspend_on_step(1), attempt),
                 1 => (TurnCommit::new(TurnOutcome::Complete(json!(i))), attempt),
                 2 => (
                     TurnCommit::new(TurnOutcome::Complete(json!("stale"))),
@@ -1647,13 +1646,9 @@ pub async fn concurrent_sticky_turns_each_move_their_own_run(store: Arc<dyn Stor
     let duplicate = {
         let (store, mine, run) = (store.clone(), mine.clone(), runs[0].clone());
         async move {
-            let commit = TurnCommit {
-                checkpoints: vec![pending_step(1)],
-                ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
-            };
             let result = completed(&run.id, 0, json!({"step": 0}));
             store
-                .apply_result_and_commit(&result, &mine, run.attempt, commit, 2)
+                .apply_result_and_commit(&result, &mine, run.attempt, suspend_on_step(1), 2)
                 .await
                 .expect("sticky")
         }
