@@ -1705,6 +1705,114 @@ pub async fn concurrent_sticky_turns_each_move_their_own_run(store: Arc<dyn Stor
     assert!(run_0_moved, "one of run 0's results moved it");
 }
 
+/// Starts sent at once (which a backend may write in one statement) each insert their own run as
+/// its first turn left it, with that turn's checkpoints. Of two starts with one id exactly one
+/// inserts; a start with a taken id, and one outside the lease's scope, write nothing.
+pub async fn concurrent_starts_each_insert_their_own_run(store: Arc<dyn Store>) {
+    let mine = lease_in("acme");
+    let finished = TurnCommit::new(TurnOutcome::Complete(json!("first")));
+    store
+        .create_run_and_commit(new_run("s-taken", "acme"), &mine, finished, 1)
+        .await
+        .expect("start")
+        .expect("in scope");
+    let first_turn = |i: usize| match i % 3 {
+        0 => suspend_on_step(0),
+        1 => TurnCommit::new(TurnOutcome::Complete(json!(i))),
+        _ => TurnCommit {
+            checkpoints: vec![pending_step(0)],
+            ..TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(0) })
+        },
+    };
+    let fresh = (0..32).map(|i| (format!("s-{i}"), "acme", first_turn(i)));
+    let refused = [
+        ("s-0".to_owned(), "acme", first_turn(0)),
+        ("s-taken".to_owned(), "acme", first_turn(0)),
+        ("s-out".to_owned(), "globex", first_turn(0)),
+    ];
+    let starts = fresh.chain(refused).map(|(id, namespace, commit)| {
+        let (store, mine) = (store.clone(), mine.clone());
+        async move {
+            let started = store
+                .create_run_and_commit(new_run(&id, namespace), &mine, commit, 2)
+                .await;
+            (id, started)
+        }
+    });
+    let mut s0_started = 0;
+    for (id, started) in futures::future::join_all(starts).await {
+        let run_id = RunId::parse(&id).expect("id");
+        let stored = store.get_run(&Scope::All, &run_id).await.expect("read");
+        let steps = store.checkpoints(&Scope::All, &run_id).await.expect("read");
+        match id.as_str() {
+            "s-taken" => {
+                assert!(
+                    matches!(started, Err(StoreError::Conflict(_))),
+                    "a taken id is refused: {started:?}"
+                );
+                let kept = stored.expect("kept");
+                assert_eq!(
+                    kept.output,
+                    Some(json!("first")),
+                    "the refused start changed nothing"
+                );
+                assert_eq!(kept.updated_at, 1);
+                assert!(steps.is_empty(), "the refused start wrote no checkpoint");
+                continue;
+            }
+            "s-out" => {
+                assert!(
+                    matches!(started, Ok(None)),
+                    "a lease never starts a run outside its scope: {started:?}"
+                );
+                assert!(stored.is_none() && steps.is_empty());
+                continue;
+            }
+            _ => {}
+        }
+        let i: usize = id.trim_start_matches("s-").parse().expect("number");
+        let committed = match started {
+            Err(StoreError::Conflict(_)) if i == 0 => continue,
+            started => started.expect("start").expect("in scope"),
+        };
+        s0_started += usize::from(i == 0);
+        let run = stored.expect("inserted");
+        assert_eq!(
+            committed.run, run,
+            "run {i}: the start answers the stored run"
+        );
+        assert_eq!(run.namespace, ns("acme"));
+        assert_eq!(run.input, json!({"n": 1}));
+        assert_eq!(run.created_at, 2);
+        match i % 3 {
+            0 => {
+                assert_eq!(run.status, RunStatus::Suspended, "run {i}");
+                assert_eq!((run.locked_by, run.attempt), (None, 1));
+                assert_eq!(steps.len(), 1, "run {i}: its step is written");
+                assert_eq!(steps[0].status, CheckpointStatus::Pending);
+                assert_eq!(steps[0].input, Some(json!({"amount": 5})));
+            }
+            1 => {
+                assert_eq!(run.status, RunStatus::Completed, "run {i}");
+                assert_eq!(run.output, Some(json!(i)));
+                assert_eq!(run.finished_at, Some(2));
+                assert!(steps.is_empty());
+            }
+            _ => {
+                assert_eq!(run.status, RunStatus::Running, "run {i}: its timer is due");
+                assert_eq!((run.locked_by.as_deref(), run.attempt), (Some("a"), 2));
+                assert_eq!(steps.len(), 1, "run {i}: its step is written");
+                let history = committed.history.expect("claimed: history");
+                assert_eq!(history.checkpoints, steps);
+            }
+        }
+    }
+    assert_eq!(
+        s0_started, 1,
+        "exactly one of two starts with one id inserted it"
+    );
+}
+
 /// A worker's step event checkpoints a finished local step before the turn's decision: only
 /// for an unfinished run in the caller's scope, only at a free position, and the decision's own
 /// record of the step later keeps it as it is.
@@ -2211,6 +2319,7 @@ macro_rules! store_conformance {
             families_and_loads_follow_the_scope,
             concurrent_writes_keep_their_own_outcomes,
             concurrent_sticky_turns_each_move_their_own_run,
+            concurrent_starts_each_insert_their_own_run,
             step_events_checkpoint_only_open_runs_in_scope,
             step_beats_touch_only_their_own_pending_step,
             lost_dispatches_spare_live_senders,

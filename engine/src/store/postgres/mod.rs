@@ -15,6 +15,7 @@ mod settle;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 mod turn;
+mod values;
 
 use std::time::Duration;
 
@@ -245,12 +246,20 @@ impl Store for PgStore {
         let id = run.id.clone();
         let one_statement = turn::is_one_statement(&id, &commit);
         let args = (run, lease.clone(), commit, now);
-        let created = self
-            .group
-            .write_as(one_statement, args, |conn, (run, lease, commit, now)| {
-                Box::pin(turn::create_run_and_commit(conn, run, lease, commit, *now))
-            })
-            .await?;
+        let created = if one_statement {
+            self.group
+                .write_merged(
+                    merged::create_runs_and_commit,
+                    merged::id_of,
+                    args,
+                    merged::create_run_and_commit,
+                )
+                .await?
+        } else {
+            self.group
+                .write(args, merged::create_run_and_commit)
+                .await?
+        };
         match created {
             Some(Some(committed)) => Ok(Some(committed)),
             Some(None) => Err(StoreError::Conflict(format!("run `{id}`"))),

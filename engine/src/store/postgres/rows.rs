@@ -5,8 +5,9 @@ use serde_json::Value;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{PgConnection, Postgres, QueryBuilder, Row};
 
+use super::values::{FirstState, RunValues, params};
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus, Scope,
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, Scope,
 };
 use crate::store::{NewRun, StoreError, StoreResult};
 
@@ -134,76 +135,14 @@ pub(super) fn to_value<T: serde::Serialize>(v: &T) -> Value {
 /// A statement with its binds.
 pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
-/// Inserts a new run, its columns bound by [`bind_new_run`] as `$1`–`$22`.
-pub(super) const INSERT_RUN: &str = "INSERT INTO runs (id, namespace, workflow, \
-    workflow_version, status, input, tags, search_attributes, parent_run_id, root_run_id, \
-    nesting_depth, retry_of, continued_from, created_at, updated_at, locked_by, locked_until, \
-    attempt, output, error, wake_at, finished_at, needs_wake) VALUES ($1, $2, $3, $4, $5, $6, \
-    $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, FALSE)";
-
-/// The state a new run's row starts in: `pending`, claimed, or as its first turn left it.
-pub(super) struct FirstState<'a> {
-    pub status: RunStatus,
-    /// The lease (`owner`, `until`) holding it, if any.
-    pub lease: Option<(&'a str, Millis)>,
-    /// How many times it was claimed.
-    pub attempt: i32,
-    pub output: Option<Value>,
-    pub error: Option<Value>,
-    pub wake_at: Option<Millis>,
-    pub finished_at: Option<Millis>,
-}
-
-impl<'a> FirstState<'a> {
-    /// `pending`, or with `lease` `running` and claimed once.
-    pub(super) fn claimed_by(lease: Option<(&'a str, Millis)>) -> Self {
-        FirstState {
-            status: if lease.is_some() {
-                RunStatus::Running
-            } else {
-                RunStatus::Pending
-            },
-            lease,
-            attempt: i32::from(lease.is_some()),
-            output: None,
-            error: None,
-            wake_at: None,
-            finished_at: None,
-        }
-    }
-}
-
-/// Binds the parameters of [`INSERT_RUN`]: `run`, created at `now`, in state `first`.
-pub(super) fn bind_new_run<'q>(
-    query: PgQuery<'q>,
-    run: &'q NewRun,
-    now: Millis,
-    first: FirstState<'q>,
-) -> PgQuery<'q> {
-    query
-        .bind(run.id.as_str())
-        .bind(run.namespace.as_str())
-        .bind(&run.workflow)
-        .bind(run.workflow_version as i32)
-        .bind(first.status.as_str())
-        .bind(&run.input)
-        .bind(to_value(&run.tags))
-        .bind(to_value(&run.search_attributes))
-        .bind(run.parent_run_id.as_ref().map(RunId::as_str))
-        .bind(run.root_run_id.as_str())
-        .bind(run.nesting_depth as i32)
-        .bind(run.retry_of.as_ref().map(RunId::as_str))
-        .bind(run.continued_from.as_ref().map(RunId::as_str))
-        .bind(now)
-        .bind(now)
-        .bind(first.lease.map(|(owner, _)| owner))
-        .bind(first.lease.map(|(_, until)| until))
-        .bind(first.attempt)
-        .bind(first.output)
-        .bind(first.error)
-        .bind(first.wake_at)
-        .bind(first.finished_at)
-}
+/// Inserts a new run, its columns bound by [`RunValues::bind`] as `$1`–`$22`.
+pub(super) static INSERT_RUN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "INSERT INTO runs ({}, needs_wake) VALUES ({}, FALSE)",
+        RunValues::COLUMNS.join(", "),
+        params(RunValues::TYPES, 1, false)
+    )
+});
 
 /// Inserts a `pending` run, or with `lease` (`owner`, `until`) a `running` one locked by
 /// `owner`; with `keep_existing`, an existing id is left alone (and `None` returned) instead of
@@ -220,8 +159,9 @@ pub(super) async fn insert_run(
     } else {
         ""
     };
-    let sql = format!("{INSERT_RUN}{on_conflict} RETURNING {RUN_COLS}");
-    let row = bind_new_run(sqlx::query(&sql), run, now, FirstState::claimed_by(lease))
+    let sql = format!("{}{on_conflict} RETURNING {RUN_COLS}", *INSERT_RUN);
+    let row = RunValues::of(run, now, FirstState::claimed_by(lease))
+        .bind(sqlx::query(&sql))
         .fetch_optional(&mut *conn)
         .await
         .map_err(|e| match db(e) {

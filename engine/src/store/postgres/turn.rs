@@ -5,13 +5,14 @@ use sqlx::PgConnection;
 
 use super::reads::history;
 use super::rows::{
-    FirstState, INSERT_RUN, PgQuery, RUN_COLS, Sql, bind_new_run, db, default_namespace,
-    insert_run, push_scope, run_by_id, run_from_row, to_value,
+    INSERT_RUN, PgQuery, RUN_COLS, Sql, db, default_namespace, insert_run, push_scope, run_by_id,
+    run_from_row, to_value,
 };
 use super::settle::{
     Resolution, record_result, record_result_sql, resolve_pending, result_columns, schedule_retry,
     settle_parent, waiting_step_sql,
 };
+use super::values::{CheckpointValues, FirstState, RunValues, params};
 use crate::model::{
     CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
 };
@@ -59,33 +60,26 @@ pub(super) async fn create_run_and_commit(
             .await?
             .map(Some));
     }
-    let (row, woken) = rules::first_turn_row(commit, now);
     let mut next = 23;
     let mut param = || {
         next += 1;
         format!("${}", next - 1)
     };
-    let mut sql =
-        format!("WITH r AS ({INSERT_RUN} ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS})");
+    let mut sql = format!(
+        "WITH r AS ({} ON CONFLICT (id) DO NOTHING RETURNING {RUN_COLS})",
+        *INSERT_RUN
+    );
     if !commit.checkpoints.is_empty() {
         sql.push_str(&format!(
             ", i AS ({})",
-            insert_checkpoints_sql(commit.checkpoints.len(), &mut param, "$1")
+            insert_checkpoints_sql(commit.checkpoints.len(), &mut param)
         ));
     }
     sql.push_str(" SELECT * FROM r");
-    let first = FirstState {
-        status: row.status,
-        lease: woken.then_some((lease.owner.as_str(), lease.until)),
-        attempt: 1 + i32::from(woken),
-        output: row.output,
-        error: row.error.map(|e| to_value(&e)),
-        wake_at: row.wake_at,
-        finished_at: row.finished_at,
-    };
-    let mut query = bind_new_run(sqlx::query(&sql), run, now, first);
+    let first = FirstState::after_first_turn(commit, lease, now);
+    let mut query = RunValues::of(run, now, first).bind(sqlx::query(&sql));
     for cp in &commit.checkpoints {
-        query = bind_checkpoint(query, cp, Some(&lease.owner));
+        query = CheckpointValues::of(&run.id, cp, Some(&lease.owner)).bind(query);
     }
     let Some(inserted) = query.fetch_optional(&mut *conn).await.map_err(db)? else {
         return Ok(Some(None));
@@ -118,26 +112,23 @@ fn fits_one_statement(commit: &TurnCommit) -> bool {
         && !matches!(commit.outcome, TurnOutcome::Continue(_))
 }
 
-/// `INSERT INTO checkpoints` of `n` new checkpoints of the run `id_param` names, each bound
-/// through `param` in [`bind_checkpoint`]'s order, only if the statement's `r` returned a row;
-/// a checkpoint already at its position is kept.
-fn insert_checkpoints_sql(n: usize, param: &mut impl FnMut() -> String, id_param: &str) -> String {
+/// `INSERT INTO checkpoints` of `n` new checkpoints, each bound through `param` by
+/// [`CheckpointValues::bind`], only if the statement's `r` returned a row; a checkpoint already
+/// at its position is kept.
+fn insert_checkpoints_sql(n: usize, param: &mut impl FnMut() -> String) -> String {
     let rows: Vec<String> = (0..n)
         .map(|_| {
-            let columns: Vec<String> = NEW_CHECKPOINT_TYPES
+            let columns: Vec<String> = CheckpointValues::TYPES
                 .iter()
-                .map(|t| match t {
-                    Some(t) => format!("{}::{t}", param()),
-                    None => "1".to_owned(),
-                })
+                .map(|t| format!("{}::{t}", param()))
                 .collect();
             format!("({})", columns.join(", "))
         })
         .collect();
     format!(
-        "INSERT INTO checkpoints ({NEW_CHECKPOINT_COLS}) SELECT {id_param}, v.* \
-         FROM (VALUES {}) AS v WHERE EXISTS (SELECT 1 FROM r) \
-         ON CONFLICT (run_id, seq) DO NOTHING",
+        "INSERT INTO checkpoints ({}) SELECT * FROM (VALUES {}) AS v \
+         WHERE EXISTS (SELECT 1 FROM r) ON CONFLICT (run_id, seq) DO NOTHING",
+        CheckpointValues::COLUMNS.join(", "),
         rows.join(", ")
     )
 }
@@ -284,67 +275,17 @@ async fn insert_checkpoint(
     owner: Option<&str>,
 ) -> StoreResult<bool> {
     let sql = format!(
-        "INSERT INTO checkpoints ({NEW_CHECKPOINT_COLS}) \
-         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
-         ON CONFLICT (run_id, seq) DO NOTHING"
+        "INSERT INTO checkpoints ({}) VALUES ({}) ON CONFLICT (run_id, seq) DO NOTHING",
+        CheckpointValues::COLUMNS.join(", "),
+        params(CheckpointValues::TYPES, 1, false)
     );
-    let query = sqlx::query(&sql).bind(id.as_str());
-    let done = bind_checkpoint(query, cp, owner)
+    let done = CheckpointValues::of(id, cp, owner)
+        .bind(sqlx::query(&sql))
         .execute(&mut *conn)
         .await
         .map_err(db)?;
     Ok(done.rows_affected() > 0)
 }
-
-/// Binds a new checkpoint's columns after its run id, from `seq` to `dispatched_by` (a
-/// dispatched step is noted as sent by `owner`).
-fn bind_checkpoint<'q>(query: PgQuery<'q>, cp: &NewCheckpoint, owner: Option<&str>) -> PgQuery<'q> {
-    query
-        .bind(cp.seq as i32)
-        .bind(cp.kind.as_str())
-        .bind(cp.name.clone())
-        .bind(cp.status.as_str())
-        .bind(cp.worker_group.clone())
-        .bind(cp.input.clone())
-        .bind(cp.output.clone())
-        .bind(cp.error.as_ref().map(to_value))
-        .bind(cp.wake_at)
-        .bind(cp.enqueued_at)
-        .bind(cp.started_at)
-        .bind(cp.finished_at)
-        .bind(cp.retry_policy.as_ref().map(to_value))
-        .bind(
-            cp.timeout_ms
-                .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
-        )
-        .bind(cp.enqueued_at.and(owner).map(str::to_owned))
-}
-
-/// The columns a new checkpoint is inserted with.
-pub(super) const NEW_CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, worker_group, \
-    input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
-    timeout_ms, dispatched_by";
-
-/// The types of a new checkpoint's columns from `seq` to `dispatched_by`, in the order
-/// [`bind_checkpoint`] binds them; `None` is `attempts`, always 1.
-const NEW_CHECKPOINT_TYPES: [Option<&str>; 16] = [
-    Some("INT"),
-    Some("TEXT"),
-    Some("TEXT"),
-    Some("TEXT"),
-    None,
-    Some("TEXT"),
-    Some("JSONB"),
-    Some("JSONB"),
-    Some("JSONB"),
-    Some("BIGINT"),
-    Some("BIGINT"),
-    Some("BIGINT"),
-    Some("BIGINT"),
-    Some("JSONB"),
-    Some("BIGINT"),
-    Some("TEXT"),
-];
 
 /// How many new checkpoints a turn may have for its write to be one statement.
 const FUSED_CHECKPOINTS: usize = 8;
@@ -418,7 +359,7 @@ async fn move_run(
     if !commit.checkpoints.is_empty() {
         sql.push_str(&format!(
             ", i AS ({})",
-            insert_checkpoints_sql(commit.checkpoints.len(), &mut param, "$8")
+            insert_checkpoints_sql(commit.checkpoints.len(), &mut param)
         ));
     }
     let recorded = if result.is_some() {
@@ -438,7 +379,7 @@ async fn move_run(
             .bind(result.seq as i32);
     }
     for cp in &commit.checkpoints {
-        query = bind_checkpoint(query, cp, Some(&lease.owner));
+        query = CheckpointValues::of(id, cp, Some(&lease.owner)).bind(query);
     }
     let Some(row) = query.fetch_optional(&mut *conn).await.map_err(db)? else {
         return Ok(None);

@@ -40,6 +40,8 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>) -> mpsc::Recei
                 }
             };
             backoff = Duration::from_millis(100);
+            // The first take after (re)connecting does not wait: jobs may be queued already.
+            let mut drained = false;
             loop {
                 if tx.is_closed() {
                     return;
@@ -48,7 +50,17 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>) -> mpsc::Recei
                 if !queues.is_empty() {
                     queues.rotate_left(1);
                 }
-                let jobs = match shared.scripts.take(&mut conn, &queues, BATCH).await {
+                let taken = if drained {
+                    // Wakes on any queue's marker (a stale one only costs an empty take), and
+                    // takes in the same round trip.
+                    shared
+                        .scripts
+                        .wait_and_take(&mut conn, &markers, BLOCK_SECS, &queues, BATCH)
+                        .await
+                } else {
+                    shared.scripts.take(&mut conn, &queues, BATCH).await
+                };
+                let jobs = match taken {
                     Ok(jobs) => jobs,
                     Err(e) => {
                         tracing::warn!(error = %e, queues = ?queues, "taking jobs failed; reconnecting");
@@ -56,22 +68,10 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>) -> mpsc::Recei
                     }
                 };
                 // A short batch drained every queue: a job added since set a marker.
-                let drained = jobs.len() < BATCH;
+                drained = jobs.len() < BATCH;
                 for data in jobs {
                     if tx.send(data).await.is_err() {
                         return;
-                    }
-                }
-                if drained {
-                    // Wakes on any queue's marker; stale markers only cause an extra drain.
-                    let woke: redis::RedisResult<redis::Value> = redis::cmd("BZPOPMIN")
-                        .arg(&markers)
-                        .arg(BLOCK_SECS)
-                        .query_async(&mut conn)
-                        .await;
-                    if let Err(e) = woke {
-                        tracing::warn!(error = %e, "waiting for jobs failed; reconnecting");
-                        continue 'connect;
                     }
                 }
             }

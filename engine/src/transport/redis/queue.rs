@@ -149,21 +149,106 @@ impl Scripts {
         queues: &[String],
         max: usize,
     ) -> redis::RedisResult<Vec<String>> {
-        let mut take = self.take.prepare_invoke();
-        take.arg(max);
-        for queue in queues {
-            take.key(bull_key(queue, "wait"))
-                .key(bull_key(queue, "prioritized"))
-                .key(bull_key(queue, "events"))
-                .arg(bull_key(queue, ""));
+        match self.take_cmd(queues, max).query_async(conn).await {
+            Err(e) if is_no_script(&e) => {
+                self.take.load_async(conn).await?;
+                self.take_cmd(queues, max).query_async(conn).await
+            }
+            taken => taken,
         }
-        take.invoke_async(conn).await
     }
+
+    /// Waits up to `block_secs` for a marker of any of `markers` (a job was added), then takes
+    /// as [`Scripts::take`] does, in one round trip: the take is queued behind the blocking pop
+    /// on the same connection, so Redis runs it the moment the wait ends instead of after the
+    /// wake-up travelled to us and a take travelled back.
+    pub async fn wait_and_take<C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        markers: &[String],
+        block_secs: f64,
+        queues: &[String],
+        max: usize,
+    ) -> redis::RedisResult<Vec<String>> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("BZPOPMIN")
+            .arg(markers)
+            .arg(block_secs)
+            .ignore()
+            .add_command(self.take_cmd(queues, max));
+        match pipe.query_async::<(Vec<String>,)>(conn).await {
+            Ok((taken,)) => Ok(taken),
+            // The wait is over either way; load the script and take as usual.
+            Err(e) if is_no_script(&e) => self.take(conn, queues, max).await,
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The take script's `EVALSHA` (see [`TAKE`]) for `queues`.
+    fn take_cmd(&self, queues: &[String], max: usize) -> redis::Cmd {
+        let mut keys = Vec::with_capacity(queues.len() * 3);
+        let mut prefixes = Vec::with_capacity(queues.len());
+        for queue in queues {
+            keys.extend(["wait", "prioritized", "events"].map(|k| bull_key(queue, k)));
+            prefixes.push(bull_key(queue, ""));
+        }
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.take.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(max)
+            .arg(prefixes);
+        cmd
+    }
+}
+
+/// Whether Redis did not know a script (restarted or flushed since it was loaded).
+fn is_no_script(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::redis::testing;
+
+    /// After a Redis restart or `SCRIPT FLUSH` the take script is unknown: the wait still ends
+    /// on the marker, and the jobs are taken once the script is loaded again, exactly once.
+    #[tokio::test]
+    async fn a_wait_takes_its_jobs_when_redis_forgot_the_script() {
+        let Some(transport) = testing::fresh_transport().await else {
+            return;
+        };
+        let mut conn = transport.shared.conn.clone();
+        // A take script Redis has never seen (its hash is new), as after a flush.
+        let scripts = Scripts {
+            add: Script::new(ADD),
+            take: Script::new(&format!("{TAKE}\n-- {}", uuid::Uuid::new_v4())),
+        };
+        let queue = format!("{}-probe", testing::fresh_prefix());
+        for data in ["one", "two"] {
+            let job = NewJob {
+                queue: &queue,
+                name: "task",
+                data,
+                retention: Retention::Message,
+                priority: None,
+            };
+            scripts.add(&mut conn, &job).await.expect("add");
+        }
+        let markers = [bull_key(&queue, "marker")];
+        let queues = [queue.clone()];
+        let taken = scripts
+            .wait_and_take(&mut conn, &markers, 1.0, &queues, 32)
+            .await
+            .expect("wait and take");
+        assert_eq!(taken, ["one", "two"]);
+        let again = scripts
+            .wait_and_take(&mut conn, &markers, 0.05, &queues, 32)
+            .await
+            .expect("wait and take");
+        assert!(again.is_empty(), "each job is taken once: {again:?}");
+    }
 
     #[test]
     fn priorities_map_like_the_sdks() {
