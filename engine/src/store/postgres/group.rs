@@ -51,6 +51,18 @@ const MAX_BATCH: usize = 48;
 /// What a write's body computes: `Some` keeps its changes, `None` backs them out.
 type Outcome<T> = StoreResult<Option<T>>;
 
+/// A write's body: runs the write on a connection (inside a transaction unless it is one
+/// statement run alone) and says whether it keeps its changes.
+pub(super) trait Body<A, T>:
+    for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static
+{
+}
+
+impl<A, T, F> Body<A, T> for F where
+    F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static
+{
+}
+
 /// How one write went inside the batch's transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ran {
@@ -118,7 +130,7 @@ fn run_merged<'c, A, T, F>(
 where
     A: Send + Sync + 'static,
     T: Send + 'static,
-    F: for<'x> Fn(&'x mut PgConnection, &'x A) -> BoxFuture<'x, Outcome<T>> + Send + 'static,
+    F: Body<A, T>,
 {
     Box::pin(async move {
         fn of<Q: 'static>(job: &dyn Job) -> Option<&Q> {
@@ -162,7 +174,7 @@ impl<A, T, F> Job for Queued<A, T, F>
 where
     A: Send + Sync + 'static,
     T: Send + 'static,
-    F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+    F: Body<A, T>,
 {
     fn one_statement(&self) -> bool {
         self.one_statement
@@ -238,7 +250,7 @@ impl GroupCommit {
     where
         A: Send + Sync + 'static,
         T: Send + 'static,
-        F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+        F: Body<A, T>,
     {
         self.write_as(false, args, body).await
     }
@@ -256,7 +268,7 @@ impl GroupCommit {
     where
         A: Send + Sync + 'static,
         T: Send + 'static,
-        F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+        F: Body<A, T>,
     {
         self.send(one_statement, None, args, body).await
     }
@@ -276,7 +288,7 @@ impl GroupCommit {
     where
         A: Send + Sync + 'static,
         T: Send + 'static,
-        F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+        F: Body<A, T>,
     {
         let merge = Merge { body: merged, key };
         self.send(true, Some(merge), args, body).await
@@ -292,7 +304,7 @@ impl GroupCommit {
     where
         A: Send + Sync + 'static,
         T: Send + 'static,
-        F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, Outcome<T>> + Send + 'static,
+        F: Body<A, T>,
     {
         let (reply, answer) = oneshot::channel();
         let job = Queued {

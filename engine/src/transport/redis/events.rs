@@ -1,6 +1,8 @@
 //! Tenant events as the wire carries them (§4.3): `{"tenant", "event": EngineEvent}` with the
 //! event's `at` as an ISO-8601 string. Our own fields ride along (receivers ignore unknown
-//! fields), and events from other control planes, which lack them, are read too.
+//! fields), and events from other control planes, which lack them, are read too. One of ours is
+//! `origin`, the publishing transport: it hands its own events to its subscribers directly, and
+//! skips them when Redis echoes them back.
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -8,18 +10,22 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::model::{Millis, RunStatus, TenantEvent, TenantEventKind};
 
-/// The wire message for `event`.
-pub(super) fn to_wire(event: &TenantEvent) -> Value {
+/// The wire message for `event`, published by transport `origin`.
+pub(super) fn to_wire(event: &TenantEvent, origin: &str) -> Value {
     let mut body = serde_json::to_value(event).unwrap_or_else(|_| json!({}));
     if let Some(iso) = iso(event.at) {
         body["at"] = Value::String(iso);
     }
-    json!({ "tenant": event.namespace, "event": body })
+    json!({ "tenant": event.namespace, "event": body, "origin": origin })
 }
 
-/// Reads a wire message back; `None` for one that is not a run event we can show.
-pub(super) fn from_wire(raw: &str) -> Option<TenantEvent> {
+/// Reads a wire message back; `None` for one that is not a run event we can show, or that
+/// transport `me` published itself (its subscribers had it already).
+pub(super) fn from_wire(raw: &str, me: &str) -> Option<TenantEvent> {
     let message: Value = serde_json::from_str(raw).ok()?;
+    if message.get("origin").and_then(Value::as_str) == Some(me) {
+        return None;
+    }
     let mut event = message.get("event")?.clone();
     let object = event.as_object_mut()?;
     let at = match object.get("at") {
@@ -79,18 +85,26 @@ mod tests {
             seq: None,
             at: 1_795_939_520_882,
         };
-        let wire = to_wire(&event);
+        let wire = to_wire(&event, "cp-1");
         assert_eq!(wire["tenant"], "acme");
         assert_eq!(wire["event"]["at"], "2026-11-29T08:05:20.882Z");
-        assert_eq!(from_wire(&wire.to_string()), Some(event));
+        assert_eq!(from_wire(&wire.to_string(), "cp-2"), Some(event));
+        assert_eq!(
+            from_wire(&wire.to_string(), "cp-1"),
+            None,
+            "its own events come back to no one"
+        );
         let foreign = r#"{"tenant":"acme","event":{"type":"run.failed","runId":"run-2","at":"2026-11-29T08:05:20.882Z"}}"#;
-        let read = from_wire(foreign).expect("a foreign run event");
+        let read = from_wire(foreign, "cp-1").expect("a foreign run event");
         assert_eq!(read.status, RunStatus::Failed);
         assert_eq!(read.namespace.as_str(), "acme");
         assert_eq!(
-            from_wire(r#"{"tenant":"acme","event":{"type":"step.progress"}}"#),
+            from_wire(
+                r#"{"tenant":"acme","event":{"type":"step.progress"}}"#,
+                "cp-1"
+            ),
             None
         );
-        assert_eq!(from_wire("not json"), None);
+        assert_eq!(from_wire("not json", "cp-1"), None);
     }
 }

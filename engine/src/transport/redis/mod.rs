@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
 use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts};
@@ -36,6 +36,9 @@ use crate::model::{
     ControlMessage, Heartbeat, Millis, Namespace, RemoteTask, RunReply, Scope, StepResult,
     TenantEvent, WorkerDescriptor, WorkerGroup,
 };
+
+/// Tenant events a local subscriber may fall behind by before it is told it lagged.
+const LOCAL_EVENTS: usize = 4096;
 
 /// Where and how to reach Redis.
 #[derive(Clone, Debug)]
@@ -69,6 +72,9 @@ struct Shared {
     /// This process on the wire (`rs-<host>-<pid>`).
     instance: String,
     scripts: Scripts,
+    /// This transport's tenant events, for its own subscribers: they get them at once, not
+    /// after a trip through Redis (whose echo they skip).
+    local_events: broadcast::Sender<TenantEvent>,
     started_at: Millis,
     /// The live workers' descriptors, for the dispatch guard.
     directory: registry::Directory,
@@ -132,6 +138,7 @@ impl RedisTransport {
                     uuid::Uuid::new_v4().simple()
                 ),
                 scripts: Scripts::default(),
+                local_events: broadcast::channel(LOCAL_EVENTS).0,
                 started_at: now_ms(),
                 directory: registry::Directory::default(),
             }),
@@ -325,8 +332,10 @@ impl Transport for RedisTransport {
         // The wire publishes only non-default namespaces; we publish `default` too, on its own
         // channel, so a dashboard on another process sees a standalone tenant's events.
         let channel = tenant_events_channel(&self.shared.p, &event.namespace);
-        self.publish(&channel, events::to_wire(&event).to_string())
-            .await
+        let wire = events::to_wire(&event, &self.shared.instance).to_string();
+        // Nobody listening here is fine: the event still goes to the other processes.
+        let _ = self.shared.local_events.send(event);
+        self.publish(&channel, wire).await
     }
 
     async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>> {
@@ -334,22 +343,46 @@ impl Transport for RedisTransport {
             Some(ns) => Target::Channel(tenant_events_channel(&self.shared.p, ns)),
             None => Target::Pattern(tenant_events_pattern(&self.shared.p)),
         };
+        // Local first, so that nothing published once this returns is missed either way.
+        let local = self.shared.local_events.subscribe();
         let rx = self.listen(target).await?;
-        let stream = futures::stream::unfold((rx, scope), |(mut rx, scope)| async move {
-            loop {
-                match rx.recv().await? {
-                    Heard::Gap => return Some((EventDelivery::Lagged(0), (rx, scope))),
-                    Heard::Message(raw) => match events::from_wire(&raw) {
-                        // The channel is the tenant's; the check is for the pattern's sake.
-                        Some(event) if scope.admits(&event.namespace) => {
-                            return Some((EventDelivery::Event(event), (rx, scope)));
-                        }
-                        _ => continue,
-                    },
+        let me = self.shared.instance.clone();
+        let admits = scope.clone();
+        let remote = futures::stream::unfold((rx, scope), move |(mut rx, scope)| {
+            let me = me.clone();
+            async move {
+                loop {
+                    match rx.recv().await? {
+                        Heard::Gap => return Some((EventDelivery::Lagged(0), (rx, scope))),
+                        Heard::Message(raw) => match events::from_wire(&raw, &me) {
+                            // The channel is the tenant's; the check is for the pattern's sake.
+                            Some(event) if scope.admits(&event.namespace) => {
+                                return Some((EventDelivery::Event(event), (rx, scope)));
+                            }
+                            _ => continue,
+                        },
+                    }
                 }
             }
         });
-        Ok(Box::pin(stream))
+        let local = futures::stream::unfold(local, move |mut local| {
+            let scope = admits.clone();
+            async move {
+                loop {
+                    match local.recv().await {
+                        Ok(event) if scope.admits(&event.namespace) => {
+                            return Some((EventDelivery::Event(event), local));
+                        }
+                        Ok(_) => continue,
+                        Err(broadcast::error::RecvError::Lagged(n)) => {
+                            return Some((EventDelivery::Lagged(n), local));
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            }
+        });
+        Ok(Box::pin(futures::stream::select(local, remote)))
     }
 
     async fn publish_control(&self, mut message: ControlMessage) -> TransportResult<()> {
