@@ -1,8 +1,8 @@
 //! Tenant events leave through one publisher task, off the path of the work that caused them:
 //! a turn never waits for a broker round trip to tell dashboards what it did.
 //!
-//! Events keep their order: the task sends each batch together and in order, which a
-//! multiplexed broker connection pipelines. They are hints for live views (a dashboard re-reads
+//! Events keep their order: the task sends whatever is queued as one batch, in order, in one
+//! broker round trip. They are hints for live views (a dashboard re-reads
 //! the run), so when the broker falls far behind, new events are dropped rather than held
 //! without bound.
 
@@ -15,8 +15,9 @@ use crate::transport::Transport;
 
 /// Events waiting for the broker before new ones are dropped.
 const QUEUE: usize = 16_384;
-/// The most events sent together.
-const BATCH: usize = 64;
+/// The most events sent together, in one broker round trip: the slower the broker answers, the
+/// more each batch carries.
+const BATCH: usize = 512;
 
 /// The sending side; the task starts with the first event (inside the runtime).
 pub(crate) struct Publisher {
@@ -48,15 +49,10 @@ impl Publisher {
 async fn publish_loop(transport: Arc<dyn Transport>, mut queue: mpsc::Receiver<TenantEvent>) {
     let mut batch = Vec::with_capacity(BATCH);
     while queue.recv_many(&mut batch, BATCH).await > 0 {
-        let sends = batch.drain(..).map(|event| {
-            let transport = transport.clone();
-            async move {
-                let run_id = event.run_id.clone();
-                if let Err(e) = transport.publish_event(event).await {
-                    tracing::warn!(run_id = %run_id, error = %e, "could not publish a tenant event");
-                }
-            }
-        });
-        futures::future::join_all(sends).await;
+        let sent = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+        let count = sent.len();
+        if let Err(e) = transport.publish_events(sent).await {
+            tracing::warn!(events = count, error = %e, "could not publish tenant events");
+        }
     }
 }

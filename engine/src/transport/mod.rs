@@ -139,6 +139,15 @@ pub trait Transport: Send + Sync + 'static {
     /// Publishes a lifecycle event to its run's tenant.
     async fn publish_event(&self, event: TenantEvent) -> TransportResult<()>;
 
+    /// Publishes `batch` in order: [`Transport::publish_event`] for each, in one broker round
+    /// trip where the broker allows it (a burst of runs makes thousands of events a second).
+    async fn publish_events(&self, batch: Vec<TenantEvent>) -> TransportResult<()> {
+        for event in batch {
+            self.publish_event(event).await?;
+        }
+        Ok(())
+    }
+
     /// Watches events of the namespaces `scope` admits.
     async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>>;
 

@@ -329,13 +329,25 @@ impl Transport for RedisTransport {
     }
 
     async fn publish_event(&self, event: TenantEvent) -> TransportResult<()> {
-        // The wire publishes only non-default namespaces; we publish `default` too, on its own
-        // channel, so a dashboard on another process sees a standalone tenant's events.
-        let channel = tenant_events_channel(&self.shared.p, &event.namespace);
-        let wire = events::to_wire(&event, &self.shared.instance).to_string();
-        // Nobody listening here is fine: the event still goes to the other processes.
-        let _ = self.shared.local_events.send(event);
-        self.publish(&channel, wire).await
+        self.publish_events(vec![event]).await
+    }
+
+    async fn publish_events(&self, batch: Vec<TenantEvent>) -> TransportResult<()> {
+        let count = batch.len();
+        let mut pipe = redis::pipe();
+        for event in batch {
+            // The wire publishes only non-default namespaces; we publish `default` too, on its
+            // own channel, so a dashboard on another process sees a standalone tenant's events.
+            let channel = tenant_events_channel(&self.shared.p, &event.namespace);
+            let wire = events::to_wire(&event, &self.shared.instance).to_string();
+            pipe.cmd("PUBLISH").arg(channel).arg(wire).ignore();
+            // Nobody listening here is fine: the event still goes to the other processes.
+            let _ = self.shared.local_events.send(event);
+        }
+        let mut conn = self.shared.conn.clone();
+        pipe.query_async::<()>(&mut conn).await.map_err(|e| {
+            TransportError::Unavailable(format!("publishing {count} tenant events: {e}"))
+        })
     }
 
     async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>> {
@@ -347,39 +359,30 @@ impl Transport for RedisTransport {
         let local = self.shared.local_events.subscribe();
         let rx = self.listen(target).await?;
         let me = self.shared.instance.clone();
-        let admits = scope.clone();
-        let remote = futures::stream::unfold((rx, scope), move |(mut rx, scope)| {
-            let me = me.clone();
-            async move {
+        let remote =
+            futures::stream::unfold((rx, scope.clone(), me), |(mut rx, scope, me)| async move {
                 loop {
                     match rx.recv().await? {
-                        Heard::Gap => return Some((EventDelivery::Lagged(0), (rx, scope))),
+                        Heard::Gap => return Some((EventDelivery::Lagged(0), (rx, scope, me))),
                         Heard::Message(raw) => match events::from_wire(&raw, &me) {
                             // The channel is the tenant's; the check is for the pattern's sake.
                             Some(event) if scope.admits(&event.namespace) => {
-                                return Some((EventDelivery::Event(event), (rx, scope)));
+                                return Some((EventDelivery::Event(event), (rx, scope, me)));
                             }
                             _ => continue,
                         },
                     }
                 }
-            }
-        });
-        let local = futures::stream::unfold(local, move |mut local| {
-            let scope = admits.clone();
-            async move {
-                loop {
-                    match local.recv().await {
-                        Ok(event) if scope.admits(&event.namespace) => {
-                            return Some((EventDelivery::Event(event), local));
-                        }
-                        Ok(_) => continue,
-                        Err(broadcast::error::RecvError::Lagged(n)) => {
-                            return Some((EventDelivery::Lagged(n), local));
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return None,
-                    }
-                }
+            });
+        let local = futures::stream::unfold((local, scope), |(mut local, scope)| async move {
+            loop {
+                let delivery = match local.recv().await {
+                    Ok(event) if scope.admits(&event.namespace) => EventDelivery::Event(event),
+                    Ok(_) => continue,
+                    Err(broadcast::error::RecvError::Lagged(n)) => EventDelivery::Lagged(n),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                };
+                return Some((delivery, (local, scope)));
             }
         });
         Ok(Box::pin(futures::stream::select(local, remote)))
