@@ -1,8 +1,8 @@
 //! Tenant events leave through one publisher task, off the path of the work that caused them:
 //! a turn never waits for a broker round trip to tell dashboards what it did.
 //!
-//! Events keep their order: the task sends whatever is queued as one batch, in order, in one
-//! broker round trip. They are hints for live views (a dashboard re-reads
+//! Events keep their order: the task sends what is queued (up to [`BATCH`] events) as one
+//! batch, in order, in one broker round trip. They are hints for live views (a dashboard re-reads
 //! the run), so when the broker falls far behind, new events are dropped rather than held
 //! without bound.
 

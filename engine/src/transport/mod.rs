@@ -141,11 +141,16 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Publishes `batch` in order: [`Transport::publish_event`] for each, in one broker round
     /// trip where the broker allows it (a burst of runs makes thousands of events a second).
+    /// Every event is tried; the first failure is returned.
     async fn publish_events(&self, batch: Vec<TenantEvent>) -> TransportResult<()> {
+        let mut failed = Ok(());
         for event in batch {
-            self.publish_event(event).await?;
+            let sent = self.publish_event(event).await;
+            if failed.is_ok() {
+                failed = sent;
+            }
         }
-        Ok(())
+        failed
     }
 
     /// Watches events of the namespaces `scope` admits.

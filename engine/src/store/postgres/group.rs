@@ -16,7 +16,7 @@
 //! statement each. PostgreSQL spends most of a small write's CPU on the statement around it
 //! (planning, executor start-up, its own round of locks), so this is what lets a few cores keep up
 //! with thousands of runs. Such a statement never backs a write out after writing it: a write it
-//! cannot apply is simply not written, and answered as backed out.
+//! cannot apply is simply not written, and answered as its one-write body would answer it.
 //!
 //! A savepoint costs a round trip per write, and almost every write keeps its changes, so a batch
 //! first runs without them: if every write keeps its changes, that transaction commits; if one
@@ -77,10 +77,11 @@ enum Ran {
 }
 
 /// Runs many writes of one kind as one statement that writes, then only reads (see
-/// [`GroupCommit::write_merged`]): each write's outcome, in order (`None` for a write it did not
-/// apply, which wrote nothing), or why the statement failed (then nothing was written).
+/// [`GroupCommit::write_merged`]): each write's outcome, in order (`Ok(None)` for a write it did
+/// not apply, which wrote nothing; an error for a write whose reads after the statement
+/// failed), or why the statement failed (then nothing was written).
 pub(super) type MergedBody<A, T> =
-    for<'c> fn(&'c mut PgConnection, Vec<&'c A>) -> BoxFuture<'c, StoreResult<Vec<Option<T>>>>;
+    for<'c> fn(&'c mut PgConnection, Vec<&'c A>) -> BoxFuture<'c, StoreResult<Vec<Outcome<T>>>>;
 
 /// How a queued write may share a statement with others of its kind.
 struct Merge<A, T> {
@@ -89,9 +90,10 @@ struct Merge<A, T> {
     key: fn(&A) -> &str,
 }
 
-/// Runs the writes of a merged group (all of one type) as one statement.
+/// Runs the writes of a merged group (all of one type) as one statement: whether every write's
+/// reads after it succeeded, or why the statement failed (then nothing was written).
 type MergedRun =
-    for<'c> fn(&'c mut PgConnection, &'c mut [Box<dyn Job>]) -> BoxFuture<'c, StoreResult<()>>;
+    for<'c> fn(&'c mut PgConnection, &'c mut [Box<dyn Job>]) -> BoxFuture<'c, StoreResult<bool>>;
 
 /// A queued write, type-erased so one queue carries every kind.
 trait Job: Send + Any {
@@ -126,7 +128,7 @@ struct Queued<A, T, F> {
 fn run_merged<'c, A, T, F>(
     conn: &'c mut PgConnection,
     jobs: &'c mut [Box<dyn Job>],
-) -> BoxFuture<'c, StoreResult<()>>
+) -> BoxFuture<'c, StoreResult<bool>>
 where
     A: Send + Sync + 'static,
     T: Send + 'static,
@@ -161,12 +163,14 @@ where
                 jobs.len()
             )));
         }
+        let mut read_back = true;
         for (job, outcome) in jobs.iter_mut().zip(outcomes) {
+            read_back &= outcome.is_ok();
             if let Some(q) = job.as_any_mut().downcast_mut::<Queued<A, T, F>>() {
-                q.outcome = Some(Ok(outcome));
+                q.outcome = Some(outcome);
             }
         }
-        Ok(())
+        Ok(read_back)
     })
 }
 
@@ -368,12 +372,15 @@ async fn commit(
     let mut groups = arrange(&mut batch);
     if groups.first() == Some(&batch.len()) {
         // The whole batch is one statement, which commits itself. If it failed, it wrote
-        // nothing, and the writes run one by one below.
-        if run_groups(&mut conn, &mut batch, &groups).await.is_ok() {
+        // nothing, and the writes run one by one below. If it succeeded, it stands, and each
+        // write hears its own outcome: an error for one whose reads after it failed, never a
+        // second try (which would find its own write in the way).
+        if let Ok(read_back) = run_groups(&mut conn, &mut batch, &groups).await {
             for job in batch {
                 job.answer(None);
             }
-            return Some(conn);
+            // A failed read may have been a broken connection.
+            return read_back.then_some(conn);
         }
         groups.clear();
     }
@@ -446,22 +453,24 @@ fn arrange(batch: &mut Vec<Box<dyn Job>>) -> Vec<usize> {
     spans
 }
 
-/// Runs the merged groups at the front of `batch` (of lengths `groups`), each as one statement.
+/// Runs the merged groups at the front of `batch` (of lengths `groups`), each as one statement:
+/// whether every write's reads after its statement succeeded, or why a statement failed.
 fn run_groups<'a>(
     conn: &'a mut PgConnection,
     batch: &'a mut [Box<dyn Job>],
     groups: &'a [usize],
-) -> BoxFuture<'a, StoreResult<()>> {
+) -> BoxFuture<'a, StoreResult<bool>> {
     Box::pin(async move {
         let mut start = 0;
+        let mut read_back = true;
         for &len in groups {
             let jobs = &mut batch[start..start + len];
             start += len;
             if let Some((_, run, _)) = jobs[0].merge() {
-                run(&mut *conn, jobs).await?;
+                read_back &= run(&mut *conn, jobs).await?;
             }
         }
-        Ok(())
+        Ok(read_back)
     })
 }
 
@@ -481,10 +490,11 @@ fn run_optimistic<'a>(
         }
         let mut tx = conn.begin().await.map_err(db)?;
         let merged: usize = groups.iter().sum();
-        if run_groups(&mut tx, &mut batch[..merged], groups)
-            .await
-            .is_err()
-        {
+        // Inside a transaction any failure rolls everything back, and the batch runs again.
+        if !matches!(
+            run_groups(&mut tx, &mut batch[..merged], groups).await,
+            Ok(true)
+        ) {
             tx.rollback().await.map_err(db)?;
             return Ok(None);
         }
@@ -563,4 +573,90 @@ fn not_written(why: &str) -> StoreError {
 
 fn stopped() -> StoreError {
     StoreError::Unavailable("the store's group commit has stopped (its runtime shut down)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::store::postgres::testing;
+
+    static MERGED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Inserts every key in one statement, then fails to "read back" key `bad`.
+    fn insert_all<'c>(
+        conn: &'c mut PgConnection,
+        keys: Vec<&'c String>,
+    ) -> BoxFuture<'c, StoreResult<Vec<Outcome<String>>>> {
+        MERGED.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            sqlx::query("INSERT INTO t (k) SELECT unnest($1::TEXT[])")
+                .bind(keys.iter().map(|k| k.as_str()).collect::<Vec<_>>())
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+            Ok(keys
+                .into_iter()
+                .map(|k| match k.as_str() {
+                    "bad" => Err(StoreError::Unavailable("its read back failed".into())),
+                    _ => Ok(Some(k.clone())),
+                })
+                .collect())
+        })
+    }
+
+    fn insert_one<'c>(
+        conn: &'c mut PgConnection,
+        key: &'c String,
+    ) -> BoxFuture<'c, Outcome<String>> {
+        Box::pin(async move {
+            sqlx::query("INSERT INTO t (k) VALUES ($1)")
+                .bind(key)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+            Ok(Some(key.clone()))
+        })
+    }
+
+    /// A merged statement that wrote stands: a write whose read after it failed hears that
+    /// error, and no write is run a second time (which would find its own row and answer
+    /// `Conflict`).
+    #[tokio::test]
+    async fn a_merged_statement_that_wrote_is_never_run_again() {
+        let Some(url) = testing::fresh_database().await else {
+            return;
+        };
+        let pool = PgPool::connect(&url).await.expect("connect");
+        sqlx::query("CREATE TABLE t (k TEXT PRIMARY KEY)")
+            .execute(&pool)
+            .await
+            .expect("table");
+        let group = GroupCommit::start(&pool);
+        let keys = ["a", "b", "bad", "c", "d", "e"];
+        fn key(k: &String) -> &str {
+            k
+        }
+        let writes = keys.map(|k| group.write_merged(insert_all, key, k.to_owned(), insert_one));
+        let outcomes = futures::future::join_all(writes).await;
+        assert!(
+            MERGED.load(Ordering::SeqCst) > 0,
+            "the writes queued together shared a statement"
+        );
+        for (key, outcome) in keys.iter().zip(&outcomes) {
+            match (*key, outcome) {
+                ("bad", Err(StoreError::Unavailable(e))) => {
+                    assert!(e.to_string().contains("read back"), "{e}");
+                }
+                (_, Ok(Some(k))) => assert_eq!(k, key),
+                (key, other) => panic!("write {key} answered {other:?}"),
+            }
+        }
+        let stored: Vec<String> = sqlx::query_scalar("SELECT k FROM t ORDER BY k")
+            .fetch_all(&pool)
+            .await
+            .expect("read");
+        assert_eq!(stored, ["a", "b", "bad", "c", "d", "e"]);
+    }
 }

@@ -1,7 +1,7 @@
 //! Consuming BullMQ queues: one task per subscription takes jobs from every queue it serves in
 //! batches (one round trip each), then blocks on their marker keys until a producer (ours,
-//! Node's or Python's) adds a job. Jobs are handed on as their raw JSON `data`; a slow receiver
-//! slows the loop down (bounded channel).
+//! Node's or Python's) adds a job, with the next take queued behind the wait. Jobs are handed on
+//! as their raw JSON `data`; a slow receiver slows the loop down (bounded channel).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use crate::transport::naming::bull_key;
 
 /// The most jobs taken in one round trip.
 const BATCH: usize = 32;
-/// How long one blocking wait for a marker lasts; also how soon a dropped subscription stops.
+/// How long one blocking wait for a marker lasts before the loop looks around (a reconnect, say).
 const BLOCK_SECS: f64 = 2.0;
 /// Jobs taken but not yet handed over. Small: a crash loses at most these (and one batch),
 /// which the engine's lost-dispatch redispatch then sends again.
@@ -53,10 +53,16 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>) -> mpsc::Recei
                 let taken = if drained {
                     // Wakes on any queue's marker (a stale one only costs an empty take), and
                     // takes in the same round trip.
-                    shared
+                    let wait = shared
                         .scripts
-                        .wait_and_take(&mut conn, &markers, BLOCK_SECS, &queues, BATCH)
-                        .await
+                        .wait_and_take(&mut conn, &markers, BLOCK_SECS, &queues, BATCH);
+                    tokio::select! {
+                        taken = wait => taken,
+                        // Nobody wants jobs any more: returning drops this consumer's own
+                        // connection, which closes it, and Redis discards the take queued
+                        // behind the wait instead of taking jobs for no one.
+                        () = tx.closed() => return,
+                    }
                 } else {
                     shared.scripts.take(&mut conn, &queues, BATCH).await
                 };
@@ -78,4 +84,38 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>) -> mpsc::Recei
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::transport::redis::testing;
+
+    /// A consumer stopped while it waits takes nothing more: a job added afterwards stays
+    /// queued for the other consumers.
+    #[tokio::test]
+    async fn a_stopped_consumer_leaves_later_jobs_queued() {
+        let Some(transport) = testing::fresh_transport().await else {
+            return;
+        };
+        let queue = format!("{}-stop", transport.prefix());
+        let jobs = spawn(transport.shared.clone(), vec![queue.clone()]);
+        // Let it drain the empty queue and start waiting, then stop it.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(jobs);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        testing::add_raw_job(&transport, &queue, "task", "{}")
+            .await
+            .expect("add");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut conn = transport.shared.conn.clone();
+        let waiting: i64 = redis::cmd("LLEN")
+            .arg(bull_key(&queue, "wait"))
+            .query_async(&mut conn)
+            .await
+            .expect("llen");
+        assert_eq!(waiting, 1, "the stopped consumer took the job");
+    }
 }

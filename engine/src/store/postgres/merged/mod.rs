@@ -13,6 +13,19 @@ pub(super) use results::{apply_result_and_commit, apply_results_and_commit, run_
 pub(super) use starts::{create_run_and_commit, create_runs_and_commit, id_of};
 
 use super::values::{CheckpointValues, unnest};
+use crate::store::{StoreError, StoreResult};
+
+/// Each merged write's outcome, in order, or why their statement failed (see
+/// [`super::group::MergedBody`]).
+type Outcomes<T> = StoreResult<Vec<StoreResult<Option<T>>>>;
+
+/// `writes` outcomes that each failed with `e`: what a merged statement that wrote, but whose
+/// answer could not be read, tells every write (none may be tried again: it may stand).
+fn each_failed<T>(writes: usize, e: &StoreError) -> Vec<StoreResult<T>> {
+    (0..writes)
+        .map(|_| Err(StoreError::Corrupt(format!("a merged write's answer: {e}"))))
+        .collect()
+}
 
 /// `INSERT INTO checkpoints` of the new checkpoints bound as arrays from `$first` (see
 /// [`super::values::CheckpointArrays`]), only those of runs the statement's `r` returned; a

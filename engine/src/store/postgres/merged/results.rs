@@ -12,9 +12,10 @@
 use futures::future::BoxFuture;
 use serde_json::Value;
 use sqlx::PgConnection;
+use sqlx::postgres::PgRow;
 
-use super::insert_checkpoints;
-use crate::model::{Millis, StepResult};
+use super::{Outcomes, each_failed, insert_checkpoints};
+use crate::model::{Millis, Run, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
 use crate::store::postgres::rows::{PgQuery, RUN_COLS, db, run_from_row, to_value};
 use crate::store::postgres::settle::{result_columns, waiting_step_sql};
@@ -44,47 +45,55 @@ pub(crate) fn apply_result_and_commit<'c>(
 }
 
 /// Applies `writes` (of distinct runs) in one statement, then reads what each moved run's next
-/// turn needs; each write's outcome, in order, `None` for a run it did not move.
+/// turn needs; each write's outcome, in order, `None` for a run it did not move, an error for a
+/// run moved whose reads then failed.
 pub(crate) fn apply_results_and_commit<'c>(
     conn: &'c mut PgConnection,
     writes: Vec<&'c StepWrite>,
-) -> BoxFuture<'c, StoreResult<Vec<Option<Committed>>>> {
+) -> BoxFuture<'c, Outcomes<Committed>> {
     Box::pin(async move {
         let rows = statement(&writes).fetch_all(&mut *conn).await.map_err(db)?;
-        let mut moved = vec![None; writes.len()];
-        for row in &rows {
-            let k: i32 = sqlx::Row::try_get(row, RUN_COL_COUNT).map_err(corrupt)?;
-            let recorded: i64 = sqlx::Row::try_get(row, RUN_COL_COUNT + 1).map_err(corrupt)?;
-            let run = run_from_row(row)?;
-            if recorded == 0 {
-                // Cannot happen: a run moves only if its result's step still waits.
-                return Err(StoreError::Corrupt(format!(
-                    "run `{}` moved without recording the result it was moved for",
-                    run.id
-                )));
-            }
-            let slot = usize::try_from(k)
-                .ok()
-                .and_then(|k| moved.get_mut(k))
-                .ok_or_else(|| StoreError::Corrupt(format!("merged write answered {k}")))?;
-            *slot = Some(run);
-        }
+        // The statement stands from here on: a failure is each write's, never the statement's.
+        let moved = match moved_runs(&rows, writes.len()) {
+            Ok(moved) => moved,
+            Err(e) => return Ok(each_failed(writes.len(), &e)),
+        };
         let mut outcomes = Vec::with_capacity(writes.len());
         for (write, run) in writes.iter().zip(moved) {
             let (result, lease, _, commit, now) = write;
             outcomes.push(match run {
                 Some(run) => {
-                    finish_turn(conn, run, &result.run_id, &lease.owner, commit, *now).await?
+                    finish_turn(conn, run, &result.run_id, &lease.owner, commit, *now).await
                 }
-                None => None,
+                None => Ok(None),
             });
         }
         Ok(outcomes)
     })
 }
 
-fn corrupt(e: sqlx::Error) -> StoreError {
-    StoreError::Corrupt(e.to_string())
+/// The run each write moved, by the write's position, from the statement's rows.
+fn moved_runs(rows: &[PgRow], writes: usize) -> StoreResult<Vec<Option<Run>>> {
+    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+    let mut moved = vec![None; writes];
+    for row in rows {
+        let k: i32 = sqlx::Row::try_get(row, RUN_COL_COUNT).map_err(corrupt)?;
+        let recorded: i64 = sqlx::Row::try_get(row, RUN_COL_COUNT + 1).map_err(corrupt)?;
+        let run = run_from_row(row)?;
+        if recorded == 0 {
+            // Cannot happen: a run moves only if its result's step still waits.
+            return Err(StoreError::Corrupt(format!(
+                "run `{}` moved without recording the result it was moved for",
+                run.id
+            )));
+        }
+        let slot = usize::try_from(k)
+            .ok()
+            .and_then(|k| moved.get_mut(k))
+            .ok_or_else(|| StoreError::Corrupt(format!("merged write answered {k}")))?;
+        *slot = Some(run);
+    }
+    Ok(moved)
 }
 
 /// The statement, its arrays bound.

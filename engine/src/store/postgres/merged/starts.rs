@@ -9,9 +9,10 @@ use std::collections::HashMap;
 
 use futures::future::BoxFuture;
 use sqlx::PgConnection;
+use sqlx::postgres::PgRow;
 
-use super::insert_checkpoints;
-use crate::model::Millis;
+use super::{Outcomes, each_failed, insert_checkpoints};
+use crate::model::{Millis, Run};
 use crate::store::postgres::rows::{PgQuery, RUN_COLS, db, run_from_row};
 use crate::store::postgres::turn::finish_turn;
 use crate::store::postgres::values::{
@@ -40,41 +41,50 @@ pub(crate) fn create_run_and_commit<'c>(
 
 /// Inserts the runs of `writes` (of distinct ids) and their first turns' checkpoints in one
 /// statement, then reads what each inserted run's next turn needs. Each write's outcome, in
-/// order: `Some(None)` for a reused id, which wrote nothing, as for one start.
+/// order: `Some(None)` for a reused id, which wrote nothing, as for one start; an error for a
+/// run inserted whose reads then failed.
 pub(crate) fn create_runs_and_commit<'c>(
     conn: &'c mut PgConnection,
     writes: Vec<&'c StartWrite>,
-) -> BoxFuture<'c, StoreResult<Vec<Option<Option<Committed>>>>> {
+) -> BoxFuture<'c, Outcomes<Option<Committed>>> {
     Box::pin(async move {
         let rows = statement(&writes).fetch_all(&mut *conn).await.map_err(db)?;
-        let position: HashMap<&str, usize> = writes
-            .iter()
-            .enumerate()
-            .map(|(k, write)| (id_of(write), k))
-            .collect();
-        let mut inserted = vec![None; writes.len()];
-        for row in &rows {
-            let run = run_from_row(row)?;
-            let slot = position
-                .get(run.id.as_str())
-                .and_then(|&k| inserted.get_mut(k))
-                .ok_or_else(|| {
-                    StoreError::Corrupt(format!("a merged start inserted `{}`", run.id))
-                })?;
-            *slot = Some(run);
-        }
+        // The statement stands from here on: a failure is each write's, never the statement's.
+        let inserted = match inserted_runs(&rows, &writes) {
+            Ok(inserted) => inserted,
+            Err(e) => return Ok(each_failed(writes.len(), &e)),
+        };
         let mut outcomes = Vec::with_capacity(writes.len());
         for (write, run) in writes.iter().zip(inserted) {
             let (new, lease, commit, now) = write;
             outcomes.push(match run {
                 Some(run) => finish_turn(conn, run, &new.id, &lease.owner, commit, *now)
-                    .await?
-                    .map(Some),
-                None => Some(None),
+                    .await
+                    .map(|committed| committed.map(Some)),
+                None => Ok(Some(None)),
             });
         }
         Ok(outcomes)
     })
+}
+
+/// The run each write inserted, by the write's position, from the statement's rows.
+fn inserted_runs(rows: &[PgRow], writes: &[&StartWrite]) -> StoreResult<Vec<Option<Run>>> {
+    let position: HashMap<&str, usize> = writes
+        .iter()
+        .enumerate()
+        .map(|(k, write)| (id_of(write), k))
+        .collect();
+    let mut inserted = vec![None; writes.len()];
+    for row in rows {
+        let run = run_from_row(row)?;
+        let slot = position
+            .get(run.id.as_str())
+            .and_then(|&k| inserted.get_mut(k))
+            .ok_or_else(|| StoreError::Corrupt(format!("a merged start inserted `{}`", run.id)))?;
+        *slot = Some(run);
+    }
+    Ok(inserted)
 }
 
 /// The statement, its arrays bound.
