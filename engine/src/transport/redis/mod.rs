@@ -339,7 +339,7 @@ impl Transport for RedisTransport {
             // The wire publishes only non-default namespaces; we publish `default` too, on its
             // own channel, so a dashboard on another process sees a standalone tenant's events.
             let channel = tenant_events_channel(&self.shared.p, &event.namespace);
-            let wire = events::to_wire(&event, &self.shared.instance).to_string();
+            let wire = events::to_wire(&event, &self.shared.instance);
             pipe.cmd("PUBLISH").arg(channel).arg(wire).ignore();
             // Nobody listening here is fine: the event still goes to the other processes.
             let _ = self.shared.local_events.send(event);
