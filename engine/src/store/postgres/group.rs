@@ -277,13 +277,15 @@ impl GroupCommit {
         self.send(one_statement, None, args, body).await
     }
 
-    /// [`GroupCommit::write_as`] for a one-statement write that may share its statement with
-    /// other writes queued through the same call: `merged` applies many such writes' `args` in
-    /// one statement that writes, then only reads, and writes nothing for a write it does not
-    /// apply (whose `body` would have returned `None`). Writes with the same `key` are never
-    /// merged together. A lone write, or a batch whose merged statement failed, runs `body`.
+    /// [`GroupCommit::write_as`] for a write that, when `mergeable` (it is one statement), may
+    /// share its statement with other writes queued through the same call: `merged` applies
+    /// many such writes' `args` in one statement that writes, then only reads, and writes
+    /// nothing for a write it does not apply. Writes with the same `key` are never merged
+    /// together. A lone write, one not `mergeable`, or a batch whose merged statement failed,
+    /// runs `body`.
     pub(super) async fn write_merged<A, T, F>(
         &self,
+        mergeable: bool,
         merged: MergedBody<A, T>,
         key: fn(&A) -> &str,
         args: A,
@@ -294,8 +296,8 @@ impl GroupCommit {
         T: Send + 'static,
         F: Body<A, T>,
     {
-        let merge = Merge { body: merged, key };
-        self.send(true, Some(merge), args, body).await
+        let merge = mergeable.then_some(Merge { body: merged, key });
+        self.send(mergeable, merge, args, body).await
     }
 
     async fn send<A, T, F>(
@@ -638,7 +640,8 @@ mod tests {
         fn key(k: &String) -> &str {
             k
         }
-        let writes = keys.map(|k| group.write_merged(insert_all, key, k.to_owned(), insert_one));
+        let writes =
+            keys.map(|k| group.write_merged(true, insert_all, key, k.to_owned(), insert_one));
         let outcomes = futures::future::join_all(writes).await;
         assert!(
             MERGED.load(Ordering::SeqCst) > 0,

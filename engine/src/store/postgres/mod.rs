@@ -246,20 +246,16 @@ impl Store for PgStore {
         let id = run.id.clone();
         let one_statement = turn::is_one_statement(&id, &commit);
         let args = (run, lease.clone(), commit, now);
-        let created = if one_statement {
-            self.group
-                .write_merged(
-                    merged::create_runs_and_commit,
-                    merged::id_of,
-                    args,
-                    merged::create_run_and_commit,
-                )
-                .await?
-        } else {
-            self.group
-                .write(args, merged::create_run_and_commit)
-                .await?
-        };
+        let created = self
+            .group
+            .write_merged(
+                one_statement,
+                merged::create_runs_and_commit,
+                merged::id_of,
+                args,
+                merged::create_run_and_commit,
+            )
+            .await?;
         match created {
             Some(Some(committed)) => Ok(Some(committed)),
             Some(None) => Err(StoreError::Conflict(format!("run `{id}`"))),
@@ -291,20 +287,15 @@ impl Store for PgStore {
     ) -> StoreResult<Option<Committed>> {
         let one_statement = turn::is_one_statement(&result.run_id, &commit);
         let args = (result.clone(), lease.clone(), attempt, commit, now);
-        if one_statement {
-            self.group
-                .write_merged(
-                    merged::apply_results_and_commit,
-                    merged::run_of,
-                    args,
-                    merged::apply_result_and_commit,
-                )
-                .await
-        } else {
-            self.group
-                .write(args, merged::apply_result_and_commit)
-                .await
-        }
+        self.group
+            .write_merged(
+                one_statement,
+                merged::apply_results_and_commit,
+                merged::run_of,
+                args,
+                merged::apply_result_and_commit,
+            )
+            .await
     }
 
     async fn pending_remote_steps(
