@@ -11,11 +11,14 @@ use std::time::Duration;
 use durable::driver::EngineError;
 use durable::driver::StartRun;
 use durable::model::{
-    CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope, TenantEventKind,
+    CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope, StepOutcome, StepResult,
+    TenantEventKind, step_id,
 };
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::store::{SqliteStore, Store, StoreError};
+use durable::store::{
+    Claim, NewCheckpoint, NewRun, SqliteStore, Store, StoreError, TurnCommit, TurnOutcome,
+};
 use durable::transport::{EventDelivery, MemoryTransport, Partitions, Transport};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -153,6 +156,152 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
     assert_eq!(count(TenantEventKind::RunSuspended), 1, "{kinds:?}");
     assert_eq!(count(TenantEventKind::RunRunning), 0, "{kinds:?}");
     assert_eq!(kinds.len(), 6, "{kinds:?}");
+    h.stop().await;
+}
+
+/// A turn's new step leaves while the turn's commit is still in flight, and its result, which
+/// then arrives before the step is on record, is kept and applied once the commit lands: the
+/// second step runs while the test holds SQLite's write lock, and the run still completes with
+/// each step run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_leaves_before_its_turn_commits_and_its_early_result_is_kept() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("db");
+    let first_running = Arc::new(tokio::sync::Notify::new());
+    let release_first = Arc::new(tokio::sync::Notify::new());
+    let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+    let mut r = Registry::new();
+    let (running, release, count) = (first_running.clone(), release_first.clone(), ran.clone());
+    r.step("first", move |_ctx: StepContext, n: i64| {
+        let (running, release, count) = (running.clone(), release.clone(), count.clone());
+        async move {
+            count[0].fetch_add(1, Ordering::SeqCst);
+            running.notify_one();
+            release.notified().await;
+            Ok::<_, StepError>(n + 1)
+        }
+    });
+    let count = ran.clone();
+    r.step("second", move |_ctx: StepContext, n: i64| {
+        let count = count.clone();
+        async move {
+            count[1].fetch_add(1, Ordering::SeqCst);
+            Ok::<_, StepError>(n * 10)
+        }
+    });
+    r.workflow("early", 1, |ctx: WorkflowContext, n: i64| async move {
+        let a: i64 = ctx.step("first", &n).await?;
+        let b: i64 = ctx.step("second", &a).await?;
+        Ok::<_, WorkflowError>(b)
+    });
+    let h = start(store_at(&db).await, r).await;
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "early".into(),
+            input: json!(1),
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+    tokio::time::timeout(Duration::from_secs(10), first_running.notified())
+        .await
+        .expect("the first step runs");
+
+    // From here until the rollback, no write to the database can commit.
+    let lock = rusqlite::Connection::open(&db).expect("open");
+    lock.execute_batch("BEGIN IMMEDIATE").expect("write lock");
+    release_first.notify_one();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while ran[1].load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second step never left while its turn's commit waited"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Its result is back before anything recorded the step.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let on_record = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(on_record.len(), 1, "only the first step is on record");
+    assert_eq!(on_record[0].status, CheckpointStatus::Pending);
+    lock.execute_batch("ROLLBACK").expect("unlock");
+
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(20)));
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(cps.len(), 2);
+    assert!(cps.iter().all(|c| c.status == CheckpointStatus::Completed));
+    assert_eq!(cps[1].output, Some(json!(20)));
+    let ran = ran.each_ref().map(|c| c.load(Ordering::SeqCst));
+    assert_eq!(ran, [1, 1], "each step ran once");
+    h.stop().await;
+}
+
+/// A result can reach a control plane before the commit that records its step (another control
+/// plane sent the step early and its commit is in flight): it is tried again until the step is
+/// on record, and applied then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_lands() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut r = Registry::new();
+    r.workflow("one", 1, |ctx: WorkflowContext, n: i64| async move {
+        let a: i64 = ctx.step("remote", &n).await?;
+        Ok::<_, WorkflowError>(a)
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let elsewhere = Claim {
+        scope: Scope::All,
+        owner: "another-control-plane".into(),
+        until: i64::MAX / 2,
+    };
+    let id = RunId::generate();
+    let new = NewRun::top_level(id.clone(), acme, "one", 1, json!(4));
+    h.store
+        .create_run(new, 1, Some(&elsewhere))
+        .await
+        .expect("create");
+
+    let result = StepResult {
+        run_id: id.clone(),
+        seq: 0,
+        step_id: step_id(&id, 0),
+        started_at: None,
+        outcome: StepOutcome::Completed { output: json!(5) },
+    };
+    h.engine
+        .transport()
+        .publish_result(result)
+        .await
+        .expect("publish");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let step = NewCheckpoint {
+        seq: 0,
+        kind: CheckpointKind::RemoteStep,
+        name: "remote".into(),
+        status: CheckpointStatus::Pending,
+        worker_group: Some("remote@acme".into()),
+        input: Some(json!(4)),
+        output: None,
+        error: None,
+        wake_at: None,
+        enqueued_at: Some(2),
+        started_at: None,
+        finished_at: None,
+        retry_policy: None,
+        timeout_ms: None,
+    };
+    let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
+    commit.checkpoints.push(step);
+    h.store
+        .commit_turn(&elsewhere, &id, commit, 3)
+        .await
+        .expect("commit")
+        .expect("still leased");
+
+    let done = wait_for(&h.store, &id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(5)), "the early result was applied");
     h.stop().await;
 }
 

@@ -111,7 +111,7 @@ pub(crate) fn spawn_turns(
 ) {
     tokio::spawn(async move {
         let id = run.id.clone();
-        shared.in_flight().insert(id.clone());
+        shared.turning.begin(&id);
         let (mut run, mut next) = match first {
             FirstTurn::Claimed(history) => {
                 // A parked run's recheck is not news unless it moves on.
@@ -139,10 +139,11 @@ pub(crate) fn spawn_turns(
                 }
             }
         };
-        shared.in_flight().remove(&id);
+        let held = shared.turning.end(&id);
         drop(slot);
-        if let Some(result) = refused {
-            super::results::apply(shared, *result).await;
+        // The run is parked now (if it suspended), so these take the sticky path.
+        for result in refused.map(|r| *r).into_iter().chain(held) {
+            super::results::apply(shared.clone(), result).await;
         }
     });
 }
@@ -209,26 +210,28 @@ async fn turn(
             plan(run, decision, now, &shared.registry)
         }
     };
-    let (commit, after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
+    let (commit, mut after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
+    // The steps this commit creates leave while it is in flight: their trip to a worker and
+    // back overlaps the commit. A result that beats the commit is held (see `Turning`).
+    let early = after.take_new_steps(&commit);
+    shared.turning.send_early(&run.id, early.iter().map(|t| t.seq));
     let now = shared.clock.now();
-    let committed = match &with_result {
-        None => {
-            shared
-                .store
-                .commit_turn(&shared.claim(), &run.id, commit, now)
-                .await?
-        }
-        Some(result) => {
-            let claim = shared.claim();
-            match shared
-                .store
-                .apply_result_and_commit(result, &claim, run.attempt, commit, now)
-                .await?
-            {
-                Some(committed) => Some(committed),
-                None => return Ok(TurnEnd::Refused(Box::new(result.clone()))),
+    let write = async {
+        let claim = shared.claim();
+        match &with_result {
+            None => shared.store.commit_turn(&claim, &run.id, commit, now).await,
+            Some(result) => {
+                shared
+                    .store
+                    .apply_result_and_commit(result, &claim, run.attempt, commit, now)
+                    .await
             }
         }
+    };
+    let (written, ()) = tokio::join!(write, dispatch(shared, &run.id, early));
+    let committed = match (written?, &with_result) {
+        (None, Some(result)) => return Ok(TurnEnd::Refused(Box::new(result.clone()))),
+        (committed, _) => committed,
     };
     let Some(committed) = committed else {
         // Cancelled while the turn ran: finish the cancellation now that the turn is over.
@@ -323,17 +326,7 @@ impl AfterCommit {
             }
             _ => None,
         };
-        // Persist before dispatch: the checkpoints exist, so a lost dispatch is redispatched. A
-        // fan-out's tasks go out together (a multiplexed broker connection pipelines them).
-        let sends = self
-            .tasks
-            .into_iter()
-            .map(|task| shared.transport.dispatch(task));
-        for sent in futures::future::join_all(sends).await {
-            if let Err(e) = sent {
-                tracing::warn!(run_id = %run.id, error = %e, "dispatch failed; the redispatch loop will retry");
-            }
-        }
+        dispatch(shared, &run.id, self.tasks).await;
         let started_children = !self.children_started.is_empty();
         for child in self.children_started {
             if let Ok(Some(child)) = shared.store.get_run(&shared.scope, &child).await {
@@ -357,6 +350,37 @@ impl AfterCommit {
             shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
         }
         TurnEnd::Done
+    }
+}
+
+impl AfterCommit {
+    /// Takes out the tasks of the remote steps `commit` creates (not the retries of steps on
+    /// record), which may leave before it commits: if it never does, their results find no
+    /// checkpoint and are dropped, and the run's next turn sends them again.
+    fn take_new_steps(&mut self, commit: &TurnCommit) -> Vec<RemoteTask> {
+        let created = |seq: u32| {
+            commit
+                .checkpoints
+                .iter()
+                .any(|c| c.seq == seq && c.kind == CheckpointKind::RemoteStep)
+        };
+        let (new, rest) = std::mem::take(&mut self.tasks)
+            .into_iter()
+            .partition(|task| created(task.seq));
+        self.tasks = rest;
+        new
+    }
+}
+
+/// Queues `tasks` of run `id`. A fan-out's tasks go out together (a multiplexed broker
+/// connection pipelines them); a failed dispatch is left to the redispatch loop, as the step's
+/// checkpoint is (or is about to be) on record.
+async fn dispatch(shared: &Shared, id: &RunId, tasks: Vec<RemoteTask>) {
+    let sends = tasks.into_iter().map(|task| shared.transport.dispatch(task));
+    for sent in futures::future::join_all(sends).await {
+        if let Err(e) = sent {
+            tracing::warn!(run_id = %id, error = %e, "dispatch failed; the redispatch loop will retry");
+        }
     }
 }
 

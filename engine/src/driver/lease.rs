@@ -20,7 +20,7 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
         if let Err(e) = shared.store.beat_driver(&shared.config.owner, until).await {
             tracing::warn!(error = %e, "the driver heartbeat failed");
         }
-        let ids: Vec<_> = shared.in_flight().iter().cloned().collect();
+        let ids = shared.turning.ids();
         if ids.is_empty() {
             continue;
         }

@@ -15,5 +15,6 @@ mod shared;
 mod start;
 mod sticky;
 mod sweep;
+mod turning;
 
 pub use engine::{Control, Engine, EngineConfig, EngineError, StartRun};

@@ -38,14 +38,51 @@ pub(crate) async fn results_loop(
     while applying.join_next().await.is_some() {}
 }
 
-/// Applies one step result: on the sticky fast path when this engine suspended the run and
-/// has a free turn slot, else recorded in the store, which claims the run for a turn here when
-/// a slot is free.
+/// How long a result whose step has no checkpoint yet waits between tries (ms), in all about a
+/// second. Its step left early and the commit that records it is in flight on another control
+/// plane (or failed: then the run's next turn sends the step again).
+const EARLY_RESULT_WAITS: [u64; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
+
+/// Applies one step result (see [`apply_once`]). A result whose step is not on record yet is
+/// tried again for about a second (see [`EARLY_RESULT_WAITS`]); a late or duplicate one is
+/// dropped.
 pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
     if result.step_id != step_id(&result.run_id, result.seq) {
         tracing::warn!(step_id = %result.step_id, run_id = %result.run_id, seq = result.seq, "dropping a result whose stepId does not match runId:seq");
         return;
     }
+    let mut result = result;
+    let mut waits = EARLY_RESULT_WAITS.into_iter();
+    loop {
+        let Some(unapplied) = apply_once(&shared, result).await else {
+            return;
+        };
+        match shared.store.checkpoints(&shared.scope, &unapplied.run_id).await {
+            Ok(on_record) if !on_record.iter().any(|c| c.seq == unapplied.seq) => {
+                if let Some(ms) = waits.next() {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    result = unapplied;
+                    continue;
+                }
+                tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, "dropped a step result: its step is not on record a second later (the turn that sent it did not commit, and the run sends it again)");
+            }
+            Ok(_) => {
+                tracing::debug!(run_id = %unapplied.run_id, seq = unapplied.seq, "ignored a late or duplicate step result")
+            }
+            Err(e) => {
+                tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, error = %e, "could not read a result's step; the step will be redispatched")
+            }
+        }
+        return;
+    }
+}
+
+/// Applies one step result: held if it beat the commit of the turn here that sent its step,
+/// on the sticky fast path when this engine suspended the run and has a free turn slot, else
+/// recorded in the store, which claims the run for a turn here when a slot is free. Hands the
+/// result back if no checkpoint accepted it.
+async fn apply_once(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> {
+    let result = shared.turning.hold(result)?;
     if let Some(parked) = shared.sticky.take(&result.run_id)
         && let Some(history) = with_result(parked.history, &result, shared.clock.now())
         && let Some(slot) = shared.try_turn_slot()
@@ -56,7 +93,7 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
             FirstTurn::Sticky(history, result),
             slot,
         );
-        return;
+        return None;
     }
     // With a free turn slot, the run is claimed in the same write and its turn runs here at
     // once; otherwise the drive loop picks it up.
@@ -84,11 +121,10 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
                 _ => shared.wake.notify_one(),
             }
         }
-        Ok(None) => {
-            tracing::debug!(run_id = %result.run_id, seq = result.seq, "ignored a late or duplicate step result")
-        }
+        Ok(None) => return Some(result),
         Err(e) => {
             tracing::warn!(run_id = %result.run_id, seq = result.seq, error = %e, "could not record a step result; the step will be redispatched")
         }
     }
+    None
 }

@@ -1,12 +1,12 @@
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::EngineConfig;
 use super::publisher::Publisher;
 use super::sticky::Sticky;
+use super::turning::Turning;
 use crate::model::{
     ControlMessage, ControlNotice, Millis, Run, RunId, Scope, TenantEvent, TenantEventKind,
 };
@@ -36,8 +36,9 @@ pub(crate) struct Shared {
     accepting: AtomicBool,
     /// Runs this engine last suspended, for the sticky fast path.
     pub sticky: Sticky,
-    /// Runs whose turn is executing here; their leases are renewed.
-    in_flight: Mutex<HashSet<RunId>>,
+    /// Runs whose turns execute here (their leases are renewed), with results that arrived
+    /// before their steps' checkpoints were committed.
+    pub turning: Turning,
     /// Remote workflow turns sent and not yet decided.
     pub awaiting: super::inbox::Awaiting,
     /// Where tenant events leave.
@@ -68,7 +69,7 @@ impl Shared {
             turns: Arc::new(Semaphore::new(config.max_concurrent_turns.max(1))),
             accepting: AtomicBool::new(false),
             sticky: Sticky::default(),
-            in_flight: Mutex::default(),
+            turning: Turning::default(),
             awaiting: super::inbox::Awaiting::default(),
             config,
         }
@@ -119,10 +120,6 @@ impl Shared {
         if let Ok(permits) = self.turns.acquire_many(all).await {
             drop(permits);
         }
-    }
-
-    pub fn in_flight(&self) -> MutexGuard<'_, HashSet<RunId>> {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Tells every worker on the control channel that run `id` was cancelled, so its in-flight
