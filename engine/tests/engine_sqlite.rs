@@ -149,13 +149,14 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
     }
     assert_eq!(kinds.first(), Some(&TenantEventKind::RunStarted));
     assert_eq!(kinds.last(), Some(&TenantEventKind::RunCompleted));
-    // Each change once: the start (its first turn persisted with it) suspends the run, and each
-    // result's turn moves it on from `suspended` in one write, never `running` in the store.
+    // Each change once: the start is announced as its first turn (persisted with it) left the
+    // run, suspended, and each result's turn moves it on from `suspended` in one write, never
+    // `running` in the store.
     let count = |kind| kinds.iter().filter(|k| **k == kind).count();
     assert_eq!(count(TenantEventKind::StepCompleted), 3, "{kinds:?}");
-    assert_eq!(count(TenantEventKind::RunSuspended), 1, "{kinds:?}");
+    assert_eq!(count(TenantEventKind::RunSuspended), 0, "{kinds:?}");
     assert_eq!(count(TenantEventKind::RunRunning), 0, "{kinds:?}");
-    assert_eq!(kinds.len(), 6, "{kinds:?}");
+    assert_eq!(kinds.len(), 5, "{kinds:?}");
     h.stop().await;
 }
 

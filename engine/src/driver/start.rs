@@ -63,7 +63,9 @@ pub(super) async fn with_first_turn(
     };
     let run = committed.run.clone();
     shared.emit(&run, TenantEventKind::RunStarted, None);
-    match after.persisted(shared, &view, committed).await {
+    // Its tenant heard of the run as the first turn left it: a run that only suspended is not
+    // announced again.
+    match after.persisted(shared, &run, committed).await {
         // A timer already due: the run stays claimed and turns again at once.
         TurnEnd::Again(again) => {
             let (again, history) = *again;
