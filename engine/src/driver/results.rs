@@ -38,14 +38,14 @@ pub(crate) async fn results_loop(
     while applying.join_next().await.is_some() {}
 }
 
-/// How long a result whose step has no checkpoint yet waits between tries (ms), in all about a
-/// second. Its step left early and the commit that records it is in flight on another control
-/// plane (or failed: then the run's next turn sends the step again).
-const EARLY_RESULT_WAITS: [u64; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
+/// How long a result whose step has no checkpoint yet waits between tries (ms), in all about
+/// 1.4 s. Its step left early and the commit that records it is in flight on another control
+/// plane (or failed: then the run's next turn sends the step again). Quadrupling keeps a busy
+/// store, whose commits take tens of milliseconds, from being asked many times.
+const EARLY_RESULT_WAITS: [u64; 6] = [1, 4, 16, 64, 256, 1024];
 
 /// Applies one step result (see [`apply_once`]). A result whose step is not on record yet is
-/// tried again for about a second (see [`EARLY_RESULT_WAITS`]); a late or duplicate one is
-/// dropped.
+/// tried again for a while (see [`EARLY_RESULT_WAITS`]); a late or duplicate one is dropped.
 pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
     if result.step_id != step_id(&result.run_id, result.seq) {
         tracing::warn!(step_id = %result.step_id, run_id = %result.run_id, seq = result.seq, "dropping a result whose stepId does not match runId:seq");
@@ -64,7 +64,7 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
                     result = unapplied;
                     continue;
                 }
-                tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, "dropped a step result: its step is not on record a second later (the turn that sent it did not commit, and the run sends it again)");
+                tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, "dropped a step result: its step is still not on record (the turn that sent it did not commit, and the run sends it again)");
             }
             Ok(_) => {
                 tracing::debug!(run_id = %unapplied.run_id, seq = unapplied.seq, "ignored a late or duplicate step result")
