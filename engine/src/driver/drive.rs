@@ -214,7 +214,9 @@ async fn turn(
     // The steps this commit creates leave while it is in flight: their trip to a worker and
     // back overlaps the commit. A result that beats the commit is held (see `Turning`).
     let early = after.take_new_steps(&commit);
-    shared.turning.send_early(&run.id, early.iter().map(|t| t.seq));
+    shared
+        .turning
+        .send_early(&run.id, early.iter().map(|t| t.seq));
     let now = shared.clock.now();
     let write = async {
         let claim = shared.claim();
@@ -228,7 +230,16 @@ async fn turn(
             }
         }
     };
-    let (written, ()) = tokio::join!(write, dispatch(shared, &run.id, early));
+    let send_early = async {
+        if !early.is_empty() {
+            // The write is queued (polled first); yielding once lets the store's writer, a task
+            // of its own, send it before the tasks take this thread. The commit then ends about
+            // when the first result is back, rather than after it.
+            tokio::task::yield_now().await;
+        }
+        dispatch(shared, &run.id, early).await
+    };
+    let (written, ()) = tokio::join!(write, send_early);
     let committed = match (written?, &with_result) {
         (None, Some(result)) => return Ok(TurnEnd::Refused(Box::new(result.clone()))),
         (committed, _) => committed,
@@ -376,7 +387,9 @@ impl AfterCommit {
 /// connection pipelines them); a failed dispatch is left to the redispatch loop, as the step's
 /// checkpoint is (or is about to be) on record.
 async fn dispatch(shared: &Shared, id: &RunId, tasks: Vec<RemoteTask>) {
-    let sends = tasks.into_iter().map(|task| shared.transport.dispatch(task));
+    let sends = tasks
+        .into_iter()
+        .map(|task| shared.transport.dispatch(task));
     for sent in futures::future::join_all(sends).await {
         if let Err(e) = sent {
             tracing::warn!(run_id = %id, error = %e, "dispatch failed; the redispatch loop will retry");

@@ -57,7 +57,11 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
         let Some(unapplied) = apply_once(&shared, result).await else {
             return;
         };
-        match shared.store.checkpoints(&shared.scope, &unapplied.run_id).await {
+        match shared
+            .store
+            .checkpoints(&shared.scope, &unapplied.run_id)
+            .await
+        {
             Ok(on_record) if !on_record.iter().any(|c| c.seq == unapplied.seq) => {
                 if let Some(ms) = waits.next() {
                     tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
