@@ -6,9 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use durable::model::{
-    CheckpointKind, CheckpointStatus, Namespace, RunId, Scope, StepOutcome, StepResult,
-};
+use durable::model::{Namespace, RunId, Scope, StepOutcome, StepResult};
 use durable::store::{
     Claim, NewCheckpoint, NewRun, PgStore, SqliteStore, Store, TurnCommit, TurnOutcome,
     postgres_testing,
@@ -102,22 +100,7 @@ async fn measure(
         store.checkpoints(&Scope::All, &id).await?;
         store.buffered_signals(&id).await?;
         read.push(t.elapsed());
-        let step = NewCheckpoint {
-            seq: 0,
-            kind: CheckpointKind::RemoteStep,
-            name: "add".into(),
-            status: CheckpointStatus::Pending,
-            worker_group: Some("add".into()),
-            input: Some(json!(i)),
-            output: None,
-            error: None,
-            wake_at: None,
-            enqueued_at: Some(2),
-            started_at: None,
-            finished_at: None,
-            retry_policy: None,
-            timeout_ms: None,
-        };
+        let step = NewCheckpoint::remote_step(0, "add".into(), "add".into(), json!(i), 2);
         let turn = TurnCommit {
             checkpoints: vec![step],
             ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })

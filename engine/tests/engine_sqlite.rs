@@ -277,22 +277,7 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
         .await
         .expect("publish");
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let step = NewCheckpoint {
-        seq: 0,
-        kind: CheckpointKind::RemoteStep,
-        name: "remote".into(),
-        status: CheckpointStatus::Pending,
-        worker_group: Some("remote@acme".into()),
-        input: Some(json!(4)),
-        output: None,
-        error: None,
-        wake_at: None,
-        enqueued_at: Some(2),
-        started_at: None,
-        finished_at: None,
-        retry_policy: None,
-        timeout_ms: None,
-    };
+    let step = NewCheckpoint::remote_step(0, "remote".into(), "remote@acme".into(), json!(4), 2);
     let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
     commit.checkpoints.push(step);
     h.store

@@ -436,20 +436,9 @@ pub(super) fn plan(
                 };
                 tasks.push(Outgoing { task, requires });
                 checkpoints.push(NewCheckpoint {
-                    seq,
-                    kind: CheckpointKind::RemoteStep,
-                    name,
-                    status: CheckpointStatus::Pending,
-                    worker_group: Some(group),
-                    input: Some(input),
-                    output: None,
-                    error: None,
-                    wake_at: None,
-                    enqueued_at: Some(now),
-                    started_at: None,
-                    finished_at: None,
                     retry_policy: retry,
                     timeout_ms,
+                    ..NewCheckpoint::remote_step(seq, name, group, input, now)
                 });
             }
             Command::RecordStep {

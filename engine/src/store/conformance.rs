@@ -11,8 +11,8 @@ use super::{
     TurnOutcome,
 };
 use crate::model::{
-    CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunQuery, RunStatus, Scope,
-    StepOutcome, StepResult,
+    CheckpointStatus, Millis, Namespace, Run, RunId, RunQuery, RunStatus, Scope, StepOutcome,
+    StepResult,
 };
 
 fn ns(s: &str) -> Namespace {
@@ -94,22 +94,13 @@ async fn suspended_on_a_step_sent_by(
 }
 
 fn pending_step(seq: u32) -> NewCheckpoint {
-    NewCheckpoint {
+    NewCheckpoint::remote_step(
         seq,
-        kind: CheckpointKind::RemoteStep,
-        name: "charge".into(),
-        status: CheckpointStatus::Pending,
-        worker_group: Some("charge@acme".into()),
-        input: Some(json!({"amount": 5})),
-        output: None,
-        error: None,
-        wake_at: None,
-        enqueued_at: Some(10),
-        started_at: None,
-        finished_at: None,
-        retry_policy: None,
-        timeout_ms: None,
-    }
+        "charge".into(),
+        "charge@acme".into(),
+        json!({"amount": 5}),
+        10,
+    )
 }
 
 /// A created run reads back field for field, and its id cannot be reused.

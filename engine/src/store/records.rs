@@ -95,6 +95,34 @@ pub struct NewCheckpoint {
 }
 
 impl NewCheckpoint {
+    /// A remote step sent to the workers of routing token `group` at `enqueued_at`, waiting for
+    /// its result (tried once, with no time limit, unless the caller sets a retry policy or a
+    /// timeout).
+    pub fn remote_step(
+        seq: u32,
+        name: String,
+        group: String,
+        input: Value,
+        enqueued_at: Millis,
+    ) -> Self {
+        NewCheckpoint {
+            seq,
+            kind: CheckpointKind::RemoteStep,
+            name,
+            status: CheckpointStatus::Pending,
+            worker_group: Some(group),
+            input: Some(input),
+            output: None,
+            error: None,
+            wake_at: None,
+            enqueued_at: Some(enqueued_at),
+            started_at: None,
+            finished_at: None,
+            retry_policy: None,
+            timeout_ms: None,
+        }
+    }
+
     /// A local step (or captured value) that already ran: `failed` when it has an `error`.
     /// `now#<seq>` and `sideEffect` are captured values, as the aviary wire names them.
     pub fn recorded_step(
