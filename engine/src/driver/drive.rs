@@ -272,8 +272,8 @@ async fn turn(
     Ok(after.persisted(shared, run, committed).await)
 }
 
-/// What a turn does once its commit is persisted: send its tasks, announce what it started and
-/// cancelled, and cache or re-turn the run.
+/// What a turn does once its commit is persisted: send the tasks that wait for it, announce what
+/// it started and cancelled, and cache or re-turn the run.
 pub(super) struct AfterCommit {
     tasks: Vec<RemoteTask>,
     appended: Option<History>,
@@ -310,6 +310,23 @@ pub(super) async fn prepare(
 }
 
 impl AfterCommit {
+    /// Takes out the tasks of the remote steps `commit` creates (not the retries of steps on
+    /// record), which may leave before it commits: if it never does, their results find no
+    /// checkpoint and are dropped, and the run's next turn sends them again.
+    fn take_new_steps(&mut self, commit: &TurnCommit) -> Vec<RemoteTask> {
+        let created = |seq: u32| {
+            commit
+                .checkpoints
+                .iter()
+                .any(|c| c.seq == seq && c.kind == CheckpointKind::RemoteStep)
+        };
+        let (new, rest) = std::mem::take(&mut self.tasks)
+            .into_iter()
+            .partition(|task| created(task.seq));
+        self.tasks = rest;
+        new
+    }
+
     /// Carries out the rest of the turn of `run` (as it was before the turn), now `committed`.
     pub(super) async fn persisted(
         self,
@@ -361,25 +378,6 @@ impl AfterCommit {
             shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
         }
         TurnEnd::Done
-    }
-}
-
-impl AfterCommit {
-    /// Takes out the tasks of the remote steps `commit` creates (not the retries of steps on
-    /// record), which may leave before it commits: if it never does, their results find no
-    /// checkpoint and are dropped, and the run's next turn sends them again.
-    fn take_new_steps(&mut self, commit: &TurnCommit) -> Vec<RemoteTask> {
-        let created = |seq: u32| {
-            commit
-                .checkpoints
-                .iter()
-                .any(|c| c.seq == seq && c.kind == CheckpointKind::RemoteStep)
-        };
-        let (new, rest) = std::mem::take(&mut self.tasks)
-            .into_iter()
-            .partition(|task| created(task.seq));
-        self.tasks = rest;
-        new
     }
 }
 
