@@ -10,7 +10,7 @@
 //! - 2,000 3-step runs started at once (completed runs/s, and the CPU each part of the cluster
 //!   spent per run).
 //!
-//! `cargo build --release -p durable-server && cargo run --release -p durable-bench --bin cluster [-- WORKERS BURST]`
+//! `cargo build --release -p durable-server && cargo run --release -p durable-bench --bin cluster [-- WORKERS BURST CONTROL_PLANES]`
 //! (PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379, or `DURABLE_TEST_POSTGRES` /
 //! `DURABLE_TEST_REDIS`.)
 
@@ -37,6 +37,7 @@ async fn main() -> Result<(), BoxError> {
     let mut args = std::env::args().skip(1);
     let workers: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(2);
     let burst: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(2000);
+    let control_planes: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(1);
     let sequential = 300;
 
     let prefix = fresh_prefix();
@@ -63,14 +64,24 @@ async fn main() -> Result<(), BoxError> {
         ("REDIS_URL", redis.as_str()),
         ("DURABLE_PREFIX", prefix.as_str()),
     ];
-    let mut cp_env = cluster.to_vec();
-    let bind = format!("127.0.0.1:{port}");
-    cp_env.extend([
-        ("DATABASE_URL", db.as_str()),
-        ("DURABLE_BIND", bind.as_str()),
-        ("DURABLE_NO_DEMO", "true"),
-    ]);
-    let control_plane = Proc::spawn(&bin, &["control-plane"], &cp_env)?;
+    // Runs are started on the first; the others share the database, the queues and the
+    // results, and turn whichever runs their results claim.
+    let mut binds = vec![format!("127.0.0.1:{port}")];
+    for _ in 1..control_planes.max(1) {
+        binds.push(format!("127.0.0.1:{}", free_port()?));
+    }
+    let control_planes: Vec<Proc> = binds
+        .iter()
+        .map(|bind| {
+            let mut cp_env = cluster.to_vec();
+            cp_env.extend([
+                ("DATABASE_URL", db.as_str()),
+                ("DURABLE_BIND", bind.as_str()),
+                ("DURABLE_NO_DEMO", "true"),
+            ]);
+            Proc::spawn(&bin, &["control-plane"], &cp_env)
+        })
+        .collect::<Result<_, _>>()?;
     let worker_pool: Vec<Proc> = (0..workers)
         .map(|_| {
             Proc::spawn(
@@ -109,7 +120,7 @@ async fn main() -> Result<(), BoxError> {
 
     // At once.
     let before = completions.count();
-    let cpu_before = Cpu::read(&control_plane, &worker_pool);
+    let cpu_before = Cpu::read(&control_planes, &worker_pool);
     let t0 = Instant::now();
     futures::stream::iter(0..burst)
         .map(|i| {
@@ -134,8 +145,8 @@ async fn main() -> Result<(), BoxError> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = t0.elapsed();
-    let cpu = Cpu::read(&control_plane, &worker_pool).since(&cpu_before);
-    let rss = control_plane.rss_kib();
+    let cpu = Cpu::read(&control_planes, &worker_pool).since(&cpu_before);
+    let rss = control_planes.iter().map(Proc::rss_kib).max().unwrap_or(0);
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let store = if db.starts_with("sqlite") {
@@ -144,7 +155,8 @@ async fn main() -> Result<(), BoxError> {
         "PostgreSQL"
     };
     println!(
-        "\n## Cluster: control plane ({store} + Redis) and {workers} worker processes, `demo.order` (3 steps)\n"
+        "\n## Cluster: {} control plane(s) ({store} + Redis) and {workers} worker processes, `demo.order` (3 steps)\n",
+        control_planes.len()
     );
     println!("| measure | result |");
     println!("| --- | --- |");
@@ -171,14 +183,14 @@ async fn main() -> Result<(), BoxError> {
     );
     let per_run = |d: Duration| ms(d) / burst as f64;
     println!(
-        "| CPU per run in the burst: control plane / workers / PostgreSQL / Redis | {:.2} / {:.2} / {:.2} / {:.2} ms |",
-        per_run(cpu.control_plane),
+        "| CPU per run in the burst: control planes / workers / PostgreSQL / Redis | {:.2} / {:.2} / {:.2} / {:.2} ms |",
+        per_run(cpu.control_planes),
         per_run(cpu.workers),
         per_run(cpu.postgres),
         per_run(cpu.redis)
     );
     println!(
-        "| control-plane RSS after the burst | {:.1} MiB |",
+        "| control-plane RSS after the burst (the largest) | {:.1} MiB |",
         rss as f64 / 1024.0
     );
     println!(
@@ -190,16 +202,16 @@ async fn main() -> Result<(), BoxError> {
 
 /// CPU time used so far by each part of the cluster (Linux `/proc`; zero elsewhere).
 struct Cpu {
-    control_plane: Duration,
+    control_planes: Duration,
     workers: Duration,
     postgres: Duration,
     redis: Duration,
 }
 
 impl Cpu {
-    fn read(control_plane: &Proc, workers: &[Proc]) -> Self {
+    fn read(control_planes: &[Proc], workers: &[Proc]) -> Self {
         Cpu {
-            control_plane: control_plane.cpu(),
+            control_planes: control_planes.iter().map(Proc::cpu).sum(),
             workers: workers.iter().map(Proc::cpu).sum(),
             postgres: cpu_time_of("postgres"),
             redis: cpu_time_of("redis-server"),
@@ -209,7 +221,7 @@ impl Cpu {
     /// What each part used between `earlier` and this reading.
     fn since(&self, earlier: &Cpu) -> Cpu {
         Cpu {
-            control_plane: self.control_plane.saturating_sub(earlier.control_plane),
+            control_planes: self.control_planes.saturating_sub(earlier.control_planes),
             workers: self.workers.saturating_sub(earlier.workers),
             postgres: self.postgres.saturating_sub(earlier.postgres),
             redis: self.redis.saturating_sub(earlier.redis),

@@ -166,8 +166,34 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
 /// each step run once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_leaves_before_its_turn_commits_and_its_early_result_is_kept() {
+    early_dispatch_case(false).await;
+}
+
+/// With another control plane on the same store, a step waits for the commit that records it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_peer_on_the_store_a_step_waits_for_its_commit() {
+    early_dispatch_case(true).await;
+}
+
+/// Runs a two-step workflow, holding SQLite's write lock from the first step's end for 300 ms:
+/// the second step runs meanwhile only if steps leave before their commit, which they must
+/// unless `with_peer` started another engine on the same file first.
+async fn early_dispatch_case(with_peer: bool) {
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("db");
+    let peer = match with_peer {
+        true => {
+            let peer = Engine::new(
+                store_at(&db).await,
+                Arc::new(MemoryTransport::new()),
+                Arc::new(Registry::new()),
+                EngineConfig::default(),
+            );
+            peer.start().await.expect("the peer starts");
+            Some(peer)
+        }
+        false => None,
+    };
     let first_running = Arc::new(tokio::sync::Notify::new());
     let release_first = Arc::new(tokio::sync::Notify::new());
     let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
@@ -213,19 +239,25 @@ async fn a_step_leaves_before_its_turn_commits_and_its_early_result_is_kept() {
     let lock = rusqlite::Connection::open(&db).expect("open");
     lock.execute_batch("BEGIN IMMEDIATE").expect("write lock");
     release_first.notify_one();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while ran[1].load(Ordering::SeqCst) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the second step never left while its turn's commit waited"
-        );
+    let deadline = std::time::Instant::now() + Duration::from_millis(300);
+    while ran[1].load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // Its result is back before anything recorded the step.
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let on_record = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
     assert_eq!(on_record.len(), 1, "only the first step is on record");
     assert_eq!(on_record[0].status, CheckpointStatus::Pending);
+    match with_peer {
+        false => assert_eq!(
+            ran[1].load(Ordering::SeqCst),
+            1,
+            "the second step left while its turn's commit waited"
+        ),
+        true => assert_eq!(
+            ran[1].load(Ordering::SeqCst),
+            0,
+            "with a peer, the second step waits for its turn's commit"
+        ),
+    }
     lock.execute_batch("ROLLBACK").expect("unlock");
 
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
@@ -237,6 +269,9 @@ async fn a_step_leaves_before_its_turn_commits_and_its_early_result_is_kept() {
     let ran = ran.each_ref().map(|c| c.load(Ordering::SeqCst));
     assert_eq!(ran, [1, 1], "each step ran once");
     h.stop().await;
+    if let Some(peer) = peer {
+        peer.shutdown().await;
+    }
 }
 
 /// A result can reach a control plane before the commit that records its step (another control

@@ -213,7 +213,10 @@ async fn turn(
     let (commit, mut after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
     // The steps this commit creates leave while it is in flight: their trip to a worker and
     // back overlaps the commit. A result that beats the commit is held (see `Turning`).
-    let early = after.take_new_steps(&commit);
+    let early = match shared.sends_early() {
+        true => after.take_new_steps(&commit),
+        false => Vec::new(),
+    };
     shared
         .turning
         .send_early(&run.id, early.iter().map(|t| t.seq));

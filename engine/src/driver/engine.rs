@@ -156,6 +156,12 @@ impl Engine {
             .store
             .beat_driver(&self.shared.config.owner, alive_until)
             .await?;
+        let peers = self
+            .shared
+            .store
+            .live_peers(&self.shared.config.owner, self.shared.clock.now())
+            .await?;
+        self.shared.note_peers(Some(peers));
         let results = self.shared.transport.consume_results().await?;
         redispatch::redispatch_due(&self.shared).await?;
         sweep::sweep_once(&self.shared).await?;

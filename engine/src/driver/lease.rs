@@ -20,6 +20,14 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
         if let Err(e) = shared.store.beat_driver(&shared.config.owner, until).await {
             tracing::warn!(error = %e, "the driver heartbeat failed");
         }
+        let now = shared.clock.now();
+        match shared.store.live_peers(&shared.config.owner, now).await {
+            Ok(peers) => shared.note_peers(Some(peers)),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the other drivers' heartbeats failed");
+                shared.note_peers(None);
+            }
+        }
         let ids = shared.turning.ids();
         if ids.is_empty() {
             continue;

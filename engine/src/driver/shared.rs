@@ -34,6 +34,9 @@ pub(crate) struct Shared {
     /// Whether the engine's loops run: only then may a start or a result claim a run directly
     /// (someone must run the turn it then owes).
     accepting: AtomicBool,
+    /// Whether the store's last heartbeat showed no other live driver (see
+    /// [`Shared::sends_early`]).
+    alone: AtomicBool,
     /// Runs this engine last suspended, for the sticky fast path.
     pub sticky: Sticky,
     /// Runs whose turns execute here (their leases are renewed), with results that arrived
@@ -68,6 +71,7 @@ impl Shared {
             planned_wake: AtomicI64::new(Millis::MAX),
             turns: Arc::new(Semaphore::new(config.max_concurrent_turns.max(1))),
             accepting: AtomicBool::new(false),
+            alone: AtomicBool::new(false),
             sticky: Sticky::default(),
             turning: Turning::default(),
             awaiting: super::inbox::Awaiting::default(),
@@ -100,6 +104,19 @@ impl Shared {
     /// Lets starts and results claim runs directly (or stops them, at shutdown).
     pub fn set_accepting(&self, on: bool) {
         self.accepting.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether a turn's new steps may leave before its commit (see [`super::turning`]): only
+    /// while no other control plane shares the store. A peer would take half of the early
+    /// results off the shared queue and contend with the commit for the run. Until the store
+    /// has said, a peer is assumed.
+    pub fn sends_early(&self) -> bool {
+        self.alone.load(Ordering::Relaxed)
+    }
+
+    /// Notes how many other live drivers the store reported, or that it could not say.
+    pub fn note_peers(&self, peers: Option<u32>) {
+        self.alone.store(peers == Some(0), Ordering::Relaxed);
     }
 
     /// Notes when the idle drive loop will next look.

@@ -1,10 +1,15 @@
 //! Runs whose turns execute here, and the results that arrive before their steps are on record.
 //!
-//! A turn's new remote steps leave while the turn's commit is still in flight (a step's trip
-//! to a worker and back then overlaps the commit instead of following it), so a fast worker's
-//! result can arrive before the store has the step's checkpoint. Such a result is held here
-//! until the run's turns are over, then applied as any other. While a run is listed here its
-//! lease is renewed.
+//! When no other control plane shares the store, a turn's new remote steps leave while the
+//! turn's commit is still in flight (a step's trip to a worker and back then overlaps the
+//! commit instead of following it), so a fast worker's result can arrive before the store has
+//! the step's checkpoint. Such a result is held here until the run's turns are over, then
+//! applied as any other. While a run is listed here its lease is renewed.
+//!
+//! With peers, steps wait for their commit: a peer would take about half of the early results
+//! off the shared queue, claim their runs while the sender's commits are queued, and lock the
+//! same rows in another order (measured with two control planes: PostgreSQL deadlocks, and runs
+//! left until their leases expired).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};

@@ -2150,6 +2150,11 @@ pub async fn lost_dispatches_spare_live_senders(store: Arc<dyn Store>) {
     store.beat_driver("me", 1_000).await.expect("beat");
     store.beat_driver("peer", 1_000).await.expect("beat");
     store.beat_driver("crashed", 50).await.expect("beat");
+    // Only live drivers count as peers, and never the asker.
+    assert_eq!(store.live_peers("me", 100).await.expect("peers"), 1);
+    assert_eq!(store.live_peers("me", 40).await.expect("peers"), 2);
+    assert_eq!(store.live_peers("stranger", 100).await.expect("peers"), 2);
+    assert_eq!(store.live_peers("me", 1_001).await.expect("peers"), 0);
     for (id, owner) in [
         ("ld-me", "me"),
         ("ld-peer", "peer"),

@@ -383,6 +383,18 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn live_peers(&self, owner: &str, now: Millis) -> StoreResult<u32> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM drivers WHERE owner <> $1 AND alive_until >= $2",
+        )
+        .bind(owner)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
     async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {
         reads::next_wake_at(&self.pool, scope).await
     }

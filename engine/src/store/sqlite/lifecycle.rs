@@ -146,6 +146,14 @@ pub(super) fn mark_dispatched(
     Ok(Wrote::Keep(()))
 }
 
+/// [`crate::store::Store::live_peers`].
+pub(super) fn live_peers(conn: &Connection, owner: &str, now: Millis) -> StoreResult<u32> {
+    conn.prepare_cached("SELECT count(*) FROM drivers WHERE owner <> ? AND alive_until >= ?")
+        .map_err(db)?
+        .query_row(params![owner, now], |row| row.get::<_, u32>(0))
+        .map_err(db)
+}
+
 pub(super) fn beat_driver(
     conn: &Connection,
     owner: &str,

@@ -373,6 +373,13 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn live_peers(&self, owner: &str, now: Millis) -> StoreResult<u32> {
+        let owner = owner.to_owned();
+        self.readers
+            .read(move |conn| lifecycle::live_peers(conn, &owner, now))
+            .await
+    }
+
     async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {
         let scope = scope.clone();
         self.readers
