@@ -243,7 +243,11 @@ async fn early_dispatch_case(with_peer: bool) {
     while ran[1].load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let on_record = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    let on_record = h
+        .store
+        .checkpoints(&Scope::All, &run.id)
+        .await
+        .expect("checkpoints");
     assert_eq!(on_record.len(), 1, "only the first step is on record");
     assert_eq!(on_record[0].status, CheckpointStatus::Pending);
     match with_peer {
@@ -262,7 +266,11 @@ async fn early_dispatch_case(with_peer: bool) {
 
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(20)));
-    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    let cps = h
+        .store
+        .checkpoints(&Scope::All, &run.id)
+        .await
+        .expect("checkpoints");
     assert_eq!(cps.len(), 2);
     assert!(cps.iter().all(|c| c.status == CheckpointStatus::Completed));
     assert_eq!(cps[1].output, Some(json!(20)));
