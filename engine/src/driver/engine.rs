@@ -152,14 +152,14 @@ impl Engine {
         }
         // Alive before anything is sent, so no peer takes this driver's steps for lost ones.
         let alive_until = self.shared.clock.now() + self.shared.config.lease.as_millis() as Millis;
-        self.shared
-            .store
-            .beat_driver(&self.shared.config.owner, alive_until)
-            .await?;
         let peers = self
             .shared
             .store
-            .live_peers(&self.shared.config.owner, self.shared.clock.now())
+            .beat_driver(
+                &self.shared.config.owner,
+                alive_until,
+                self.shared.clock.now(),
+            )
             .await?;
         self.shared.note_peers(Some(peers));
         let results = self.shared.transport.consume_results().await?;
@@ -216,7 +216,7 @@ impl Engine {
         if let Err(e) = self
             .shared
             .store
-            .beat_driver(&self.shared.config.owner, now)
+            .beat_driver(&self.shared.config.owner, now, now)
             .await
         {
             tracing::warn!(error = %e, "could not mark this driver gone; its heartbeat lapses on its own");

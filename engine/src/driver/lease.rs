@@ -17,14 +17,15 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
             _ = tokio::time::sleep(every) => {}
         }
         let until = shared.clock.now() + lease_ms;
-        if let Err(e) = shared.store.beat_driver(&shared.config.owner, until).await {
-            tracing::warn!(error = %e, "the driver heartbeat failed");
-        }
         let now = shared.clock.now();
-        match shared.store.live_peers(&shared.config.owner, now).await {
+        match shared
+            .store
+            .beat_driver(&shared.config.owner, until, now)
+            .await
+        {
             Ok(peers) => shared.note_peers(Some(peers)),
             Err(e) => {
-                tracing::warn!(error = %e, "reading the other drivers' heartbeats failed");
+                tracing::warn!(error = %e, "the driver heartbeat failed");
                 shared.note_peers(None);
             }
         }

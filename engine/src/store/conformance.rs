@@ -2147,14 +2147,23 @@ pub async fn legacy_null_and_empty_namespaces_read_as_default<F, Fut>(
 /// new sender's.
 pub async fn lost_dispatches_spare_live_senders(store: Arc<dyn Store>) {
     let acme = Scope::Only(ns("acme"));
-    store.beat_driver("me", 1_000).await.expect("beat");
-    store.beat_driver("peer", 1_000).await.expect("beat");
-    store.beat_driver("crashed", 50).await.expect("beat");
-    // Only live drivers count as peers, and never the asker.
-    assert_eq!(store.live_peers("me", 100).await.expect("peers"), 1);
-    assert_eq!(store.live_peers("me", 40).await.expect("peers"), 2);
-    assert_eq!(store.live_peers("stranger", 100).await.expect("peers"), 2);
-    assert_eq!(store.live_peers("me", 1_001).await.expect("peers"), 0);
+    let beat = |owner: &'static str, alive_until: Millis, now: Millis| {
+        let store = store.clone();
+        async move {
+            store
+                .beat_driver(owner, alive_until, now)
+                .await
+                .expect("beat")
+        }
+    };
+    // Each beat counts the other drivers alive at its `now`: only live ones, never the beater.
+    assert_eq!(beat("me", 1_000, 0).await, 0);
+    assert_eq!(beat("peer", 1_000, 0).await, 1);
+    assert_eq!(beat("crashed", 50, 0).await, 2);
+    assert_eq!(beat("me", 1_000, 100).await, 1);
+    assert_eq!(beat("me", 1_000, 40).await, 2);
+    assert_eq!(beat("stranger", 100, 100).await, 2);
+    assert_eq!(beat("me", 1_000, 1_001).await, 0);
     for (id, owner) in [
         ("ld-me", "me"),
         ("ld-peer", "peer"),
@@ -2201,7 +2210,7 @@ pub async fn lost_dispatches_spare_live_senders(store: Arc<dyn Store>) {
         .expect("mark");
     assert!(ids(lost(9, Some("me"), Some(100))).await.is_empty());
     // A peer that stops cleanly beats `alive_until = now`: its steps are lost at once.
-    store.beat_driver("peer", 100).await.expect("beat");
+    beat("peer", 100, 100).await;
     assert_eq!(ids(lost(9, Some("me"), Some(100))).await, ["ld-peer"]);
     assert!(
         store

@@ -206,12 +206,11 @@ pub trait Store: Send + Sync + 'static {
     /// count as lost once that passes (see [`LostDispatch::senders_gone_at`]): a transport that
     /// keeps tasks in its sender's memory loses them with the sender. A driver that stops
     /// cleanly beats with `alive_until = now`, so its steps are sent again at once.
-    async fn beat_driver(&self, owner: &str, alive_until: Millis) -> StoreResult<()>;
-
-    /// How many drivers other than `owner` are alive at `now` (their heartbeat has not lapsed):
-    /// the other control planes on this store, which share its runs and, on a shared broker,
-    /// its step results.
-    async fn live_peers(&self, owner: &str, now: Millis) -> StoreResult<u32>;
+    ///
+    /// Returns how many other drivers are alive at `now` (their heartbeat has not lapsed): the
+    /// other control planes on this store, which share its runs and, on a shared broker, its
+    /// step results.
+    async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32>;
 
     /// The earliest `wake_at` among suspended runs in `scope`, to sleep until then.
     async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>>;

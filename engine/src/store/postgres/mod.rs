@@ -368,31 +368,23 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn beat_driver(&self, owner: &str, alive_until: Millis) -> StoreResult<()> {
-        // Absence means gone, so rows of drivers long gone can go.
-        sqlx::query(
-            "WITH gone AS (DELETE FROM drivers WHERE alive_until < $2 - 86400000 AND owner <> $1) \
+    async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32> {
+        // Absence means gone, so rows of drivers long gone can go. Every part of the statement
+        // sees the table as it was before it, so the count never includes `owner`'s own row.
+        let peers: i64 = sqlx::query_scalar(
+            "WITH gone AS (DELETE FROM drivers WHERE alive_until < $2 - 86400000 AND owner <> $1), \
+             peers AS (SELECT count(*) AS n FROM drivers WHERE owner <> $1 AND alive_until >= $3) \
              INSERT INTO drivers (owner, alive_until) VALUES ($1, $2) \
-             ON CONFLICT (owner) DO UPDATE SET alive_until = EXCLUDED.alive_until",
+             ON CONFLICT (owner) DO UPDATE SET alive_until = EXCLUDED.alive_until \
+             RETURNING (SELECT n FROM peers)",
         )
         .bind(owner)
         .bind(alive_until)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(())
-    }
-
-    async fn live_peers(&self, owner: &str, now: Millis) -> StoreResult<u32> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM drivers WHERE owner <> $1 AND alive_until >= $2",
-        )
-        .bind(owner)
         .bind(now)
         .fetch_one(&self.pool)
         .await
         .map_err(db)?;
-        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        Ok(u32::try_from(peers).unwrap_or(u32::MAX))
     }
 
     async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {

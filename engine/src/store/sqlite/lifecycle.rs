@@ -146,19 +146,13 @@ pub(super) fn mark_dispatched(
     Ok(Wrote::Keep(()))
 }
 
-/// [`crate::store::Store::live_peers`].
-pub(super) fn live_peers(conn: &Connection, owner: &str, now: Millis) -> StoreResult<u32> {
-    conn.prepare_cached("SELECT count(*) FROM drivers WHERE owner <> ? AND alive_until >= ?")
-        .map_err(db)?
-        .query_row(params![owner, now], |row| row.get::<_, u32>(0))
-        .map_err(db)
-}
-
+/// [`crate::store::Store::beat_driver`]: how many other drivers are alive at `now`.
 pub(super) fn beat_driver(
     conn: &Connection,
     owner: &str,
     alive_until: Millis,
-) -> StoreResult<Wrote<()>> {
+    now: Millis,
+) -> StoreResult<Wrote<u32>> {
     // Absence means gone, so rows of drivers long gone can go.
     conn.prepare_cached("DELETE FROM drivers WHERE alive_until < ? AND owner <> ?")
         .map_err(db)?
@@ -171,7 +165,12 @@ pub(super) fn beat_driver(
     .map_err(db)?
     .execute(params![owner, alive_until])
     .map_err(db)?;
-    Ok(Wrote::Keep(()))
+    let peers = conn
+        .prepare_cached("SELECT count(*) FROM drivers WHERE owner <> ? AND alive_until >= ?")
+        .map_err(db)?
+        .query_row(params![owner, now], |row| row.get::<_, u32>(0))
+        .map_err(db)?;
+    Ok(Wrote::Keep(peers))
 }
 
 pub(super) fn update_run_if(

@@ -366,17 +366,10 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn beat_driver(&self, owner: &str, alive_until: Millis) -> StoreResult<()> {
+    async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32> {
         let owner = owner.to_owned();
         self.writer
-            .write(move |conn| lifecycle::beat_driver(conn, &owner, alive_until))
-            .await
-    }
-
-    async fn live_peers(&self, owner: &str, now: Millis) -> StoreResult<u32> {
-        let owner = owner.to_owned();
-        self.readers
-            .read(move |conn| lifecycle::live_peers(conn, &owner, now))
+            .write(move |conn| lifecycle::beat_driver(conn, &owner, alive_until, now))
             .await
     }
 
