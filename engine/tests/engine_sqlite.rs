@@ -181,18 +181,17 @@ async fn with_a_peer_on_the_store_a_step_waits_for_its_commit() {
 async fn early_dispatch_case(with_peer: bool) {
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("db");
-    let peer = match with_peer {
-        true => {
-            let peer = Engine::new(
-                store_at(&db).await,
-                Arc::new(MemoryTransport::new()),
-                Arc::new(Registry::new()),
-                EngineConfig::default(),
-            );
-            peer.start().await.expect("the peer starts");
-            Some(peer)
-        }
-        false => None,
+    let peer = if with_peer {
+        let peer = Engine::new(
+            store_at(&db).await,
+            Arc::new(MemoryTransport::new()),
+            Arc::new(Registry::new()),
+            EngineConfig::default(),
+        );
+        peer.start().await.expect("the peer starts");
+        Some(peer)
+    } else {
+        None
     };
     let first_running = Arc::new(tokio::sync::Notify::new());
     let release_first = Arc::new(tokio::sync::Notify::new());
@@ -250,17 +249,18 @@ async fn early_dispatch_case(with_peer: bool) {
         .expect("checkpoints");
     assert_eq!(on_record.len(), 1, "only the first step is on record");
     assert_eq!(on_record[0].status, CheckpointStatus::Pending);
-    match with_peer {
-        false => assert_eq!(
-            ran[1].load(Ordering::SeqCst),
-            1,
-            "the second step left while its turn's commit waited"
-        ),
-        true => assert_eq!(
+    if with_peer {
+        assert_eq!(
             ran[1].load(Ordering::SeqCst),
             0,
             "with a peer, the second step waits for its turn's commit"
-        ),
+        );
+    } else {
+        assert_eq!(
+            ran[1].load(Ordering::SeqCst),
+            1,
+            "the second step left while its turn's commit waited"
+        );
     }
     lock.execute_batch("ROLLBACK").expect("unlock");
 

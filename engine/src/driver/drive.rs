@@ -213,9 +213,10 @@ async fn turn(
     let (commit, mut after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
     // The steps this commit creates leave while it is in flight: their trip to a worker and
     // back overlaps the commit. A result that beats the commit is held (see `Turning`).
-    let early = match shared.sends_early() {
-        true => after.take_new_steps(&commit),
-        false => Vec::new(),
+    let early = if shared.sends_early() {
+        after.take_new_steps(&commit)
+    } else {
+        Vec::new()
     };
     shared
         .turning
