@@ -334,6 +334,97 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
     h.stop().await;
 }
 
+/// A result for a run that another control plane moved on since this one parked it is not
+/// applied to the stale cached history: with a peer on the store, the run is read again, and the
+/// result still takes the sticky path (recorded with the run's next turn in one write, the run
+/// never `running`) rather than a write to record it and another for the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("db");
+    let peer = Engine::new(
+        store_at(&db).await,
+        Arc::new(MemoryTransport::new()),
+        Arc::new(Registry::new()),
+        EngineConfig::default(),
+    );
+    peer.start().await.expect("the peer starts");
+    let mut r = Registry::new();
+    r.workflow("two", 1, |ctx: WorkflowContext, n: i64| async move {
+        let a: i64 = ctx.step("remote", &n).await?;
+        let b: i64 = ctx.step("remote", &a).await?;
+        Ok::<_, WorkflowError>(b)
+    });
+    let h = start(store_at(&db).await, r).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let mut events = h
+        .engine
+        .transport()
+        .subscribe_events(Scope::Only(acme.clone()))
+        .await
+        .unwrap();
+    let run = h
+        .engine
+        .start_run(StartRun {
+            workflow: "two".into(),
+            input: json!(1),
+            namespace: Some(acme),
+            ..Default::default()
+        })
+        .await
+        .expect("start");
+    assert_eq!(run.status, RunStatus::Suspended, "parked here, on step 0");
+
+    // Another control plane takes step 0's result and moves the run on to step 1.
+    let result = |seq: u32, output: i64| StepResult {
+        run_id: run.id.clone(),
+        seq,
+        step_id: step_id(&run.id, seq),
+        started_at: None,
+        outcome: StepOutcome::Completed {
+            output: json!(output),
+        },
+    };
+    let elsewhere = Claim {
+        scope: Scope::All,
+        owner: "another-control-plane".into(),
+        until: i64::MAX / 2,
+    };
+    let step = NewCheckpoint::remote_step(1, "remote".into(), "remote@acme".into(), json!(5), 2);
+    let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
+    commit.checkpoints.push(step);
+    h.store
+        .apply_result_and_commit(&result(0, 5), &elsewhere, run.attempt, commit, 2)
+        .await
+        .expect("commit")
+        .expect("the run was as this control plane left it");
+
+    h.engine
+        .transport()
+        .publish_result(result(1, 50))
+        .await
+        .expect("publish");
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(50)));
+    let mut kinds = Vec::new();
+    while let Ok(Some(EventDelivery::Event(ev))) =
+        tokio::time::timeout(Duration::from_millis(200), events.next()).await
+    {
+        kinds.push(ev.kind);
+    }
+    assert_eq!(
+        kinds,
+        [
+            TenantEventKind::RunStarted,
+            TenantEventKind::StepCompleted,
+            TenantEventKind::RunCompleted
+        ],
+        "step 1's result and the last turn were one write"
+    );
+    h.stop().await;
+    peer.shutdown().await;
+}
+
 /// A start persists its run's first turn with the insert when that turn runs no local step; a
 /// start refused for a reused id sends and runs nothing, whether its first turn would have sent a
 /// remote step or run a local one.

@@ -109,9 +109,10 @@ pub(crate) fn spawn_turns(
     first: FirstTurn,
     slot: OwnedSemaphorePermit,
 ) {
+    // Listed before the task starts, so a result of the run that arrives meanwhile is held.
+    let id = run.id.clone();
+    shared.turning.begin(&id);
     tokio::spawn(async move {
-        let id = run.id.clone();
-        shared.turning.begin(&id);
         let (mut run, mut next) = match first {
             FirstTurn::Claimed(history) => {
                 // A parked run's recheck is not news unless it moves on.
@@ -141,8 +142,11 @@ pub(crate) fn spawn_turns(
         };
         let held = shared.turning.end(&id);
         drop(slot);
-        // The run is parked now (if it suspended), so these take the sticky path.
-        for result in refused.map(|r| *r).into_iter().chain(held) {
+        // The run is parked now (if it suspended), so held results take the sticky path.
+        if let Some(refused) = refused {
+            super::results::apply_refused(shared.clone(), *refused).await;
+        }
+        for result in held {
             super::results::apply(shared.clone(), result).await;
         }
     });
@@ -213,14 +217,11 @@ async fn turn(
     let (commit, mut after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
     // The steps this commit creates leave while it is in flight: their trip to a worker and
     // back overlaps the commit. A result that beats the commit is held (see `Turning`).
-    let early = if shared.sends_early() {
+    let early = if shared.alone() {
         after.take_new_steps(&commit)
     } else {
         Vec::new()
     };
-    shared
-        .turning
-        .send_early(&run.id, early.iter().map(|t| t.seq));
     let now = shared.clock.now();
     let write = async {
         let claim = shared.claim();

@@ -8,8 +8,11 @@ use tokio::task::JoinSet;
 
 use super::drive::{FirstTurn, spawn_turns};
 use super::shared::Shared;
-use super::sticky::with_result;
-use crate::model::{CheckpointStatus, StepResult, TenantEventKind, step_id};
+use super::sticky::{Parked, with_result};
+use crate::model::{
+    CheckpointStatus, RunId, RunStatus, StepOutcome, StepResult, TenantEventKind, step_id,
+};
+use crate::store::History;
 use crate::transport::Subscription;
 
 pub(crate) async fn results_loop(
@@ -54,7 +57,7 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
     let mut result = result;
     let mut waits = EARLY_RESULT_WAITS.into_iter();
     loop {
-        let Some(unapplied) = apply_once(&shared, result).await else {
+        let Some(unapplied) = apply_once(&shared, result, true).await else {
             return;
         };
         match shared
@@ -81,24 +84,123 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
     }
 }
 
-/// Applies one step result: held if it beat the commit of the turn here that sent its step,
-/// on the sticky fast path when this engine suspended the run and has a free turn slot, else
-/// recorded in the store, which claims the run for a turn here when a slot is free. Hands the
-/// result back if no checkpoint accepted it.
-async fn apply_once(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> {
-    let result = shared.turning.hold(result)?;
-    if let Some(parked) = shared.sticky.take(&result.run_id)
-        && let Some(history) = with_result(parked.history, &result, shared.clock.now())
-        && let Some(slot) = shared.try_turn_slot()
-    {
-        spawn_turns(
-            shared.clone(),
-            parked.run,
-            FirstTurn::Sticky(history, result),
-            slot,
-        );
-        return None;
+/// Applies a result the sticky path refused: recorded in the store, never turned sticky again
+/// (whatever refused it, a wake flag say, may still stand).
+pub(crate) async fn apply_refused(shared: Arc<Shared>, result: StepResult) {
+    if let Some(unapplied) = apply_once(&shared, result, false).await {
+        tracing::debug!(run_id = %unapplied.run_id, seq = unapplied.seq, "ignored a late or duplicate step result");
     }
+}
+
+/// Applies one step result with its run listed here (see [`super::turning`]; a result that
+/// arrives for a listed run is held and applied after): on the sticky path if `sticky` and
+/// the run is suspended with a turn slot free (see [`sticky_turn`]), else recorded in the
+/// store, which claims the run for a turn here when a slot is free. Hands the result back if no
+/// checkpoint accepted it.
+async fn apply_once(shared: &Arc<Shared>, result: StepResult, sticky: bool) -> Option<StepResult> {
+    let id = result.run_id.clone();
+    let result = shared.turning.begin_applying(result)?;
+    let result = if sticky {
+        sticky_turn(shared, result).await
+    } else {
+        Some(result)
+    };
+    let unapplied = match result {
+        Some(result) => record(shared, result).await,
+        None => None,
+    };
+    apply_later(shared, shared.turning.end(&id));
+    unapplied
+}
+
+/// Applies `held` results, each in a task of its own.
+fn apply_later(shared: &Arc<Shared>, held: Vec<StepResult>) {
+    for result in held {
+        tokio::spawn(apply(shared.clone(), result));
+    }
+}
+
+/// Turns the run of a completed step's `result` at once, with the result applied to the
+/// history it suspended with, and persists both in one write (see [`super::sticky`]). Hands
+/// the result back when the run is not suspended, the history does not expect it, or no turn
+/// slot is free.
+///
+/// The history is the one cached here when this engine parked the run and nobody can have
+/// moved it since: with no peer on the store, or when the run's `attempt` still matches.
+/// Otherwise it is read from the store: another control plane sent the step (results are
+/// shared by every control plane) or the cache forgot the run. Three reads cost far less than
+/// the two writes (record and claim, then the turn) of the way round.
+async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> {
+    // Taken whatever happens next: the run moves on, so the entry would be stale.
+    let cached = shared.sticky.take(&result.run_id);
+    if !matches!(result.outcome, StepOutcome::Completed { .. }) {
+        return Some(result);
+    }
+    let Some(slot) = shared.try_turn_slot() else {
+        return Some(result);
+    };
+    let parked = match cached {
+        Some(parked) if shared.alone() => Some(parked),
+        cached => suspended(shared, &result.run_id, cached).await,
+    };
+    let Some(Parked { run, history }) = parked else {
+        return Some(result);
+    };
+    let Some(history) = with_result(history, &result, shared.clock.now()) else {
+        return Some(result);
+    };
+    spawn_turns(
+        shared.clone(),
+        run,
+        FirstTurn::Sticky(history, result),
+        slot,
+    );
+    None
+}
+
+/// Run `id` and its history as the store has them, if it is suspended; the `cached` history
+/// stands in for the store's when its `attempt` matches. The run is read first: whatever
+/// moves it after that read also bumps its `attempt` or wakes it, and the sticky write, which
+/// checks both, is refused.
+async fn suspended(shared: &Shared, id: &RunId, cached: Option<Parked>) -> Option<Parked> {
+    let run = match shared.store.get_run(&shared.scope, id).await {
+        Ok(Some(run)) if run.status == RunStatus::Suspended => run,
+        Ok(_) => return None,
+        Err(e) => {
+            tracing::debug!(run_id = %id, error = %e, "could not read a result's run");
+            return None;
+        }
+    };
+    if let Some(cached) = cached
+        && cached.run.attempt == run.attempt
+    {
+        return Some(Parked {
+            run,
+            history: cached.history,
+        });
+    }
+    let read = tokio::try_join!(
+        shared.store.checkpoints(&shared.scope, id),
+        shared.store.buffered_signals(id)
+    );
+    match read {
+        Ok((checkpoints, signals)) => Some(Parked {
+            run,
+            history: History {
+                checkpoints,
+                signals,
+            },
+        }),
+        Err(e) => {
+            tracing::debug!(run_id = %id, error = %e, "could not read a result's run history");
+            None
+        }
+    }
+}
+
+/// Records a step result in the store, which claims its run for a turn here when a slot is
+/// free. Hands the result back if no checkpoint accepted it.
+async fn record(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> {
     // With a free turn slot, the run is claimed in the same write and its turn runs here at
     // once; otherwise the drive loop picks it up.
     let slot = shared.try_turn_slot();

@@ -35,7 +35,7 @@ pub(crate) struct Shared {
     /// (someone must run the turn it then owes).
     accepting: AtomicBool,
     /// Whether the store's last heartbeat showed no other live driver (see
-    /// [`Shared::sends_early`]).
+    /// [`Shared::alone`]).
     alone: AtomicBool,
     /// Runs this engine last suspended, for the sticky fast path.
     pub sticky: Sticky,
@@ -106,11 +106,12 @@ impl Shared {
         self.accepting.store(on, Ordering::SeqCst);
     }
 
-    /// Whether a turn's new steps may leave before its commit (see [`super::turning`]): only
-    /// while no other control plane shares the store. A peer would take half of the early
-    /// results off the shared queue and contend with the commit for the run. Until the store
-    /// has said, a peer is assumed.
-    pub fn sends_early(&self) -> bool {
+    /// Whether no other control plane shares the store, as of the last heartbeat; until the
+    /// store has said, a peer is assumed. Alone, a run this engine parked cannot have moved
+    /// without it, so its cached history is used unchecked (see [`super::results`]), and a
+    /// turn's new steps may leave before its commit (see [`super::turning`]): a peer would take
+    /// half of the early results off the shared queue and contend with the commit for the run.
+    pub fn alone(&self) -> bool {
         self.alone.load(Ordering::Relaxed)
     }
 

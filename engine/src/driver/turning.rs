@@ -1,10 +1,17 @@
-//! Runs whose turns execute here, and the results that arrive before their steps are on record.
+//! Runs this engine is working on, and the step results that arrive for them meanwhile.
 //!
-//! When no other control plane shares the store, a turn's new remote steps leave while the
-//! turn's commit is still in flight (a step's trip to a worker and back then overlaps the
-//! commit instead of following it), so a fast worker's result can arrive before the store has
-//! the step's checkpoint. Such a result is held here until the run's turns are over, then
-//! applied as any other. While a run is listed here its lease is renewed.
+//! A run is listed here while one of its turns executes (its lease is then renewed) and while a
+//! result of it is being applied. A result that arrives for a listed run is held, and applied
+//! once the run is no longer listed, so nothing this engine does to a run races with anything
+//! else it does to it:
+//!
+//! - When no other control plane shares the store, a turn's new remote steps leave while the
+//!   turn's commit is still in flight (a step's trip to a worker and back then overlaps the
+//!   commit instead of following it), so a fast worker's result can arrive before the store has
+//!   the step's checkpoint. Held, it finds the step on record.
+//! - Another result of the run would otherwise be recorded (or turned) beside the turn in
+//!   flight, and the store would refuse one of the two writes; a refused turn's early steps
+//!   would have left for nothing, and run twice.
 //!
 //! With peers, steps wait for their commit: a peer would take about half of the early results
 //! off the shared queue, claim their runs while the sender's commits are queued, and lock the
@@ -16,8 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::model::{RunId, StepResult};
 
-/// Runs turning on this engine, each with the steps its turns sent ahead of their commits and
-/// the results held for them.
+/// Runs listed on this engine, each with the results held for it.
 #[derive(Default)]
 pub(crate) struct Turning {
     runs: Mutex<HashMap<RunId, Entry>>,
@@ -25,9 +31,9 @@ pub(crate) struct Turning {
 
 #[derive(Default)]
 struct Entry {
-    /// Positions of steps sent before the commit that records them.
-    early: Vec<u32>,
-    /// Results of those steps that arrived while the run turned.
+    /// How many listings hold the run: a result being applied hands it to the turn it starts.
+    listings: u32,
+    /// Results that arrived while the run was listed.
     held: Vec<StepResult>,
 }
 
@@ -36,39 +42,39 @@ impl Turning {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Lists `id` as turning here.
+    /// Lists `id` (once more): a turn of it executes here.
     pub fn begin(&self, id: &RunId) {
-        self.runs().entry(id.clone()).or_default();
+        self.runs().entry(id.clone()).or_default().listings += 1;
     }
 
-    /// Notes that the steps at `seqs` of turning run `id` leave before their checkpoints are
-    /// committed.
-    pub fn send_early(&self, id: &RunId, seqs: impl IntoIterator<Item = u32>) {
-        if let Some(entry) = self.runs().get_mut(id) {
-            entry.early.extend(seqs);
-        }
-    }
-
-    /// Keeps `result` if it answers a step its run sent early and the run is still turning
-    /// here; otherwise hands it back to be applied now.
-    pub fn hold(&self, result: StepResult) -> Option<StepResult> {
+    /// Lists the run of `result` and hands the result back for the caller to apply, unless the
+    /// run is listed already: then the result is held.
+    pub fn begin_applying(&self, result: StepResult) -> Option<StepResult> {
         let mut runs = self.runs();
-        match runs.get_mut(&result.run_id) {
-            Some(entry) if entry.early.contains(&result.seq) => {
-                entry.held.push(result);
-                None
-            }
-            _ => Some(result),
+        let entry = runs.entry(result.run_id.clone()).or_default();
+        if entry.listings > 0 {
+            entry.held.push(result);
+            return None;
         }
+        entry.listings = 1;
+        Some(result)
     }
 
-    /// Unlists `id`: its turns are over and every commit that sent a step early has returned.
-    /// Returns the results held for it, to be applied now.
+    /// Ends one listing of `id`. Once none is left, returns the results held for it, to be
+    /// applied now.
     pub fn end(&self, id: &RunId) -> Vec<StepResult> {
-        self.runs().remove(id).map(|e| e.held).unwrap_or_default()
+        let mut runs = self.runs();
+        let Some(entry) = runs.get_mut(id) else {
+            return Vec::new();
+        };
+        entry.listings = entry.listings.saturating_sub(1);
+        if entry.listings > 0 {
+            return Vec::new();
+        }
+        runs.remove(id).map(|e| e.held).unwrap_or_default()
     }
 
-    /// The runs turning here, whose leases must not lapse.
+    /// The runs listed here, whose leases (if this engine holds them) must not lapse.
     pub fn ids(&self) -> Vec<RunId> {
         self.runs().keys().cloned().collect()
     }
@@ -92,20 +98,24 @@ mod tests {
     }
 
     #[test]
-    fn holds_only_results_of_steps_sent_early_while_their_run_turns() {
+    fn holds_results_of_a_run_until_its_last_listing_ends() {
         let turning = Turning::default();
         let (a, b) = (RunId::generate(), RunId::generate());
+        // Applying a's result lists a; the turn it starts lists a again.
+        assert!(turning.begin_applying(result(&a, 0)).is_some());
         turning.begin(&a);
-        turning.send_early(&a, [1, 2]);
-        // Not turning here, or not sent early: applied at once.
-        assert!(turning.hold(result(&b, 1)).is_some());
-        assert!(turning.hold(result(&a, 0)).is_some());
-        assert!(turning.hold(result(&a, 2)).is_none());
+        // Another run's result is applied at once; a's next ones wait.
+        assert!(turning.begin_applying(result(&b, 1)).is_some());
+        assert!(turning.begin_applying(result(&a, 1)).is_none());
+        assert!(turning.begin_applying(result(&a, 2)).is_none());
+        assert_eq!(turning.end(&b).len(), 0);
         assert_eq!(turning.ids(), vec![a.clone()]);
+        assert!(turning.end(&a).is_empty(), "the turn still holds a");
         let held = turning.end(&a);
-        assert_eq!(held.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![2]);
-        // Once the run's turns are over, nothing is held for it.
-        assert!(turning.hold(result(&a, 1)).is_some());
+        assert_eq!(held.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 2]);
+        // Once nothing lists the run, its results are applied at once.
+        assert!(turning.begin_applying(result(&a, 3)).is_some());
+        assert_eq!(turning.end(&a).len(), 0);
         assert!(turning.ids().is_empty());
     }
 }
