@@ -29,12 +29,14 @@ pub fn server_binary() -> Result<PathBuf, BoxError> {
 pub struct Proc(Child);
 
 impl Proc {
-    /// Starts `bin args` with `envs` (and no inherited DATABASE_URL).
+    /// Starts `bin args` with `envs` (and no inherited DATABASE_URL). It logs warnings, or what
+    /// `DURABLE_BENCH_LOG` asks for (a `RUST_LOG` filter) to look into a run.
     pub fn spawn(bin: &Path, args: &[&str], envs: &[(&str, &str)]) -> Result<Self, BoxError> {
+        let log = std::env::var("DURABLE_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned());
         let mut cmd = Command::new(bin);
         cmd.args(args)
             .env_remove("DATABASE_URL")
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", log)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         for (k, v) in envs {

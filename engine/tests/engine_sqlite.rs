@@ -166,33 +166,54 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
 /// each step run once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_leaves_before_its_turn_commits_and_its_early_result_is_kept() {
-    early_dispatch_case(false).await;
+    early_dispatch_case(Peer::None).await;
 }
 
 /// With another control plane on the same store, a step waits for the commit that records it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_peer_on_the_store_a_step_waits_for_its_commit() {
-    early_dispatch_case(true).await;
+    early_dispatch_case(Peer::First).await;
+}
+
+/// A control plane that started alone notices a peer that joins within its next heartbeat
+/// (about a second, not a third of a lease), and its steps then wait for their commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_a_peer_joins_a_step_waits_for_its_commit() {
+    early_dispatch_case(Peer::Joins).await;
+}
+
+/// Whether another engine shares the store in [`early_dispatch_case`].
+#[derive(Clone, Copy, PartialEq)]
+enum Peer {
+    None,
+    /// Started before the engine under test.
+    First,
+    /// Started after it; the case then waits two seconds.
+    Joins,
+}
+
+/// An engine with nothing registered on the SQLite file at `db`, started.
+async fn start_peer(db: &std::path::Path) -> Engine {
+    let peer = Engine::new(
+        store_at(db).await,
+        Arc::new(MemoryTransport::new()),
+        Arc::new(Registry::new()),
+        EngineConfig::default(),
+    );
+    peer.start().await.expect("the peer starts");
+    peer
 }
 
 /// Runs a two-step workflow, holding SQLite's write lock from the first step's end for 300 ms:
 /// the second step runs meanwhile only if steps leave before their commit, which they must
-/// unless `with_peer` started another engine on the same file first.
-async fn early_dispatch_case(with_peer: bool) {
+/// unless a `peer` engine shares the file.
+async fn early_dispatch_case(peer: Peer) {
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("db");
-    let peer = if with_peer {
-        let peer = Engine::new(
-            store_at(&db).await,
-            Arc::new(MemoryTransport::new()),
-            Arc::new(Registry::new()),
-            EngineConfig::default(),
-        );
-        peer.start().await.expect("the peer starts");
-        Some(peer)
-    } else {
-        None
-    };
+    let mut peers = Vec::new();
+    if peer == Peer::First {
+        peers.push(start_peer(&db).await);
+    }
     let first_running = Arc::new(tokio::sync::Notify::new());
     let release_first = Arc::new(tokio::sync::Notify::new());
     let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
@@ -221,6 +242,10 @@ async fn early_dispatch_case(with_peer: bool) {
         Ok::<_, WorkflowError>(b)
     });
     let h = start(store_at(&db).await, r).await;
+    if peer == Peer::Joins {
+        peers.push(start_peer(&db).await);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
     let run = h
         .engine
         .start_run(StartRun {
@@ -249,7 +274,7 @@ async fn early_dispatch_case(with_peer: bool) {
         .expect("checkpoints");
     assert_eq!(on_record.len(), 1, "only the first step is on record");
     assert_eq!(on_record[0].status, CheckpointStatus::Pending);
-    if with_peer {
+    if peer != Peer::None {
         assert_eq!(
             ran[1].load(Ordering::SeqCst),
             0,
@@ -277,7 +302,7 @@ async fn early_dispatch_case(with_peer: bool) {
     let ran = ran.each_ref().map(|c| c.load(Ordering::SeqCst));
     assert_eq!(ran, [1, 1], "each step ran once");
     h.stop().await;
-    if let Some(peer) = peer {
+    for peer in peers {
         peer.shutdown().await;
     }
 }
@@ -331,6 +356,97 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
 
     let done = wait_for(&h.store, &id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(5)), "the early result was applied");
+    h.stop().await;
+}
+
+/// The same with the run suspended on an earlier step: its row and history are read, the step
+/// is not on record yet, and the result is tried again (nothing written meanwhile) until the
+/// other control plane's commit lands; it then takes the sticky path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_applied_after_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut r = Registry::new();
+    r.workflow("two", 1, |ctx: WorkflowContext, n: i64| async move {
+        let a: i64 = ctx.step("remote", &n).await?;
+        let b: i64 = ctx.step("remote", &a).await?;
+        Ok::<_, WorkflowError>(b)
+    });
+    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let mut events = h
+        .engine
+        .transport()
+        .subscribe_events(Scope::Only(acme.clone()))
+        .await
+        .unwrap();
+    let elsewhere = Claim {
+        scope: Scope::All,
+        owner: "another-control-plane".into(),
+        until: i64::MAX / 2,
+    };
+    let id = RunId::generate();
+    let new = NewRun::top_level(id.clone(), acme, "two", 1, json!(1));
+    h.store
+        .create_run(new, 1, Some(&elsewhere))
+        .await
+        .expect("create");
+    let step = |seq, input| {
+        let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
+        commit.checkpoints.push(NewCheckpoint::remote_step(
+            seq,
+            "remote".into(),
+            "remote@acme".into(),
+            json!(input),
+            2,
+        ));
+        commit
+    };
+    let suspended = h
+        .store
+        .commit_turn(&elsewhere, &id, step(0, 1), 2)
+        .await
+        .expect("commit")
+        .expect("still leased")
+        .run;
+    let result = |seq: u32, output: i64| StepResult {
+        run_id: id.clone(),
+        seq,
+        step_id: step_id(&id, seq),
+        started_at: None,
+        outcome: StepOutcome::Completed {
+            output: json!(output),
+        },
+    };
+
+    // Step 1 left before the turn that records it committed, and its result came here first.
+    h.engine
+        .transport()
+        .publish_result(result(1, 50))
+        .await
+        .expect("publish");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    h.store
+        .apply_result_and_commit(&result(0, 5), &elsewhere, suspended.attempt, step(1, 5), 3)
+        .await
+        .expect("commit")
+        .expect("the run was untouched: the early result wrote nothing");
+
+    let done = wait_for(&h.store, &id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(50)), "the early result was applied");
+    let mut kinds = Vec::new();
+    while let Ok(Some(EventDelivery::Event(ev))) =
+        tokio::time::timeout(Duration::from_millis(200), events.next()).await
+    {
+        kinds.push(ev.kind);
+    }
+    assert_eq!(
+        kinds,
+        [
+            TenantEventKind::StepCompleted,
+            TenantEventKind::RunCompleted
+        ],
+        "applied with the last turn, in one write"
+    );
     h.stop().await;
 }
 

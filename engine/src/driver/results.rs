@@ -57,60 +57,81 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
     let mut result = result;
     let mut waits = EARLY_RESULT_WAITS.into_iter();
     loop {
-        let Some(unapplied) = apply_once(&shared, result, true).await else {
+        let early = match apply_once(&shared, result, true).await {
+            Tried::Applied => return,
+            Tried::NotOnRecord(early) => early,
+            Tried::Unapplied(unapplied) => {
+                let on_record = shared
+                    .store
+                    .checkpoints(&shared.scope, &unapplied.run_id)
+                    .await
+                    .map(|cps| cps.iter().any(|c| c.seq == unapplied.seq));
+                match on_record {
+                    Ok(false) => unapplied,
+                    Ok(true) => {
+                        tracing::debug!(run_id = %unapplied.run_id, seq = unapplied.seq, "ignored a late or duplicate step result");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, error = %e, "could not read a result's step; the step will be redispatched");
+                        return;
+                    }
+                }
+            }
+        };
+        let Some(ms) = waits.next() else {
+            tracing::warn!(run_id = %early.run_id, seq = early.seq, "dropped a step result: its step is still not on record (the turn that sent it did not commit, and the run sends it again)");
             return;
         };
-        match shared
-            .store
-            .checkpoints(&shared.scope, &unapplied.run_id)
-            .await
-        {
-            Ok(on_record) if !on_record.iter().any(|c| c.seq == unapplied.seq) => {
-                if let Some(ms) = waits.next() {
-                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-                    result = unapplied;
-                    continue;
-                }
-                tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, "dropped a step result: its step is still not on record (the turn that sent it did not commit, and the run sends it again)");
-            }
-            Ok(_) => {
-                tracing::debug!(run_id = %unapplied.run_id, seq = unapplied.seq, "ignored a late or duplicate step result")
-            }
-            Err(e) => {
-                tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, error = %e, "could not read a result's step; the step will be redispatched")
-            }
-        }
-        return;
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        result = early;
     }
+}
+
+/// What became of a step result after one try.
+enum Tried {
+    /// Applied, or held for the run's work here to apply after.
+    Applied,
+    /// Its step was not on record when its run was read.
+    NotOnRecord(StepResult),
+    /// No checkpoint accepted it: it is late or a duplicate, or its step is not on record.
+    Unapplied(StepResult),
 }
 
 /// Applies a result the sticky path refused: recorded in the store, never turned sticky again
 /// (whatever refused it, a wake flag say, may still stand).
 pub(crate) async fn apply_refused(shared: Arc<Shared>, result: StepResult) {
-    if let Some(unapplied) = apply_once(&shared, result, false).await {
-        tracing::debug!(run_id = %unapplied.run_id, seq = unapplied.seq, "ignored a late or duplicate step result");
+    if let Tried::Unapplied(late) | Tried::NotOnRecord(late) =
+        apply_once(&shared, result, false).await
+    {
+        tracing::debug!(run_id = %late.run_id, seq = late.seq, "ignored a late or duplicate step result");
     }
 }
 
 /// Applies one step result with its run listed here (see [`super::turning`]; a result that
 /// arrives for a listed run is held and applied after): on the sticky path if `sticky` and
 /// the run is suspended with a turn slot free (see [`sticky_turn`]), else recorded in the
-/// store, which claims the run for a turn here when a slot is free. Hands the result back if no
-/// checkpoint accepted it.
-async fn apply_once(shared: &Arc<Shared>, result: StepResult, sticky: bool) -> Option<StepResult> {
+/// store, which claims the run for a turn here when a slot is free.
+async fn apply_once(shared: &Arc<Shared>, result: StepResult, sticky: bool) -> Tried {
     let id = result.run_id.clone();
-    let result = shared.turning.begin_applying(result)?;
-    let result = if sticky {
+    let Some(result) = shared.turning.begin_applying(result) else {
+        return Tried::Applied;
+    };
+    let taken = if sticky {
         sticky_turn(shared, result).await
     } else {
-        Some(result)
+        Sticky::Declined(result)
     };
-    let unapplied = match result {
-        Some(result) => record(shared, result).await,
-        None => None,
+    let tried = match taken {
+        Sticky::Turned => Tried::Applied,
+        Sticky::NotOnRecord(result) => Tried::NotOnRecord(result),
+        Sticky::Declined(result) => match record(shared, result).await {
+            Some(unapplied) => Tried::Unapplied(unapplied),
+            None => Tried::Applied,
+        },
     };
     apply_later(shared, shared.turning.end(&id));
-    unapplied
+    tried
 }
 
 /// Applies `held` results, each in a task of its own.
@@ -120,9 +141,21 @@ fn apply_later(shared: &Arc<Shared>, held: Vec<StepResult>) {
     }
 }
 
+/// What the sticky path did with a result.
+enum Sticky {
+    /// The run's next turn took it.
+    Turned,
+    /// The run is suspended and its step is not on record: it left before the commit that
+    /// records it, sent by a control plane that believed it was alone. Nothing is written (a
+    /// write would wait for that commit's lock on the run), and the result is tried again.
+    NotOnRecord(StepResult),
+    /// Anything else: the result is recorded the ordinary way.
+    Declined(StepResult),
+}
+
 /// Turns the run of a completed step's `result` at once, with the result applied to the
-/// history it suspended with, and persists both in one write (see [`super::sticky`]). Hands
-/// the result back when the run is not suspended, the history does not expect it, or no turn
+/// history it suspended with, and persists both in one write (see [`super::sticky`]).
+/// Declines when the run is not suspended, the history does not expect the result, or no turn
 /// slot is free.
 ///
 /// The history is the one cached here when this engine parked the run and nobody can have
@@ -130,24 +163,27 @@ fn apply_later(shared: &Arc<Shared>, held: Vec<StepResult>) {
 /// Otherwise it is read from the store: another control plane sent the step (results are
 /// shared by every control plane) or the cache forgot the run. Three reads cost far less than
 /// the two writes (record and claim, then the turn) of the way round.
-async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> {
+async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Sticky {
     // Taken whatever happens next: the run moves on, so the entry would be stale.
     let cached = shared.sticky.take(&result.run_id);
     if !matches!(result.outcome, StepOutcome::Completed { .. }) {
-        return Some(result);
+        return Sticky::Declined(result);
     }
     let Some(slot) = shared.try_turn_slot() else {
-        return Some(result);
+        return Sticky::Declined(result);
     };
     let parked = match cached {
         Some(parked) if shared.alone() => Some(parked),
         cached => suspended(shared, &result.run_id, cached).await,
     };
     let Some(Parked { run, history }) = parked else {
-        return Some(result);
+        return Sticky::Declined(result);
     };
+    if !history.checkpoints.iter().any(|c| c.seq == result.seq) {
+        return Sticky::NotOnRecord(result);
+    }
     let Some(history) = with_result(history, &result, shared.clock.now()) else {
-        return Some(result);
+        return Sticky::Declined(result);
     };
     spawn_turns(
         shared.clone(),
@@ -155,7 +191,7 @@ async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Option<StepRes
         FirstTurn::Sticky(history, result),
         slot,
     );
-    None
+    Sticky::Turned
 }
 
 /// Run `id` and its history as the store has them, if it is suspended; the `cached` history

@@ -5,6 +5,11 @@
 //! ([`crate::store::Store::apply_result_and_commit`]) instead of three (apply, claim, commit)
 //! plus a read. The store only accepts that write if nobody touched the run since it was cached,
 //! so a stale entry costs a wasted turn, never a wrong one.
+//!
+//! A run that is not cached here (another control plane parked it, or the cache forgot it) takes
+//! the same path from the store: its row, then its history, are read, and the same write is
+//! made (see [`super::results`]). With peers on the store a cached entry is checked against the
+//! run's row first, as a peer may have moved the run on.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
