@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{wait_for, wait_until};
+use common::{elsewhere, wait_for, wait_until};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -11,14 +11,11 @@ use std::time::Duration;
 use durable::driver::EngineError;
 use durable::driver::StartRun;
 use durable::model::{
-    CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope, StepOutcome, StepResult,
-    TenantEventKind, step_id,
+    CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope, TenantEventKind,
 };
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::store::{
-    Claim, NewCheckpoint, NewRun, SqliteStore, Store, StoreError, TurnCommit, TurnOutcome,
-};
+use durable::store::{NewRun, SqliteStore, Store, StoreError};
 use durable::transport::{EventDelivery, MemoryTransport, Partitions, Transport};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -320,36 +317,22 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
     });
     let h = start(store_at(&dir.path().join("db")).await, r).await;
     let acme = Namespace::tenant("acme").unwrap();
-    let elsewhere = Claim {
-        scope: Scope::All,
-        owner: "another-control-plane".into(),
-        until: i64::MAX / 2,
-    };
     let id = RunId::generate();
     let new = NewRun::top_level(id.clone(), acme, "one", 1, json!(4));
+    let claim = elsewhere::claim();
     h.store
-        .create_run(new, 1, Some(&elsewhere))
+        .create_run(new, 1, Some(&claim))
         .await
         .expect("create");
 
-    let result = StepResult {
-        run_id: id.clone(),
-        seq: 0,
-        step_id: step_id(&id, 0),
-        started_at: None,
-        outcome: StepOutcome::Completed { output: json!(5) },
-    };
     h.engine
         .transport()
-        .publish_result(result)
+        .publish_result(elsewhere::completed(&id, 0, 5))
         .await
         .expect("publish");
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let step = NewCheckpoint::remote_step(0, "remote".into(), "remote@acme".into(), json!(4), 2);
-    let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
-    commit.checkpoints.push(step);
     h.store
-        .commit_turn(&elsewhere, &id, commit, 3)
+        .commit_turn(&claim, &id, elsewhere::sends_step(0, 4), 3)
         .await
         .expect("commit")
         .expect("still leased");
@@ -365,13 +348,11 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_applied_after_it() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut r = Registry::new();
-    r.workflow("two", 1, |ctx: WorkflowContext, n: i64| async move {
-        let a: i64 = ctx.step("remote", &n).await?;
-        let b: i64 = ctx.step("remote", &a).await?;
-        Ok::<_, WorkflowError>(b)
-    });
-    let h = start(store_at(&dir.path().join("db")).await, r).await;
+    let h = start(
+        store_at(&dir.path().join("db")).await,
+        elsewhere::two_steps(),
+    )
+    .await;
     let acme = Namespace::tenant("acme").unwrap();
     let mut events = h
         .engine
@@ -379,68 +360,45 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
         .subscribe_events(Scope::Only(acme.clone()))
         .await
         .unwrap();
-    let elsewhere = Claim {
-        scope: Scope::All,
-        owner: "another-control-plane".into(),
-        until: i64::MAX / 2,
-    };
     let id = RunId::generate();
     let new = NewRun::top_level(id.clone(), acme, "two", 1, json!(1));
+    let claim = elsewhere::claim();
     h.store
-        .create_run(new, 1, Some(&elsewhere))
+        .create_run(new, 1, Some(&claim))
         .await
         .expect("create");
-    let step = |seq, input| {
-        let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
-        commit.checkpoints.push(NewCheckpoint::remote_step(
-            seq,
-            "remote".into(),
-            "remote@acme".into(),
-            json!(input),
-            2,
-        ));
-        commit
-    };
     let suspended = h
         .store
-        .commit_turn(&elsewhere, &id, step(0, 1), 2)
+        .commit_turn(&claim, &id, elsewhere::sends_step(0, 1), 2)
         .await
         .expect("commit")
         .expect("still leased")
         .run;
-    let result = |seq: u32, output: i64| StepResult {
-        run_id: id.clone(),
-        seq,
-        step_id: step_id(&id, seq),
-        started_at: None,
-        outcome: StepOutcome::Completed {
-            output: json!(output),
-        },
-    };
 
     // Step 1 left before the turn that records it committed, and its result came here first.
     h.engine
         .transport()
-        .publish_result(result(1, 50))
+        .publish_result(elsewhere::completed(&id, 1, 50))
         .await
         .expect("publish");
     tokio::time::sleep(Duration::from_millis(50)).await;
+    let step_0 = elsewhere::completed(&id, 0, 5);
     h.store
-        .apply_result_and_commit(&result(0, 5), &elsewhere, suspended.attempt, step(1, 5), 3)
+        .apply_result_and_commit(
+            &step_0,
+            &claim,
+            suspended.attempt,
+            elsewhere::sends_step(1, 5),
+            3,
+        )
         .await
         .expect("commit")
         .expect("the run was untouched: the early result wrote nothing");
 
     let done = wait_for(&h.store, &id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(50)), "the early result was applied");
-    let mut kinds = Vec::new();
-    while let Ok(Some(EventDelivery::Event(ev))) =
-        tokio::time::timeout(Duration::from_millis(200), events.next()).await
-    {
-        kinds.push(ev.kind);
-    }
     assert_eq!(
-        kinds,
+        heard(&mut events).await,
         [
             TenantEventKind::StepCompleted,
             TenantEventKind::RunCompleted
@@ -458,20 +416,8 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
 async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store() {
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("db");
-    let peer = Engine::new(
-        store_at(&db).await,
-        Arc::new(MemoryTransport::new()),
-        Arc::new(Registry::new()),
-        EngineConfig::default(),
-    );
-    peer.start().await.expect("the peer starts");
-    let mut r = Registry::new();
-    r.workflow("two", 1, |ctx: WorkflowContext, n: i64| async move {
-        let a: i64 = ctx.step("remote", &n).await?;
-        let b: i64 = ctx.step("remote", &a).await?;
-        Ok::<_, WorkflowError>(b)
-    });
-    let h = start(store_at(&db).await, r).await;
+    let peer = start_peer(&db).await;
+    let h = start(store_at(&db).await, elsewhere::two_steps()).await;
     let acme = Namespace::tenant("acme").unwrap();
     let mut events = h
         .engine
@@ -492,44 +438,23 @@ async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store
     assert_eq!(run.status, RunStatus::Suspended, "parked here, on step 0");
 
     // Another control plane takes step 0's result and moves the run on to step 1.
-    let result = |seq: u32, output: i64| StepResult {
-        run_id: run.id.clone(),
-        seq,
-        step_id: step_id(&run.id, seq),
-        started_at: None,
-        outcome: StepOutcome::Completed {
-            output: json!(output),
-        },
-    };
-    let elsewhere = Claim {
-        scope: Scope::All,
-        owner: "another-control-plane".into(),
-        until: i64::MAX / 2,
-    };
-    let step = NewCheckpoint::remote_step(1, "remote".into(), "remote@acme".into(), json!(5), 2);
-    let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
-    commit.checkpoints.push(step);
+    let step_0 = elsewhere::completed(&run.id, 0, 5);
+    let to_step_1 = elsewhere::sends_step(1, 5);
     h.store
-        .apply_result_and_commit(&result(0, 5), &elsewhere, run.attempt, commit, 2)
+        .apply_result_and_commit(&step_0, &elsewhere::claim(), run.attempt, to_step_1, 2)
         .await
         .expect("commit")
         .expect("the run was as this control plane left it");
 
     h.engine
         .transport()
-        .publish_result(result(1, 50))
+        .publish_result(elsewhere::completed(&run.id, 1, 50))
         .await
         .expect("publish");
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(50)));
-    let mut kinds = Vec::new();
-    while let Ok(Some(EventDelivery::Event(ev))) =
-        tokio::time::timeout(Duration::from_millis(200), events.next()).await
-    {
-        kinds.push(ev.kind);
-    }
     assert_eq!(
-        kinds,
+        heard(&mut events).await,
         [
             TenantEventKind::RunStarted,
             TenantEventKind::StepCompleted,
@@ -539,6 +464,19 @@ async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store
     );
     h.stop().await;
     peer.shutdown().await;
+}
+
+/// The kinds of the tenant events `events` delivers until it is quiet for 200 ms.
+async fn heard(
+    events: &mut durable::transport::Subscription<EventDelivery>,
+) -> Vec<TenantEventKind> {
+    let mut kinds = Vec::new();
+    while let Ok(Some(EventDelivery::Event(ev))) =
+        tokio::time::timeout(Duration::from_millis(200), events.next()).await
+    {
+        kinds.push(ev.kind);
+    }
+    kinds
 }
 
 /// A start persists its run's first turn with the insert when that turn runs no local step; a

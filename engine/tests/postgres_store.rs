@@ -5,8 +5,12 @@
 //! `make test` checks it first: when it is unreachable outside CI it says so loudly and sets
 //! `DURABLE_SKIP_POSTGRES=1`, which skips these tests; in CI they fail instead.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
+
+use common::{elsewhere, wait_for};
 
 use durable::store::{PgStore, Store, postgres_testing};
 
@@ -56,9 +60,9 @@ async fn accounts_track_sessions_and_failed_logins() {
 /// applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock() {
-    use durable::model::{Namespace, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id};
+    use durable::model::{Namespace, RunId, RunStatus};
     use durable::prelude::*;
-    use durable::store::{Claim, NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
+    use durable::store::NewRun;
     use durable::transport::MemoryTransport;
     use serde_json::json;
     use sqlx::{Connection, Executor};
@@ -67,58 +71,28 @@ async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock()
         return;
     };
     let store: Arc<dyn Store> = Arc::new(PgStore::connect(&url).await.expect("connect"));
-    let mut r = Registry::new();
-    r.workflow("two", 1, |ctx: WorkflowContext, n: i64| async move {
-        let a: i64 = ctx.step("remote", &n).await?;
-        let b: i64 = ctx.step("remote", &a).await?;
-        Ok::<_, WorkflowError>(b)
-    });
     let engine = Engine::new(
         store.clone(),
         Arc::new(MemoryTransport::new()),
-        Arc::new(r),
+        Arc::new(elsewhere::two_steps()),
         EngineConfig::default(),
     );
     engine.start().await.expect("engine starts");
 
-    let elsewhere = Claim {
-        scope: Scope::All,
-        owner: "another-control-plane".into(),
-        until: i64::MAX / 2,
-    };
     let id = RunId::generate();
     let acme = Namespace::tenant("acme").unwrap();
     let new = NewRun::top_level(id.clone(), acme, "two", 1, json!(1));
+    let claim = elsewhere::claim();
     store
-        .create_run(new, 1, Some(&elsewhere))
+        .create_run(new, 1, Some(&claim))
         .await
         .expect("create");
-    let step = |seq, input| {
-        let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
-        commit.checkpoints.push(NewCheckpoint::remote_step(
-            seq,
-            "remote".into(),
-            "remote@acme".into(),
-            json!(input),
-            2,
-        ));
-        commit
-    };
     let suspended = store
-        .commit_turn(&elsewhere, &id, step(0, 1), 2)
+        .commit_turn(&claim, &id, elsewhere::sends_step(0, 1), 2)
         .await
         .expect("commit")
         .expect("still leased")
         .run;
-    let result = |seq: u32, output: i64| StepResult {
-        run_id: id.clone(),
-        seq,
-        step_id: step_id(&id, seq),
-        started_at: None,
-        outcome: StepOutcome::Completed {
-            output: json!(output),
-        },
-    };
 
     // The other control plane's commit is in flight: it holds the run's row.
     let mut commit_in_flight = sqlx::PgConnection::connect(&url).await.expect("connect");
@@ -129,7 +103,7 @@ async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock()
         .expect("lock the run");
     engine
         .transport()
-        .publish_result(result(1, 50))
+        .publish_result(elsewhere::completed(&id, 1, 50))
         .await
         .expect("publish");
     // Long enough for the result's first tries (1, 4, 16 and 64 ms apart).
@@ -145,20 +119,14 @@ async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock()
     assert_eq!(waiting, 0, "nothing queued behind the run's lock");
     commit_in_flight.execute("ROLLBACK").await.expect("unlock");
 
+    let step_0 = elsewhere::completed(&id, 0, 5);
+    let to_step_1 = elsewhere::sends_step(1, 5);
     store
-        .apply_result_and_commit(&result(0, 5), &elsewhere, suspended.attempt, step(1, 5), 3)
+        .apply_result_and_commit(&step_0, &claim, suspended.attempt, to_step_1, 3)
         .await
         .expect("commit")
         .expect("the run was untouched");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let done = loop {
-        let run = store.get_run(&Scope::All, &id).await.expect("read");
-        match run {
-            Some(run) if run.status == RunStatus::Completed => break run,
-            _ if std::time::Instant::now() > deadline => panic!("not completed: {run:?}"),
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
+    let done = wait_for(&store, &id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(50)), "the early result was applied");
     engine.shutdown().await;
 }

@@ -60,3 +60,60 @@ pub async fn wait_for_signal_wait(store: &Arc<dyn Store>, id: &RunId) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Another control plane on the same store, played by the test: its lease, and what its turns
+/// write and its workers answer, for runs of [`elsewhere::two_steps`].
+#[allow(dead_code)]
+pub mod elsewhere {
+    use durable::model::{RunId, Scope, StepOutcome, StepResult, step_id};
+    use durable::prelude::*;
+    use durable::store::{Claim, NewCheckpoint, TurnCommit, TurnOutcome};
+    use serde_json::json;
+
+    /// Its lease, held for good.
+    pub fn claim() -> Claim {
+        Claim {
+            scope: Scope::All,
+            owner: "another-control-plane".into(),
+            until: i64::MAX / 2,
+        }
+    }
+
+    /// A turn that sends remote step `seq` (`remote` on `acme`) with `input`, and suspends.
+    pub fn sends_step(seq: u32, input: i64) -> TurnCommit {
+        let mut commit = TurnCommit::new(TurnOutcome::Suspend { wake_at: None });
+        commit.checkpoints.push(NewCheckpoint::remote_step(
+            seq,
+            "remote".into(),
+            "remote@acme".into(),
+            json!(input),
+            2,
+        ));
+        commit
+    }
+
+    /// Step `seq` of run `id` completed with `output`.
+    pub fn completed(id: &RunId, seq: u32, output: i64) -> StepResult {
+        StepResult {
+            run_id: id.clone(),
+            seq,
+            step_id: step_id(id, seq),
+            started_at: None,
+            outcome: StepOutcome::Completed {
+                output: json!(output),
+            },
+        }
+    }
+
+    /// Workflow `two`: two `remote` steps, the second fed the first's output, returning the
+    /// second's.
+    pub fn two_steps() -> Registry {
+        let mut r = Registry::new();
+        r.workflow("two", 1, |ctx: WorkflowContext, n: i64| async move {
+            let a: i64 = ctx.step("remote", &n).await?;
+            let b: i64 = ctx.step("remote", &a).await?;
+            Ok::<_, WorkflowError>(b)
+        });
+        r
+    }
+}
