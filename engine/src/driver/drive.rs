@@ -140,15 +140,14 @@ pub(crate) fn spawn_turns(
                 }
             }
         };
-        let held = shared.turning.end(&id);
-        drop(slot);
-        // The run is parked now (if it suspended), so held results take the sticky path.
+        // The run is parked now (if it suspended), so held results take the sticky path. They
+        // are tracked before the slot is released: shutdown waits for every slot, then for them.
         if let Some(refused) = refused {
-            super::results::apply_refused(shared.clone(), *refused).await;
+            let refused = super::results::apply_refused(shared.clone(), *refused);
+            shared.applying.spawn(refused);
         }
-        for result in held {
-            super::results::apply(shared.clone(), result).await;
-        }
+        super::results::apply_later(&shared, shared.turning.end(&id));
+        drop(slot);
     });
 }
 

@@ -210,6 +210,9 @@ impl Engine {
         }
         // Turns already executing finish and persist; their runs are not left half-applied.
         self.shared.turns_finished().await;
+        // Then the results they held are applied (recorded: no new turn starts now).
+        self.shared.applying.close();
+        self.shared.applying.wait().await;
         let now = self.shared.clock.now();
         // Gone now: a transport that kept its tasks in this process lost them; peers and the
         // restart send them again at once.

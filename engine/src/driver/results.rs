@@ -134,10 +134,10 @@ async fn apply_once(shared: &Arc<Shared>, result: StepResult, sticky: bool) -> T
     tried
 }
 
-/// Applies `held` results, each in a task of its own.
-fn apply_later(shared: &Arc<Shared>, held: Vec<StepResult>) {
+/// Applies `held` results, each in a task of its own that shutdown waits for.
+pub(crate) fn apply_later(shared: &Arc<Shared>, held: Vec<StepResult>) {
     for result in held {
-        tokio::spawn(apply(shared.clone(), result));
+        shared.applying.spawn(apply(shared.clone(), result));
     }
 }
 

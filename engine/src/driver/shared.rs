@@ -2,6 +2,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::task::TaskTracker;
 
 use super::EngineConfig;
 use super::publisher::Publisher;
@@ -42,6 +43,10 @@ pub(crate) struct Shared {
     /// Runs whose turns execute here (their leases are renewed), with results that arrived
     /// before their steps' checkpoints were committed.
     pub turning: Turning,
+    /// Results being applied outside the results loop (held for a run while this engine worked
+    /// on it, then applied), which shutdown waits for: each was taken off the broker, so
+    /// dropping it would run its step again.
+    pub applying: TaskTracker,
     /// Remote workflow turns sent and not yet decided.
     pub awaiting: super::inbox::Awaiting,
     /// Where tenant events leave.
@@ -74,6 +79,7 @@ impl Shared {
             alone: AtomicBool::new(false),
             sticky: Sticky::default(),
             turning: Turning::default(),
+            applying: TaskTracker::new(),
             awaiting: super::inbox::Awaiting::default(),
             config,
         }
