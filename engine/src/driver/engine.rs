@@ -151,15 +151,12 @@ impl Engine {
             return Err(EngineError::AlreadyStarted);
         }
         // Alive before anything is sent, so no peer takes this driver's steps for lost ones.
-        let alive_until = self.shared.clock.now() + self.shared.config.lease.as_millis() as Millis;
+        let now = self.shared.clock.now();
+        let alive_until = now + self.shared.config.lease.as_millis() as Millis;
         let peers = self
             .shared
             .store
-            .beat_driver(
-                &self.shared.config.owner,
-                alive_until,
-                self.shared.clock.now(),
-            )
+            .beat_driver(&self.shared.config.owner, alive_until, now)
             .await?;
         self.shared.note_peers(Some(peers));
         let results = self.shared.transport.consume_results().await?;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
 
 use super::shared::Shared;
 
@@ -16,41 +17,45 @@ const BEAT_EVERY: Duration = Duration::from_secs(1);
 
 pub(crate) async fn renew_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let renew_every = shared.config.lease / 3;
-    let beat_every = renew_every.min(BEAT_EVERY);
     let lease_ms = shared.config.lease.as_millis() as i64;
-    let mut renewed = tokio::time::Instant::now();
+    let ticks = |every: Duration| {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        ticks
+    };
+    let mut beat = ticks(renew_every.min(BEAT_EVERY));
+    let mut renew = ticks(renew_every);
     loop {
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(beat_every) => {}
-        }
-        let until = shared.clock.now() + lease_ms;
-        let now = shared.clock.now();
-        match shared
-            .store
-            .beat_driver(&shared.config.owner, until, now)
-            .await
-        {
-            Ok(peers) => shared.note_peers(Some(peers)),
-            Err(e) => {
-                tracing::warn!(error = %e, "the driver heartbeat failed");
-                shared.note_peers(None);
+            _ = beat.tick() => {
+                let now = shared.clock.now();
+                match shared
+                    .store
+                    .beat_driver(&shared.config.owner, now + lease_ms, now)
+                    .await
+                {
+                    Ok(peers) => shared.note_peers(Some(peers)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the driver heartbeat failed");
+                        shared.note_peers(None);
+                    }
+                }
             }
-        }
-        if renewed.elapsed() + beat_every / 2 < renew_every {
-            continue;
-        }
-        renewed = tokio::time::Instant::now();
-        let ids = shared.turning.ids();
-        if ids.is_empty() {
-            continue;
-        }
-        if let Err(e) = shared
-            .store
-            .renew_leases(&shared.config.owner, &ids, until)
-            .await
-        {
-            tracing::warn!(error = %e, runs = ids.len(), "renewing leases failed");
+            _ = renew.tick() => {
+                let ids = shared.turning.ids();
+                if ids.is_empty() {
+                    continue;
+                }
+                let until = shared.clock.now() + lease_ms;
+                if let Err(e) = shared
+                    .store
+                    .renew_leases(&shared.config.owner, &ids, until)
+                    .await
+                {
+                    tracing::warn!(error = %e, runs = ids.len(), "renewing leases failed");
+                }
+            }
         }
     }
 }

@@ -40,8 +40,8 @@ pub(crate) struct Shared {
     alone: AtomicBool,
     /// Runs this engine last suspended, for the sticky fast path.
     pub sticky: Sticky,
-    /// Runs whose turns execute here (their leases are renewed), with results that arrived
-    /// before their steps' checkpoints were committed.
+    /// Runs this engine is working on (turning, their leases renewed, or applying a result),
+    /// with the results that arrived for them meanwhile.
     pub turning: Turning,
     /// Results being applied outside the results loop (held for a run while this engine worked
     /// on it, then applied), which shutdown waits for: each was taken off the broker, so
