@@ -11,11 +11,12 @@ use std::time::Duration;
 use durable::driver::EngineError;
 use durable::driver::StartRun;
 use durable::model::{
-    CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope, TenantEventKind,
+    CheckpointKind, CheckpointStatus, Namespace, Run, RunStatus, Scope, TenantEvent,
+    TenantEventKind,
 };
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::store::{NewRun, SqliteStore, Store, StoreError};
+use durable::store::{SqliteStore, Store, StoreError};
 use durable::transport::{EventDelivery, MemoryTransport, Partitions, Transport};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -68,6 +69,18 @@ async fn start_worker(registry: Arc<Registry>, transport: Arc<dyn Transport>) ->
 }
 
 impl Harness {
+    /// Starts `workflow` with `input` in the default namespace.
+    async fn start_run(&self, workflow: &str, input: Value) -> Run {
+        self.engine
+            .start_run(StartRun {
+                workflow: workflow.into(),
+                input,
+                ..Default::default()
+            })
+            .await
+            .expect("start")
+    }
+
     async fn stop(mut self) {
         if let Some(w) = self.worker.take() {
             w.shutdown().await;
@@ -137,13 +150,12 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
     );
     assert_eq!(executions.load(Ordering::SeqCst), 3, "each step ran once");
     // The run's tenant saw its lifecycle, ending with completion.
-    let mut kinds = Vec::new();
-    while let Ok(Some(EventDelivery::Event(ev))) =
-        tokio::time::timeout(Duration::from_millis(200), events.next()).await
-    {
-        assert_eq!(ev.run_id, run.id);
-        kinds.push(ev.kind);
-    }
+    let announced = heard(&mut events).await;
+    assert!(
+        announced.iter().all(|ev| ev.run_id == run.id),
+        "{announced:?}"
+    );
+    let kinds = kinds(&announced);
     assert_eq!(kinds.first(), Some(&TenantEventKind::RunStarted));
     assert_eq!(kinds.last(), Some(&TenantEventKind::RunCompleted));
     // Each change once: the start is announced as its first turn (persisted with it) left the
@@ -243,15 +255,7 @@ async fn early_dispatch_case(peer: Peer) {
         peers.push(start_peer(&db).await);
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let run = h
-        .engine
-        .start_run(StartRun {
-            workflow: "early".into(),
-            input: json!(1),
-            ..Default::default()
-        })
-        .await
-        .expect("start");
+    let run = h.start_run("early", json!(1)).await;
     tokio::time::timeout(Duration::from_secs(10), first_running.notified())
         .await
         .expect("the first step runs");
@@ -316,14 +320,8 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
         Ok::<_, WorkflowError>(a)
     });
     let h = start(store_at(&dir.path().join("db")).await, r).await;
-    let acme = Namespace::tenant("acme").unwrap();
-    let id = RunId::generate();
-    let new = NewRun::top_level(id.clone(), acme, "one", 1, json!(4));
+    let id = elsewhere::creates(&h.store, "one", 4).await;
     let claim = elsewhere::claim();
-    h.store
-        .create_run(new, 1, Some(&claim))
-        .await
-        .expect("create");
 
     h.engine
         .transport()
@@ -360,13 +358,8 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
         .subscribe_events(Scope::Only(acme.clone()))
         .await
         .unwrap();
-    let id = RunId::generate();
-    let new = NewRun::top_level(id.clone(), acme, "two", 1, json!(1));
+    let id = elsewhere::creates(&h.store, "two", 1).await;
     let claim = elsewhere::claim();
-    h.store
-        .create_run(new, 1, Some(&claim))
-        .await
-        .expect("create");
     let suspended = h
         .store
         .commit_turn(&claim, &id, elsewhere::sends_step(0, 1), 2)
@@ -398,7 +391,7 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
     let done = wait_for(&h.store, &id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(50)), "the early result was applied");
     assert_eq!(
-        heard(&mut events).await,
+        kinds(&heard(&mut events).await),
         [
             TenantEventKind::StepCompleted,
             TenantEventKind::RunCompleted
@@ -454,7 +447,7 @@ async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(50)));
     assert_eq!(
-        heard(&mut events).await,
+        kinds(&heard(&mut events).await),
         [
             TenantEventKind::RunStarted,
             TenantEventKind::StepCompleted,
@@ -466,19 +459,21 @@ async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store
     peer.shutdown().await;
 }
 
-/// The kinds of the tenant events `events` delivers until it is quiet for 200 ms.
-async fn heard(
-    events: &mut durable::transport::Subscription<EventDelivery>,
-) -> Vec<TenantEventKind> {
-    let mut kinds = Vec::new();
+/// The tenant events `events` delivers until it is quiet for 200 ms.
+async fn heard(events: &mut durable::transport::Subscription<EventDelivery>) -> Vec<TenantEvent> {
+    let mut heard = Vec::new();
     while let Ok(Some(EventDelivery::Event(ev))) =
         tokio::time::timeout(Duration::from_millis(200), events.next()).await
     {
-        kinds.push(ev.kind);
+        heard.push(ev);
     }
-    kinds
+    heard
 }
 
+/// What `events` announced, in order.
+fn kinds(events: &[TenantEvent]) -> Vec<TenantEventKind> {
+    events.iter().map(|ev| ev.kind).collect()
+}
 /// A start persists its run's first turn with the insert when that turn runs no local step; a
 /// start refused for a reused id sends and runs nothing, whether its first turn would have sent a
 /// remote step or run a local one.
@@ -551,15 +546,7 @@ async fn a_restart_does_not_repeat_completed_steps() {
     let store = store_at(&path).await;
     let mut r = order_registry(executions.clone());
     let h = start(store.clone(), std::mem::take(&mut r)).await;
-    let run = h
-        .engine
-        .start_run(StartRun {
-            workflow: "sum3".into(),
-            input: json!(1),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let run = h.start_run("sum3", json!(1)).await;
     let done = wait_for(&store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!({"total": 4})));
     h.stop().await;
@@ -686,40 +673,16 @@ async fn local_steps_failures_and_unknown_versions() {
         Ok::<_, WorkflowError>(n)
     });
     let h = start(store_at(&dir.path().join("db")).await, r).await;
-    let local = h
-        .engine
-        .start_run(StartRun {
-            workflow: "local".into(),
-            input: json!(null),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let local = h.start_run("local", json!(null)).await;
     let done = wait_for(&h.store, &local.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(42)));
     let cps = h.store.checkpoints(&Scope::All, &local.id).await.unwrap();
     assert_eq!(cps.len(), 1);
     assert_eq!(cps[0].kind, CheckpointKind::LocalStep);
-    let failed = h
-        .engine
-        .start_run(StartRun {
-            workflow: "fails".into(),
-            input: json!({}),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let failed = h.start_run("fails", json!({})).await;
     let failed = wait_for(&h.store, &failed.id, RunStatus::Failed).await;
     assert_eq!(failed.error.unwrap().message, "input.ok is not true");
-    let bad = h
-        .engine
-        .start_run(StartRun {
-            workflow: "bad-input".into(),
-            input: json!("x"),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let bad = h.start_run("bad-input", json!("x")).await;
     let bad = wait_for(&h.store, &bad.id, RunStatus::Failed).await;
     assert_eq!(bad.error.unwrap().code.as_deref(), Some("invalid_input"));
     let unknown = h
@@ -753,15 +716,7 @@ async fn a_timer_that_comes_due_while_the_process_is_down_fires_once_on_restart(
         r
     };
     let h = start(store_at(&path).await, registry()).await;
-    let run = h
-        .engine
-        .start_run(StartRun {
-            workflow: "nap".into(),
-            input: json!(300),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let run = h.start_run("nap", json!(300)).await;
     let suspended = wait_for(&h.store, &run.id, RunStatus::Suspended).await;
     let due = suspended.wake_at.expect("a sleeping run has a wake time");
     h.stop().await;
@@ -900,15 +855,7 @@ async fn signals_sent_before_the_wait_are_buffered_and_taken_in_order() {
 async fn a_signal_wait_times_out_durably() {
     let dir = tempfile::tempdir().expect("tmp");
     let h = start(store_at(&dir.path().join("db")).await, signal_registry()).await;
-    let run = h
-        .engine
-        .start_run(StartRun {
-            workflow: "impatient".into(),
-            input: json!({}),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let run = h.start_run("impatient", json!({})).await;
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!({ "timed_out": true })));
     let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
@@ -1178,30 +1125,14 @@ async fn failed_steps_are_retried_with_backoff_until_their_policy_gives_up() {
         }
     });
     let h = start(store_at(&dir.path().join("db")).await, r).await;
-    let ok = h
-        .engine
-        .start_run(StartRun {
-            workflow: "flappy-wf".into(),
-            input: json!({}),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let ok = h.start_run("flappy-wf", json!({})).await;
     let done = wait_for(&h.store, &ok.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(3)));
     let cp = &h.store.checkpoints(&Scope::All, &ok.id).await.unwrap()[0];
     assert_eq!((cp.status, cp.attempts), (CheckpointStatus::Completed, 3));
     assert_eq!(tries.load(Ordering::SeqCst), 3);
 
-    let down = h
-        .engine
-        .start_run(StartRun {
-            workflow: "down-wf".into(),
-            input: json!({}),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let down = h.start_run("down-wf", json!({})).await;
     let failed = wait_for(&h.store, &down.id, RunStatus::Failed).await;
     assert_eq!(failed.error.unwrap().message, "down");
     let cp = &h.store.checkpoints(&Scope::All, &down.id).await.unwrap()[0];
@@ -1274,15 +1205,7 @@ async fn continue_as_new_chains_successors_in_the_same_namespace_and_settles_a_w
         "each successor starts with a clean history"
     );
 
-    let parent = h
-        .engine
-        .start_run(StartRun {
-            workflow: "launcher".into(),
-            input: json!({}),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let parent = h.start_run("launcher", json!({})).await;
     let done = wait_for(&h.store, &parent.id, RunStatus::Completed).await;
     assert_eq!(
         done.output,
@@ -1454,15 +1377,7 @@ async fn cancelling_a_run_tells_its_in_flight_steps_on_the_control_channel() {
         Ok::<_, WorkflowError>(ctx.step::<_, Value>("long", &json!({})).await?)
     });
     let h = start(store_at(&dir.path().join("db")).await, r).await;
-    let run = h
-        .engine
-        .start_run(StartRun {
-            workflow: "long-wf".into(),
-            input: json!({}),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let run = h.start_run("long-wf", json!({})).await;
     tokio::time::timeout(Duration::from_secs(5), started.notified())
         .await
         .expect("the step starts");
@@ -1496,15 +1411,7 @@ async fn runs_stay_on_their_version_and_unpark_when_a_process_serves_it() {
     let mut old = Registry::new();
     v1(&mut old);
     let h = start(store_at(&path).await, old).await;
-    let pinned = h
-        .engine
-        .start_run(StartRun {
-            workflow: "greet".into(),
-            input: json!({}),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let pinned = h.start_run("greet", json!({})).await;
     assert_eq!(pinned.workflow_version, 1);
     wait_for(&h.store, &pinned.id, RunStatus::Suspended).await;
     h.stop().await;
@@ -1513,15 +1420,7 @@ async fn runs_stay_on_their_version_and_unpark_when_a_process_serves_it() {
     let mut new = Registry::new();
     v2(&mut new);
     let h = start(store_at(&path).await, new).await;
-    let fresh = h
-        .engine
-        .start_run(StartRun {
-            workflow: "greet".into(),
-            input: json!({}),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let fresh = h.start_run("greet", json!({})).await;
     assert_eq!(fresh.workflow_version, 2);
     let fresh = wait_for(&h.store, &fresh.id, RunStatus::Completed).await;
     assert_eq!(fresh.output, Some(json!("v2")));
@@ -1575,15 +1474,7 @@ async fn parallel_steps_dispatch_together_and_their_racing_results_are_each_appl
     let h = start(store_at(&dir.path().join("db")).await, r).await;
     let mut ids = Vec::new();
     for _ in 0..40 {
-        let run = h
-            .engine
-            .start_run(StartRun {
-                workflow: "squares".into(),
-                input: json!(5),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        let run = h.start_run("squares", json!(5)).await;
         ids.push(run.id);
     }
     for id in &ids {
@@ -1919,17 +1810,15 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
         now.status == RunStatus::Blocked && now.updated_at > parked.updated_at
     })
     .await;
-    let mut lifecycle = Vec::new();
-    while let Ok(Some(EventDelivery::Event(ev))) =
-        tokio::time::timeout(Duration::from_millis(200), events.next()).await
-    {
-        if matches!(
-            ev.kind,
-            TenantEventKind::RunRunning | TenantEventKind::RunBlocked
-        ) {
-            lifecycle.push(ev.kind);
-        }
-    }
+    let lifecycle: Vec<_> = kinds(&heard(&mut events).await)
+        .into_iter()
+        .filter(|kind| {
+            matches!(
+                kind,
+                TenantEventKind::RunRunning | TenantEventKind::RunBlocked
+            )
+        })
+        .collect();
     assert_eq!(
         lifecycle,
         [TenantEventKind::RunRunning, TenantEventKind::RunBlocked],

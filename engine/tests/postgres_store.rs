@@ -60,9 +60,8 @@ async fn accounts_track_sessions_and_failed_logins() {
 /// applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock() {
-    use durable::model::{Namespace, RunId, RunStatus};
+    use durable::model::RunStatus;
     use durable::prelude::*;
-    use durable::store::NewRun;
     use durable::transport::MemoryTransport;
     use serde_json::json;
     use sqlx::{Connection, Executor};
@@ -79,14 +78,8 @@ async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock()
     );
     engine.start().await.expect("engine starts");
 
-    let id = RunId::generate();
-    let acme = Namespace::tenant("acme").unwrap();
-    let new = NewRun::top_level(id.clone(), acme, "two", 1, json!(1));
+    let id = elsewhere::creates(&store, "two", 1).await;
     let claim = elsewhere::claim();
-    store
-        .create_run(new, 1, Some(&claim))
-        .await
-        .expect("create");
     let suspended = store
         .commit_turn(&claim, &id, elsewhere::sends_step(0, 1), 2)
         .await

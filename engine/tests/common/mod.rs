@@ -65,9 +65,11 @@ pub async fn wait_for_signal_wait(store: &Arc<dyn Store>, id: &RunId) {
 /// write and its workers answer, for runs of [`elsewhere::two_steps`].
 #[allow(dead_code)]
 pub mod elsewhere {
-    use durable::model::{RunId, Scope, StepOutcome, StepResult, step_id};
+    use std::sync::Arc;
+
+    use durable::model::{Namespace, RunId, Scope, StepOutcome, StepResult, step_id};
     use durable::prelude::*;
-    use durable::store::{Claim, NewCheckpoint, TurnCommit, TurnOutcome};
+    use durable::store::{Claim, NewCheckpoint, NewRun, Store, TurnCommit, TurnOutcome};
     use serde_json::json;
 
     /// Its lease, held for good.
@@ -77,6 +79,18 @@ pub mod elsewhere {
             owner: "another-control-plane".into(),
             until: i64::MAX / 2,
         }
+    }
+
+    /// A run of `workflow` on `acme`, with `input`, created (and claimed) there.
+    pub async fn creates(store: &Arc<dyn Store>, workflow: &str, input: i64) -> RunId {
+        let id = RunId::generate();
+        let acme = Namespace::tenant("acme").expect("a tenant name");
+        let new = NewRun::top_level(id.clone(), acme, workflow, 1, json!(input));
+        store
+            .create_run(new, 1, Some(&claim()))
+            .await
+            .expect("create");
+        id
     }
 
     /// A turn that sends remote step `seq` (`remote` on `acme`) with `input`, and suspends.
