@@ -17,7 +17,7 @@ use durable::model::{
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::store::{SqliteStore, Store, StoreError};
-use durable::transport::{EventDelivery, MemoryTransport, Partitions, Transport};
+use durable::transport::{EventDelivery, MemoryTransport, Partitions, Subscription, Transport};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -81,6 +81,15 @@ impl Harness {
             .expect("start")
     }
 
+    /// The tenant events of namespace `ns`, from now on.
+    async fn events(&self, ns: Namespace) -> Subscription<EventDelivery> {
+        self.engine
+            .transport()
+            .subscribe_events(Scope::Only(ns))
+            .await
+            .expect("subscribe")
+    }
+
     async fn stop(mut self) {
         if let Some(w) = self.worker.take() {
             w.shutdown().await;
@@ -117,12 +126,7 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
         order_registry(executions.clone()),
     )
     .await;
-    let mut events = h
-        .engine
-        .transport()
-        .subscribe_events(Scope::Only(Namespace::tenant("acme").unwrap()))
-        .await
-        .unwrap();
+    let mut events = h.events(Namespace::tenant("acme").unwrap()).await;
     let run = h
         .engine
         .start_run(StartRun {
@@ -351,13 +355,7 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
         elsewhere::two_steps(),
     )
     .await;
-    let acme = Namespace::tenant("acme").unwrap();
-    let mut events = h
-        .engine
-        .transport()
-        .subscribe_events(Scope::Only(acme.clone()))
-        .await
-        .unwrap();
+    let mut events = h.events(Namespace::tenant("acme").unwrap()).await;
     let id = elsewhere::creates(&h.store, "two", 1).await;
     let claim = elsewhere::claim();
     let suspended = h
@@ -412,12 +410,7 @@ async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store
     let peer = start_peer(&db).await;
     let h = start(store_at(&db).await, elsewhere::two_steps()).await;
     let acme = Namespace::tenant("acme").unwrap();
-    let mut events = h
-        .engine
-        .transport()
-        .subscribe_events(Scope::Only(acme.clone()))
-        .await
-        .unwrap();
+    let mut events = h.events(acme.clone()).await;
     let run = h
         .engine
         .start_run(StartRun {
@@ -460,7 +453,7 @@ async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store
 }
 
 /// The tenant events `events` delivers until it is quiet for 200 ms.
-async fn heard(events: &mut durable::transport::Subscription<EventDelivery>) -> Vec<TenantEvent> {
+async fn heard(events: &mut Subscription<EventDelivery>) -> Vec<TenantEvent> {
     let mut heard = Vec::new();
     while let Ok(Some(EventDelivery::Event(ev))) =
         tokio::time::timeout(Duration::from_millis(200), events.next()).await
@@ -1742,12 +1735,7 @@ async fn a_step_no_live_worker_can_take_parks_the_run_until_one_can() {
     };
     let mut h = start(store_at(&dir.path().join("db")).await, registry(None)).await;
     let acme = Namespace::tenant("acme").expect("tenant");
-    let mut events = h
-        .engine
-        .transport()
-        .subscribe_events(Scope::Only(acme.clone()))
-        .await
-        .expect("events");
+    let mut events = h.events(acme.clone()).await;
     let run = h
         .engine
         .start_run(StartRun {
