@@ -324,7 +324,7 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
         Ok::<_, WorkflowError>(a)
     });
     let h = start(store_at(&dir.path().join("db")).await, r).await;
-    let id = elsewhere::creates(&h.store, "one", 4).await;
+    let id = elsewhere::creates(&h.store, "acme", "one", 4).await;
     let claim = elsewhere::claim();
 
     h.engine
@@ -356,7 +356,7 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
     )
     .await;
     let mut events = h.events(Namespace::tenant("acme").unwrap()).await;
-    let id = elsewhere::creates(&h.store, "two", 1).await;
+    let id = elsewhere::creates(&h.store, "acme", "two", 1).await;
     let claim = elsewhere::claim();
     let suspended = h
         .store
@@ -450,6 +450,68 @@ async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store
     );
     h.stop().await;
     peer.shutdown().await;
+}
+
+/// A control plane that drives one namespace never turns another's run, even on the sticky path
+/// from the store: a `globex` result that reaches an `acme` control plane is recorded (the store
+/// wakes the run for its own control plane) but its run is not read, claimed or completed here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_control_plane_never_turns_another_tenants_run_from_its_result() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = store_at(&dir.path().join("db")).await;
+    let acme_only = Engine::new(
+        store.clone(),
+        Arc::new(MemoryTransport::new()),
+        Arc::new(elsewhere::two_steps()),
+        EngineConfig {
+            namespace: Some(Namespace::tenant("acme").unwrap()),
+            ..EngineConfig::default()
+        },
+    );
+    acme_only.start().await.expect("engine starts");
+    let id = elsewhere::creates(&store, "globex", "two", 1).await;
+    store
+        .commit_turn(&elsewhere::claim(), &id, elsewhere::sends_step(0, 1), 2)
+        .await
+        .expect("commit")
+        .expect("still leased");
+
+    acme_only
+        .transport()
+        .publish_result(elsewhere::completed(&id, 0, 5))
+        .await
+        .expect("publish");
+    let recorded = async {
+        loop {
+            let cps = store.checkpoints(&Scope::All, &id).await.expect("read");
+            if cps[0].status == CheckpointStatus::Completed {
+                return cps;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let cps = tokio::time::timeout(Duration::from_secs(10), recorded)
+        .await
+        .expect("the result is recorded");
+    assert_eq!(cps.len(), 1, "no turn of globex's run ran here");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let run = store
+        .get_run(&Scope::All, &id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(run.status, RunStatus::Suspended, "{run:?}");
+    assert_eq!(run.locked_by, None, "never claimed by acme's control plane");
+    assert_eq!(
+        store
+            .checkpoints(&Scope::All, &id)
+            .await
+            .expect("read")
+            .len(),
+        1,
+        "still no turn"
+    );
+    acme_only.shutdown().await;
 }
 
 /// The tenant events `events` delivers until it is quiet for 200 ms.

@@ -78,7 +78,7 @@ async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock()
     );
     engine.start().await.expect("engine starts");
 
-    let id = elsewhere::creates(&store, "two", 1).await;
+    let id = elsewhere::creates(&store, "acme", "two", 1).await;
     let claim = elsewhere::claim();
     let suspended = store
         .commit_turn(&claim, &id, elsewhere::sends_step(0, 1), 2)

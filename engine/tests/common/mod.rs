@@ -81,11 +81,16 @@ pub mod elsewhere {
         }
     }
 
-    /// A run of `workflow` on `acme`, with `input`, created (and claimed) there.
-    pub async fn creates(store: &Arc<dyn Store>, workflow: &str, input: i64) -> RunId {
+    /// A run of `workflow` on `tenant`, with `input`, created (and claimed) there.
+    pub async fn creates(
+        store: &Arc<dyn Store>,
+        tenant: &str,
+        workflow: &str,
+        input: i64,
+    ) -> RunId {
         let id = RunId::generate();
-        let acme = Namespace::tenant("acme").expect("a tenant name");
-        let new = NewRun::top_level(id.clone(), acme, workflow, 1, json!(input));
+        let ns = Namespace::tenant(tenant).expect("a tenant name");
+        let new = NewRun::top_level(id.clone(), ns, workflow, 1, json!(input));
         store
             .create_run(new, 1, Some(&claim()))
             .await
