@@ -179,20 +179,47 @@ async fn a_three_step_workflow_completes_with_checkpoints() {
 /// each step run once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_leaves_before_its_turn_commits_and_its_early_result_is_kept() {
-    early_dispatch_case(Peer::None).await;
+    early_dispatch_case(Peer::None, Path::Straight).await;
+}
+
+/// A step that races a timer waits for the commit that records it. Were the commit refused (the
+/// timer came due meanwhile, say), the next turn could take the timer's branch and put another
+/// step at the same position, and the early step's result, which names only its run and
+/// position, would be applied to that other step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_racing_a_timer_waits_for_its_commit() {
+    early_dispatch_case(Peer::None, Path::RacingATimer).await;
+}
+
+/// A step that follows a race with a timer still pending waits for its commit too: the timer
+/// could come due before the commit lands and the next turn take its branch instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_after_a_race_with_a_pending_timer_waits_for_its_commit() {
+    early_dispatch_case(Peer::None, Path::AfterARaceWithATimer).await;
 }
 
 /// With another control plane on the same store, a step waits for the commit that records it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_peer_on_the_store_a_step_waits_for_its_commit() {
-    early_dispatch_case(Peer::First).await;
+    early_dispatch_case(Peer::First, Path::Straight).await;
 }
 
 /// A control plane that started alone notices a peer that joins within its next heartbeat
 /// (about a second, not a third of a lease), and its steps then wait for their commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_a_peer_joins_a_step_waits_for_its_commit() {
-    early_dispatch_case(Peer::Joins).await;
+    early_dispatch_case(Peer::Joins, Path::Straight).await;
+}
+
+/// What the second step of [`early_dispatch_case`]'s workflow does.
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    /// Nothing else: it is the turn's only new checkpoint.
+    Straight,
+    /// It races an hour's timer, created in the same turn.
+    RacingATimer,
+    /// The first step raced an hour's timer, which is still pending when the second is sent.
+    AfterARaceWithATimer,
 }
 
 /// Whether another engine shares the store in [`early_dispatch_case`].
@@ -203,6 +230,19 @@ enum Peer {
     First,
     /// Started after it; the case then waits two seconds.
     Joins,
+}
+
+/// `step`'s output, or -1 if an hour's timer ends first. The timer is polled first, so a replay
+/// gives it its position before it finds the step done.
+async fn against_an_hour(
+    ctx: &WorkflowContext,
+    step: impl std::future::Future<Output = Result<i64, StepError>>,
+) -> Result<i64, StepError> {
+    let timeout = ctx.sleep(Duration::from_secs(3600));
+    match futures::future::select(Box::pin(timeout), Box::pin(step)).await {
+        futures::future::Either::Left(_) => Ok(-1),
+        futures::future::Either::Right((out, _)) => out,
+    }
 }
 
 /// An engine with nothing registered on the SQLite file at `db`, started.
@@ -219,8 +259,8 @@ async fn start_peer(db: &std::path::Path) -> Engine {
 
 /// Runs a two-step workflow, holding SQLite's write lock from the first step's end for 300 ms:
 /// the second step runs meanwhile only if steps leave before their commit, which they must
-/// unless a `peer` engine shares the file.
-async fn early_dispatch_case(peer: Peer) {
+/// unless a `peer` engine shares the file or the second step's `path` races a timer.
+async fn early_dispatch_case(peer: Peer, path: Path) {
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("db");
     let mut peers = Vec::new();
@@ -249,9 +289,17 @@ async fn early_dispatch_case(peer: Peer) {
             Ok::<_, StepError>(n * 10)
         }
     });
-    r.workflow("early", 1, |ctx: WorkflowContext, n: i64| async move {
-        let a: i64 = ctx.step("first", &n).await?;
-        let b: i64 = ctx.step("second", &a).await?;
+    r.workflow("early", 1, move |ctx: WorkflowContext, n: i64| async move {
+        let first = ctx.step::<_, i64>("first", &n);
+        let a = match path {
+            Path::AfterARaceWithATimer => against_an_hour(&ctx, first).await?,
+            Path::Straight | Path::RacingATimer => first.await?,
+        };
+        let second = ctx.step::<_, i64>("second", &a);
+        let b = match path {
+            Path::RacingATimer => against_an_hour(&ctx, second).await?,
+            Path::Straight | Path::AfterARaceWithATimer => second.await?,
+        };
         Ok::<_, WorkflowError>(b)
     });
     let h = start(store_at(&db).await, r).await;
@@ -277,13 +325,17 @@ async fn early_dispatch_case(peer: Peer) {
         .checkpoints(&Scope::All, &run.id)
         .await
         .expect("checkpoints");
+    let on_record: Vec<_> = on_record
+        .iter()
+        .filter(|c| c.kind == CheckpointKind::RemoteStep)
+        .collect();
     assert_eq!(on_record.len(), 1, "only the first step is on record");
     assert_eq!(on_record[0].status, CheckpointStatus::Pending);
-    if peer != Peer::None {
+    if peer != Peer::None || path != Path::Straight {
         assert_eq!(
             ran[1].load(Ordering::SeqCst),
             0,
-            "with a peer, the second step waits for its turn's commit"
+            "with a peer, or racing a timer, the second step waits for its turn's commit"
         );
     } else {
         assert_eq!(
@@ -301,9 +353,17 @@ async fn early_dispatch_case(peer: Peer) {
         .checkpoints(&Scope::All, &run.id)
         .await
         .expect("checkpoints");
-    assert_eq!(cps.len(), 2);
-    assert!(cps.iter().all(|c| c.status == CheckpointStatus::Completed));
-    assert_eq!(cps[1].output, Some(json!(20)));
+    let steps: Vec<_> = cps
+        .iter()
+        .filter(|c| c.kind == CheckpointKind::RemoteStep)
+        .collect();
+    assert_eq!(steps.len(), 2);
+    assert!(
+        steps
+            .iter()
+            .all(|c| c.status == CheckpointStatus::Completed)
+    );
+    assert_eq!(steps[1].output, Some(json!(20)));
     let ran = ran.each_ref().map(|c| c.load(Ordering::SeqCst));
     assert_eq!(ran, [1, 1], "each step ran once");
     h.stop().await;

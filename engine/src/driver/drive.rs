@@ -189,6 +189,7 @@ async fn turn(
     // What the turn replays; after a commit that only appends, the history it suspends with is
     // this plus the new checkpoints, and the store does not read it back.
     let replayed = history.clone();
+    let settled = settled(&replayed);
     let now = shared.clock.now();
     let (commit, outgoing) = match shared.registry.get(&run.workflow, run.workflow_version) {
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
@@ -216,7 +217,7 @@ async fn turn(
     let (commit, mut after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
     // The steps this commit creates leave while it is in flight: their trip to a worker and
     // back overlaps the commit. A result that beats the commit is held (see `Turning`).
-    let early = if shared.alone() {
+    let early = if shared.alone() && settled && replays_alike(&commit) {
         after.take_new_steps(&commit)
     } else {
         Vec::new()
@@ -276,6 +277,39 @@ async fn turn(
     Ok(after.persisted(shared, run, committed).await)
 }
 
+/// Whether nothing in `history` is still waiting: no step out, no timer, no signal wait, no
+/// child. Half of [`replays_alike`]'s question.
+fn settled(history: &History) -> bool {
+    history.checkpoints.iter().all(|c| {
+        matches!(
+            c.status,
+            CheckpointStatus::Completed | CheckpointStatus::Failed
+        )
+    })
+}
+
+/// Whether a turn over a [`settled`] history that makes `commit` would make it again if it had
+/// to be computed anew, later: only then may its steps leave before it commits.
+///
+/// A step that leaves early is on nobody's record until the commit lands. If the commit is
+/// refused (the run was woken or moved meanwhile), the run's next turn replays the history
+/// again, and its steps are sent again. A step result names its run and position only (wire
+/// §2.2), so the early step's result is applied to whatever step that next turn puts at the
+/// same position. That is the same step only if the next turn takes the same path:
+///
+/// - Nothing it replays may have changed. A timer that came due, a signal that arrived, a child
+///   that ended or another step's result would each be seen by the next turn and could send the
+///   workflow down another branch (a step racing a timeout, say). A settled history has none.
+/// - Nothing the turn records may differ when run again. A local step or a side effect (`now()`
+///   included) would run again and return something else, and a new timer or signal wait could
+///   be resolved by then. So the turn may add remote steps only.
+fn replays_alike(commit: &TurnCommit) -> bool {
+    commit
+        .checkpoints
+        .iter()
+        .all(|c| c.kind == CheckpointKind::RemoteStep)
+}
+
 /// What a turn does once its commit is persisted: send the tasks that wait for it, announce what
 /// it started and cancelled, and cache or re-turn the run.
 pub(super) struct AfterCommit {
@@ -316,7 +350,8 @@ pub(super) async fn prepare(
 impl AfterCommit {
     /// Takes out the tasks of the remote steps `commit` creates (not the retries of steps on
     /// record), which may leave before it commits: if it never does, their results find no
-    /// checkpoint and are dropped, and the run's next turn sends them again.
+    /// checkpoint and are dropped, and the run's next turn, which makes the same steps (see
+    /// [`replays_alike`]), sends them again.
     fn take_new_steps(&mut self, commit: &TurnCommit) -> Vec<RemoteTask> {
         let created = |seq: u32| {
             commit

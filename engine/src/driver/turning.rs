@@ -5,8 +5,9 @@
 //! once the run is no longer listed, so nothing this engine does to a run races with anything
 //! else it does to it:
 //!
-//! - When no other control plane shares the store, a turn's new remote steps leave while the
-//!   turn's commit is still in flight (a step's trip to a worker and back then overlaps the
+//! - When no other control plane shares the store, and the turn would make the same steps if
+//!   it were computed again (see `drive::replays_alike`), a turn's new remote steps leave while
+//!   the turn's commit is still in flight (a step's trip to a worker and back then overlaps the
 //!   commit instead of following it), so a fast worker's result can arrive before the store has
 //!   the step's checkpoint. Held, it finds the step on record.
 //! - Another result of the run would otherwise be recorded (or turned) beside the turn in
