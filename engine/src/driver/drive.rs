@@ -189,7 +189,6 @@ async fn turn(
     // What the turn replays; after a commit that only appends, the history it suspends with is
     // this plus the new checkpoints, and the store does not read it back.
     let replayed = history.clone();
-    let settled = settled(&replayed);
     let now = shared.clock.now();
     let (commit, outgoing) = match shared.registry.get(&run.workflow, run.workflow_version) {
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
@@ -214,10 +213,11 @@ async fn turn(
             plan(run, decision, now, &shared.registry)
         }
     };
+    let alike = replays_alike(&replayed, &commit);
     let (commit, mut after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
     // The steps this commit creates leave while it is in flight: their trip to a worker and
     // back overlaps the commit. A result that beats the commit is held (see `Turning`).
-    let early = if shared.alone() && settled && replays_alike(&commit) {
+    let early = if shared.alone() && alike {
         after.take_new_steps(&commit)
     } else {
         Vec::new()
@@ -277,19 +277,8 @@ async fn turn(
     Ok(after.persisted(shared, run, committed).await)
 }
 
-/// Whether nothing in `history` is still waiting: no step out, no timer, no signal wait, no
-/// child. Half of [`replays_alike`]'s question.
-fn settled(history: &History) -> bool {
-    history.checkpoints.iter().all(|c| {
-        matches!(
-            c.status,
-            CheckpointStatus::Completed | CheckpointStatus::Failed
-        )
-    })
-}
-
-/// Whether a turn over a [`settled`] history that makes `commit` would make it again if it had
-/// to be computed anew, later: only then may its steps leave before it commits.
+/// Whether a turn that replayed `replayed` and makes `commit` would make it again if it had to
+/// be computed anew, later: only then may its steps leave before it commits.
 ///
 /// A step that leaves early is on nobody's record until the commit lands. If the commit is
 /// refused (the run was woken or moved meanwhile), the run's next turn replays the history
@@ -299,15 +288,17 @@ fn settled(history: &History) -> bool {
 ///
 /// - Nothing it replays may have changed. A timer that came due, a signal that arrived, a child
 ///   that ended or another step's result would each be seen by the next turn and could send the
-///   workflow down another branch (a step racing a timeout, say). A settled history has none.
+///   workflow down another branch (a step racing a timeout, say). So everything the turn
+///   replayed must be resolved.
 /// - Nothing the turn records may differ when run again. A local step or a side effect (`now()`
 ///   included) would run again and return something else, and a new timer or signal wait could
 ///   be resolved by then. So the turn may add remote steps only.
-fn replays_alike(commit: &TurnCommit) -> bool {
-    commit
-        .checkpoints
-        .iter()
-        .all(|c| c.kind == CheckpointKind::RemoteStep)
+fn replays_alike(replayed: &History, commit: &TurnCommit) -> bool {
+    replayed.checkpoints.iter().all(|c| c.status.is_resolved())
+        && commit
+            .checkpoints
+            .iter()
+            .all(|c| c.kind == CheckpointKind::RemoteStep)
 }
 
 /// What a turn does once its commit is persisted: send the tasks that wait for it, announce what

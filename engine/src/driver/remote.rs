@@ -138,10 +138,7 @@ fn prepare(history: &History, now: Millis) -> Prepared {
     checkpoints.sort_by_key(|c| c.seq);
     for cp in checkpoints {
         out.known.insert(cp.seq);
-        let resolved = matches!(
-            cp.status,
-            CheckpointStatus::Completed | CheckpointStatus::Failed
-        );
+        let resolved = cp.status.is_resolved();
         let mut entry = Map::new();
         entry.insert("seq".into(), json!(cp.seq));
         let outcome = |entry: &mut Map<String, Value>| match (&cp.output, &cp.error, cp.status) {
