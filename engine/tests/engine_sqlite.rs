@@ -232,16 +232,15 @@ enum Peer {
     Joins,
 }
 
-/// `step`'s output, or -1 if an hour's timer ends first. The timer is polled first, so a replay
-/// gives it its position before it finds the step done.
+/// `step`'s output, or -1 if an hour's timer, created after it, ends first.
 async fn against_an_hour(
     ctx: &WorkflowContext,
     step: impl std::future::Future<Output = Result<i64, StepError>>,
 ) -> Result<i64, StepError> {
     let timeout = ctx.sleep(Duration::from_secs(3600));
-    match futures::future::select(Box::pin(timeout), Box::pin(step)).await {
-        futures::future::Either::Left(_) => Ok(-1),
-        futures::future::Either::Right((out, _)) => out,
+    match futures::future::select(Box::pin(step), timeout).await {
+        futures::future::Either::Left((out, _)) => out,
+        futures::future::Either::Right(_) => Ok(-1),
     }
 }
 

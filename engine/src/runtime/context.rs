@@ -1,7 +1,7 @@
 //! The authoring API: what workflow and step code receives.
 
 use std::collections::HashMap;
-use std::future::{Future, pending};
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
@@ -10,17 +10,18 @@ use serde_json::Value;
 
 use super::cancel::Cancellations;
 use super::error::decode;
-use super::{Clock, Command, StepError, StepOptions, WorkflowError};
+use super::{Clock, Command, Operation, StepError, StepOptions, WorkflowError};
 use crate::model::{
     BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy,
     RunId, StepFailure,
 };
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
-/// run; on replay a resolved position returns its recorded value instead of running again.
+/// run when it is created (see [`Operation`]); on replay a resolved position returns its recorded
+/// value instead of running again.
 ///
-/// Workflow code must be deterministic: the same history must lead it to the same operations in
-/// the same order. Anything else (time, randomness, IO) goes through a step.
+/// Workflow code must be deterministic: the same history must lead it to create the same
+/// operations in the same order. Anything else (time, randomness, IO) goes through a step.
 #[derive(Clone)]
 pub struct WorkflowContext {
     run_id: RunId,
@@ -129,32 +130,25 @@ impl WorkflowContext {
         }
     }
 
-    /// Suspends this branch of the workflow until the turn ends; the run resumes in a later
-    /// turn, when the operation at this position has resolved.
-    async fn suspend<T>(&self) -> T {
-        self.state().awaiting += 1;
-        pending().await
-    }
-
     /// Runs step `name` on a worker serving `name@<partition>` (the partition is the run's
     /// namespace), with `step_id = "<run_id>:<seq>"` as its idempotency key, retried by the
     /// default [`RetryPolicy`]. Completed steps are never executed again on replay.
-    pub async fn step<I, O>(&self, name: &str, input: &I) -> Result<O, StepError>
+    pub fn step<I, O>(&self, name: &str, input: &I) -> Operation<Result<O, StepError>>
     where
         I: Serialize + ?Sized,
         O: DeserializeOwned,
     {
-        self.step_with(name, input, RetryPolicy::default()).await
+        self.step_with(name, input, RetryPolicy::default())
     }
 
     /// [`WorkflowContext::step`] with explicit [`StepOptions`] (or just a [`RetryPolicy`]): a
     /// try with no result within `timeout` fails with code `timeout` and is retried by the policy.
-    pub async fn step_with<I, O>(
+    pub fn step_with<I, O>(
         &self,
         name: &str,
         input: &I,
         options: impl Into<StepOptions>,
-    ) -> Result<O, StepError>
+    ) -> Operation<Result<O, StepError>>
     where
         I: Serialize + ?Sized,
         O: DeserializeOwned,
@@ -167,17 +161,20 @@ impl WorkflowContext {
         let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
         match replay {
-            Replay::Resolved(cp) => resolved(*cp, name),
+            Replay::Resolved(cp) => Operation::ready(resolved(*cp, name)),
             Replay::Waiting => {
                 self.plan_waiting_step(seq, name, requires);
-                self.suspend().await
+                Operation::suspended(self)
             }
             Replay::New => {
-                let input = serde_json::to_value(input).map_err(|e| {
-                    StepError::fatal(format!(
-                        "the input of step `{name}` cannot be serialised: {e}"
-                    ))
-                })?;
+                let input = match serde_json::to_value(input) {
+                    Ok(input) => input,
+                    Err(e) => {
+                        return Operation::ready(Err(StepError::fatal(format!(
+                            "the input of step `{name}` cannot be serialised: {e}"
+                        ))));
+                    }
+                };
                 {
                     let mut st = self.state();
                     if let Some(ms) = timeout_ms {
@@ -193,7 +190,7 @@ impl WorkflowContext {
                         requires,
                     });
                 }
-                self.suspend().await
+                Operation::suspended(self)
             }
         }
     }
@@ -244,24 +241,48 @@ impl WorkflowContext {
 
     /// Runs `f` in this process as step `name`, records its result, and replays the record
     /// afterwards. If the process dies while `f` runs, `f` runs again: make it idempotent.
-    pub async fn local_step<O, F, Fut>(&self, name: &str, f: F) -> Result<O, StepError>
+    /// Like every operation it takes its position when it is created; `f` runs when it is first
+    /// awaited.
+    pub fn local_step<O, F, Fut>(
+        &self,
+        name: &str,
+        f: F,
+    ) -> impl Future<Output = Result<O, StepError>> + use<O, F, Fut>
     where
         O: Serialize + DeserializeOwned,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<O, StepError>>,
     {
         let (seq, replay) = self.replay(CheckpointKind::LocalStep, name);
-        if let Replay::Resolved(cp) = replay {
-            return resolved(*cp, name);
-        }
-        let wait = {
+        let ready = match replay {
+            Replay::Resolved(cp) => Some(resolved(*cp, name)),
+            Replay::Waiting | Replay::New => None,
+        };
+        let wait = ready.is_none() && {
             let mut st = self.state();
             st.deferred_local |= st.defer_local;
             st.nondeterminism.is_some() || st.deferred_local
         };
-        if wait {
-            return self.suspend().await;
+        let (ctx, name) = (self.clone(), name.to_owned());
+        async move {
+            if let Some(result) = ready {
+                return result;
+            }
+            if wait {
+                return Operation::suspended(&ctx).await;
+            }
+            ctx.run_local(seq, &name, f).await
         }
+    }
+
+    /// Runs a local step's `f` now, counted as in flight so the turn waits for it, and queues
+    /// its record.
+    async fn run_local<O, F, Fut>(&self, seq: u32, name: &str, f: F) -> Result<O, StepError>
+    where
+        O: Serialize,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<O, StepError>>,
+    {
         let started_at = self.clock.now();
         let guard = InFlight::enter(self);
         let result = f().await;
@@ -297,18 +318,18 @@ impl WorkflowContext {
 impl WorkflowContext {
     /// Suspends the run durably for `duration`. The timer survives restarts: a run whose timer
     /// came due while no process was up resumes as soon as one starts.
-    pub async fn sleep(&self, duration: std::time::Duration) {
+    pub fn sleep(&self, duration: std::time::Duration) -> Operation<()> {
         let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-        self.timer(ms).await;
+        self.timer(ms)
     }
 
     /// Suspends the run durably until `at` (epoch milliseconds); returns at once if it passed.
-    pub async fn sleep_until(&self, at: Millis) {
+    pub fn sleep_until(&self, at: Millis) -> Operation<()> {
         let now = self.state().now;
-        self.timer(u64::try_from(at - now).unwrap_or(0)).await;
+        self.timer(u64::try_from(at - now).unwrap_or(0))
     }
 
-    async fn timer(&self, ms: u64) {
+    fn timer(&self, ms: u64) -> Operation<()> {
         let seq = self.state().next_seq;
         let name = format!("sleep:{seq}");
         let (seq, replay) = self.replay(CheckpointKind::Sleep, &name);
@@ -338,31 +359,24 @@ impl WorkflowContext {
             }
         };
         if wait {
-            self.suspend::<()>().await;
+            Operation::suspended(self)
+        } else {
+            Operation::ready(())
         }
     }
 
     /// Waits for signal `name` sent to this run, for at most `timeout` (forever when `None`).
     /// Returns its payload, or `None` on timeout. A signal sent before the wait is buffered and
     /// taken here; signals of one name are taken in the order they were sent.
-    pub async fn wait_signal<T: DeserializeOwned>(
+    pub fn wait_signal<T: DeserializeOwned>(
         &self,
         name: &str,
         timeout: Option<std::time::Duration>,
-    ) -> Result<Option<T>, StepError> {
+    ) -> Operation<Result<Option<T>, StepError>> {
         let (seq, replay) = self.replay(CheckpointKind::Signal, name);
         let outcome = match replay {
-            Replay::Resolved(cp) => {
-                if cp.status == CheckpointStatus::Failed {
-                    return Ok(None);
-                }
-                return decode(
-                    cp.output.unwrap_or(Value::Null),
-                    &format!("the payload of signal `{name}`"),
-                )
-                .map(Some)
-                .map_err(|m| StepError::fatal(m).with_code("payload_mismatch"));
-            }
+            Replay::Resolved(cp) if cp.status == CheckpointStatus::Failed => SignalWait::TimedOut,
+            Replay::Resolved(cp) => SignalWait::Got(cp.output.unwrap_or(Value::Null)),
             Replay::Waiting => {
                 let mut st = self.state();
                 let deadline = st.history.get(&seq).and_then(|c| c.wake_at);
@@ -401,11 +415,13 @@ impl WorkflowContext {
             }
         };
         match outcome {
-            SignalWait::Got(payload) => decode(payload, &format!("the payload of signal `{name}`"))
-                .map(Some)
-                .map_err(|m| StepError::fatal(m).with_code("payload_mismatch")),
-            SignalWait::TimedOut => Ok(None),
-            SignalWait::Suspend => self.suspend().await,
+            SignalWait::Got(payload) => Operation::ready(
+                decode(payload, &format!("the payload of signal `{name}`"))
+                    .map(Some)
+                    .map_err(|m| StepError::fatal(m).with_code("payload_mismatch")),
+            ),
+            SignalWait::TimedOut => Operation::ready(Ok(None)),
+            SignalWait::Suspend => Operation::suspended(self),
         }
     }
 
@@ -413,39 +429,40 @@ impl WorkflowContext {
     /// failure as an error the parent may handle. The child id is `<run_id>.child.<seq>`, so a
     /// replayed parent finds the child it already started; the child belongs to the parent's
     /// namespace. Join several `child` futures to fan out.
-    pub async fn child<I, O>(&self, workflow: &str, input: &I) -> Result<O, StepError>
+    pub fn child<I, O>(&self, workflow: &str, input: &I) -> Operation<Result<O, StepError>>
     where
         I: Serialize + ?Sized,
         O: DeserializeOwned,
     {
         let (seq, replay) = self.replay(CheckpointKind::Child, workflow);
         match replay {
-            Replay::Resolved(cp) => resolved(*cp, workflow),
-            Replay::Waiting => self.suspend().await,
-            Replay::New => {
-                let input = serde_json::to_value(input).map_err(|e| {
-                    StepError::fatal(format!(
-                        "the input of child `{workflow}` cannot be serialised: {e}"
-                    ))
-                })?;
-                self.state().commands.push(Command::StartChild {
-                    seq,
-                    workflow: workflow.to_owned(),
-                    input,
-                });
-                self.suspend().await
-            }
+            Replay::Resolved(cp) => Operation::ready(resolved(*cp, workflow)),
+            Replay::Waiting => Operation::suspended(self),
+            Replay::New => match serde_json::to_value(input) {
+                Ok(input) => {
+                    self.state().commands.push(Command::StartChild {
+                        seq,
+                        workflow: workflow.to_owned(),
+                        input,
+                    });
+                    Operation::suspended(self)
+                }
+                Err(e) => Operation::ready(Err(StepError::fatal(format!(
+                    "the input of child `{workflow}` cannot be serialised: {e}"
+                )))),
+            },
         }
     }
 
     /// Fans out one child run per `(workflow, input)` and gathers their outputs in order.
     /// [`Gather::WaitAll`] waits for every child and fails with the first failure;
     /// [`Gather::FailFast`] fails as soon as one child fails and cancels the others.
-    pub async fn gather_children<I, O>(
+    /// The children take their positions, in order, when this is called.
+    pub fn gather_children<I, O>(
         &self,
         children: &[(&str, I)],
         mode: Gather,
-    ) -> Result<Vec<O>, StepError>
+    ) -> impl Future<Output = Result<Vec<O>, StepError>> + use<I, O>
     where
         I: Serialize,
         O: DeserializeOwned,
@@ -453,23 +470,33 @@ impl WorkflowContext {
         let first_seq = self.state().next_seq;
         let calls = children
             .iter()
-            .map(|(workflow, input)| self.child::<I, O>(workflow, input));
-        match mode {
-            Gather::WaitAll => futures::future::join_all(calls).await.into_iter().collect(),
-            Gather::FailFast => {
-                let result = futures::future::try_join_all(calls).await;
-                if result.is_err() {
-                    let mut st = self.state();
-                    let ids = (first_seq..first_seq + children.len() as u32)
-                        .filter(|seq| st.history.get(seq).is_none_or(|c| !c.status.is_resolved()))
-                        .map(|seq| child_run_id(&self.run_id, seq))
-                        .collect::<Vec<_>>();
-                    st.commands
-                        .extend(ids.into_iter().map(|id| Command::CancelRun { id }));
+            .map(|(workflow, input)| self.child::<I, O>(workflow, input))
+            .collect::<Vec<_>>();
+        let ctx = self.clone();
+        async move {
+            match mode {
+                Gather::WaitAll => futures::future::join_all(calls).await.into_iter().collect(),
+                Gather::FailFast => {
+                    let count = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+                    let result = futures::future::try_join_all(calls).await;
+                    if result.is_err() {
+                        ctx.cancel_unresolved_children(first_seq..first_seq.saturating_add(count));
+                    }
+                    result
                 }
-                result
             }
         }
+    }
+
+    /// Cancels the children at `seqs` that have not ended.
+    fn cancel_unresolved_children(&self, seqs: std::ops::Range<u32>) {
+        let mut st = self.state();
+        let ids = seqs
+            .filter(|seq| st.history.get(seq).is_none_or(|c| !c.status.is_resolved()))
+            .map(|seq| child_run_id(&self.run_id, seq))
+            .collect::<Vec<_>>();
+        st.commands
+            .extend(ids.into_iter().map(|id| Command::CancelRun { id }));
     }
 
     /// Ends this run as `continued` and starts a successor of the same workflow with `input` and
@@ -486,40 +513,42 @@ impl WorkflowContext {
     }
 
     /// The current time, captured once: replays return the first value.
-    pub async fn now(&self) -> Millis {
+    pub fn now(&self) -> Operation<Millis> {
         let name = format!("now#{}", self.state().next_seq);
         let clock = self.clock.clone();
         self.side_effect_named(&name, move || clock.now())
-            .await
-            .unwrap_or_default()
+            .map(Result::unwrap_or_default)
     }
 
-    /// Runs `f` once and records its result; replays return the recorded value. For
-    /// non-deterministic values (random ids, the time) that the workflow branches on.
-    pub async fn side_effect<T, F>(&self, f: F) -> Result<T, StepError>
+    /// Runs `f` once, right away, and records its result; replays return the recorded value.
+    /// For non-deterministic values (random ids, the time) that the workflow branches on.
+    pub fn side_effect<T, F>(&self, f: F) -> Operation<Result<T, StepError>>
     where
         T: Serialize + DeserializeOwned,
         F: FnOnce() -> T,
     {
-        self.side_effect_named("sideEffect", f).await
+        self.side_effect_named("sideEffect", f)
     }
 
-    async fn side_effect_named<T, F>(&self, name: &str, f: F) -> Result<T, StepError>
+    fn side_effect_named<T, F>(&self, name: &str, f: F) -> Operation<Result<T, StepError>>
     where
         T: Serialize + DeserializeOwned,
         F: FnOnce() -> T,
     {
         let (seq, replay) = self.replay(CheckpointKind::SideEffect, name);
         match replay {
-            Replay::Resolved(cp) => resolved(*cp, name),
-            Replay::Waiting if self.state().nondeterminism.is_some() => self.suspend().await,
+            Replay::Resolved(cp) => Operation::ready(resolved(*cp, name)),
+            Replay::Waiting if self.state().nondeterminism.is_some() => Operation::suspended(self),
             Replay::Waiting | Replay::New => {
                 let value = f();
-                let output = serde_json::to_value(&value).map_err(|e| {
-                    StepError::fatal(format!(
-                        "the side effect `{name}` cannot be serialised: {e}"
-                    ))
-                })?;
+                let output = match serde_json::to_value(&value) {
+                    Ok(output) => output,
+                    Err(e) => {
+                        return Operation::ready(Err(StepError::fatal(format!(
+                            "the side effect `{name}` cannot be serialised: {e}"
+                        ))));
+                    }
+                };
                 let at = self.clock.now();
                 self.state().commands.push(Command::RecordStep {
                     seq,
@@ -529,7 +558,7 @@ impl WorkflowContext {
                     started_at: at,
                     finished_at: at,
                 });
-                Ok(value)
+                Operation::ready(Ok(value))
             }
         }
     }

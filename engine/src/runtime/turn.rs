@@ -138,3 +138,6 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         "non-string panic payload".to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests;
