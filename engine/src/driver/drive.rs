@@ -3,12 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::guard::Outgoing;
 use super::shared::Shared;
-use super::sticky::{Parked, expects, with_result};
 use crate::model::{
     CheckpointKind, CheckpointStatus, Millis, RemoteTask, Run, RunId, RunStatus, StepResult,
     TenantEventKind, parked_by_guard, step_id,
@@ -102,7 +100,9 @@ pub(crate) enum FirstTurn {
     Sticky(History, StepResult),
 }
 
-/// Executes turns of `run` in a task of their own (see [`run_turns`]).
+/// Executes turns of `run` until it stops being runnable: a run woken while its turn executed
+/// stays claimed and turns again at once. `slot` is held throughout, so shutdown can wait for
+/// it.
 pub(crate) fn spawn_turns(
     shared: Arc<Shared>,
     run: Run,
@@ -110,30 +110,9 @@ pub(crate) fn spawn_turns(
     slot: OwnedSemaphorePermit,
 ) {
     // Listed before the task starts, so a result of the run that arrives meanwhile is held.
-    shared.turning.begin(&run.id);
-    tokio::spawn(turns_listed(shared, run, first, slot));
-}
-
-/// Executes turns of `run` until it stops being runnable, in the caller's task: a result's
-/// task turns its run itself rather than handing it to another (each hand-over between tasks
-/// can wake a thread, which costs more than the turn). A run woken while its turn executed
-/// stays claimed and turns again at once, and a completed step's result that arrived meanwhile
-/// is taken by the next turn at once (see [`held_for_next_turn`]). `slot` is held throughout,
-/// so shutdown can wait for it. Boxed: a turn applies a refused result, which may turn the run.
-pub(crate) fn run_turns(
-    shared: Arc<Shared>,
-    run: Run,
-    first: FirstTurn,
-    slot: OwnedSemaphorePermit,
-) -> BoxFuture<'static, ()> {
-    shared.turning.begin(&run.id);
-    Box::pin(turns_listed(shared, run, first, slot))
-}
-
-/// [`run_turns`] for a run already listed in [`Shared::turning`].
-async fn turns_listed(shared: Arc<Shared>, run: Run, first: FirstTurn, slot: OwnedSemaphorePermit) {
     let id = run.id.clone();
-    {
+    shared.turning.begin(&id);
+    tokio::spawn(async move {
         let (mut run, mut next) = match first {
             FirstTurn::Claimed(history) => {
                 // A parked run's recheck is not news unless it moves on.
@@ -154,15 +133,6 @@ async fn turns_listed(shared: Arc<Shared>, run: Run, first: FirstTurn, slot: Own
                     next = Persist::Turn(Some(history));
                 }
                 Ok(TurnEnd::Refused(result)) => break Some(result),
-                Ok(TurnEnd::Done) if shared.is_accepting() => {
-                    match held_for_next_turn(&shared, &id) {
-                        Some((parked, history, result)) => {
-                            run = parked;
-                            next = Persist::WithResult(history, result);
-                        }
-                        None => break None,
-                    }
-                }
                 Ok(_) => break None,
                 Err(e) => {
                     tracing::warn!(run_id = %id, error = %e, "turn failed; the run is retried when its lease expires");
@@ -178,26 +148,7 @@ async fn turns_listed(shared: Arc<Shared>, run: Run, first: FirstTurn, slot: Own
         }
         super::results::apply_later(&shared, shared.turning.end(&id));
         drop(slot);
-    }
-}
-
-/// A completed step's result that arrived for run `id` while its last turn was in flight, with
-/// the run as that turn parked it and its history with the result applied: the next turn, a
-/// sticky one, takes it in the same task. Results of any other kind, and every result when the
-/// run did not park here, are left held for [`super::results::apply`].
-fn held_for_next_turn(shared: &Shared, id: &RunId) -> Option<(Run, History, StepResult)> {
-    let Parked { run, history } = shared.sticky.take(id)?;
-    let Some(result) = shared.turning.take_held(id, |r| expects(&history, r)) else {
-        shared.sticky.park(run, history);
-        return None;
-    };
-    match with_result(history, &result, shared.clock.now()) {
-        Some(history) => Some((run, history, result)),
-        None => {
-            shared.turning.hold(result);
-            None
-        }
-    }
+    });
 }
 
 /// What a turn replays and how it is persisted.

@@ -6,7 +6,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::drive::{FirstTurn, run_turns};
+use super::drive::{FirstTurn, spawn_turns};
 use super::shared::Shared;
 use super::sticky::{Parked, with_result};
 use crate::model::{
@@ -185,13 +185,12 @@ async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Sticky {
     let Some(history) = with_result(history, &result, shared.clock.now()) else {
         return Sticky::Declined(result);
     };
-    run_turns(
+    spawn_turns(
         shared.clone(),
         run,
         FirstTurn::Sticky(history, result),
         slot,
-    )
-    .await;
+    );
     Sticky::Turned
 }
 
@@ -255,15 +254,12 @@ async fn record(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> 
             };
             shared.emit(&applied.run, kind, Some(applied.checkpoint.seq));
             match (slot, applied.claimed) {
-                (Some(slot), Some(history)) => {
-                    run_turns(
-                        shared.clone(),
-                        applied.run,
-                        FirstTurn::Claimed(Some(history)),
-                        slot,
-                    )
-                    .await
-                }
+                (Some(slot), Some(history)) => spawn_turns(
+                    shared.clone(),
+                    applied.run,
+                    FirstTurn::Claimed(Some(history)),
+                    slot,
+                ),
                 _ => shared.wake.notify_one(),
             }
         }

@@ -78,19 +78,8 @@ impl Sticky {
     }
 }
 
-/// Whether `history` waits for `result`: a completed step whose remote step is pending (not a
-/// duplicate, a failure, or a result of a step the history does not have).
-pub(crate) fn expects(history: &History, result: &StepResult) -> bool {
-    matches!(result.outcome, StepOutcome::Completed { .. })
-        && history.checkpoints.iter().any(|c| {
-            c.seq == result.seq
-                && c.kind == CheckpointKind::RemoteStep
-                && c.status == CheckpointStatus::Pending
-        })
-}
-
 /// The history with a completed step's `result` recorded as the store records it, or `None`
-/// when the cached history does not expect this result (see [`expects`]).
+/// when the cached history does not expect this result (a duplicate, a failure, a retry).
 pub(crate) fn with_result(
     mut history: History,
     result: &StepResult,
@@ -99,13 +88,13 @@ pub(crate) fn with_result(
     let StepOutcome::Completed { output } = &result.outcome else {
         return None;
     };
-    if !expects(&history, result) {
-        return None;
-    }
     let cp = history
         .checkpoints
         .iter_mut()
         .find(|c| c.seq == result.seq)?;
+    if cp.kind != CheckpointKind::RemoteStep || cp.status != CheckpointStatus::Pending {
+        return None;
+    }
     cp.status = CheckpointStatus::Completed;
     cp.output = Some(output.clone());
     cp.finished_at = Some(now);

@@ -63,28 +63,6 @@ impl Turning {
         Some(result)
     }
 
-    /// Takes out the first result held for `id` that `wanted` picks, for the run's work here to
-    /// apply itself.
-    pub fn take_held(
-        &self,
-        id: &RunId,
-        wanted: impl Fn(&StepResult) -> bool,
-    ) -> Option<StepResult> {
-        let mut runs = self.runs();
-        let held = &mut runs.get_mut(id)?.held;
-        let at = held.iter().position(wanted)?;
-        Some(held.remove(at))
-    }
-
-    /// Holds `result` again for its run, which the caller keeps listed.
-    pub fn hold(&self, result: StepResult) {
-        self.runs()
-            .entry(result.run_id.clone())
-            .or_default()
-            .held
-            .push(result);
-    }
-
     /// Ends one listing of `id`. Once none is left, returns the results held for it, to be
     /// applied now.
     pub fn end(&self, id: &RunId) -> Vec<StepResult> {
@@ -142,25 +120,5 @@ mod tests {
         assert!(turning.begin_applying(result(&a, 3)).is_some());
         assert_eq!(turning.end(&a).len(), 0);
         assert!(turning.ids().is_empty());
-    }
-
-    #[test]
-    fn the_runs_own_work_takes_the_held_result_it_wants_and_leaves_the_rest() {
-        let turning = Turning::default();
-        let (a, b) = (RunId::generate(), RunId::generate());
-        turning.begin(&a);
-        for seq in [1, 2, 3] {
-            assert!(turning.begin_applying(result(&a, seq)).is_none());
-        }
-        assert!(turning.take_held(&b, |_| true).is_none(), "b holds nothing");
-        assert!(turning.take_held(&a, |r| r.seq == 9).is_none());
-        let taken = turning.take_held(&a, |r| r.seq >= 2);
-        assert_eq!(taken.map(|r| r.seq), Some(2));
-        turning.hold(result(&a, 4));
-        let rest = turning.end(&a);
-        assert_eq!(
-            rest.iter().map(|r| r.seq).collect::<Vec<_>>(),
-            vec![1, 3, 4]
-        );
     }
 }
