@@ -27,9 +27,12 @@
 //! can be written by two lanes at once; its row lock orders them. A lane whose transaction fails
 //! drops its connection and takes a fresh one for the next batch. A write that loses a deadlock
 //! (or a serialization check) to another lane is run again on its own after its batch committed.
+//! A write is woken for by the lane that went idle last (see [`super::queue`]), so writes that
+//! come one at a time all reach the same, warm, backend.
 
 use std::any::{Any, TypeId};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use sqlx::pool::PoolConnection;
@@ -37,6 +40,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Executor, PgConnection, PgPool, Postgres};
 use tokio::sync::oneshot;
 
+use super::queue::{self, Queue, Taker};
 use super::rows::db;
 use crate::store::{StoreError, StoreResult};
 
@@ -227,7 +231,7 @@ where
 /// is dropped.
 #[derive(Clone)]
 pub(super) struct GroupCommit {
-    jobs: flume::Sender<Box<dyn Job>>,
+    jobs: Arc<Queue<Box<dyn Job>>>,
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -241,11 +245,13 @@ impl std::fmt::Debug for GroupCommit {
 impl GroupCommit {
     /// Starts [`LANES`] lanes writing through `pool`.
     pub(super) fn start(pool: &PgPool) -> Self {
-        let (jobs, rx) = flume::unbounded::<Box<dyn Job>>();
-        for _ in 0..LANES {
-            tokio::spawn(lane(pool.clone(), rx.clone()));
+        let (jobs, takers) = queue::queue::<Box<dyn Job>>(LANES);
+        for taker in takers {
+            tokio::spawn(lane(pool.clone(), taker));
         }
-        GroupCommit { jobs }
+        GroupCommit {
+            jobs: Arc::new(jobs),
+        }
     }
 
     /// Runs `body(conn, &args)` in the next group transaction; answers once that committed.
@@ -321,21 +327,21 @@ impl GroupCommit {
             outcome: None,
             reply,
         };
-        self.jobs.send(Box::new(job)).map_err(|_| stopped())?;
+        self.jobs.push(Box::new(job)).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
 
 /// One lane: takes the next write and whatever else is queued behind it, commits them together.
-async fn lane(pool: PgPool, jobs: flume::Receiver<Box<dyn Job>>) {
+async fn lane(pool: PgPool, jobs: Taker<Box<dyn Job>>) {
     let mut conn: Option<PoolConnection<Postgres>> = None;
-    while let Ok(first) = jobs.recv_async().await {
+    while let Some(first) = jobs.next().await {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         batch.push(first);
         while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+            match jobs.try_next() {
+                Some(job) => batch.push(job),
+                None => break,
             }
         }
         let held = match conn.take() {

@@ -9,6 +9,7 @@ mod accounts;
 mod group;
 mod lifecycle;
 mod merged;
+mod queue;
 mod reads;
 mod rows;
 mod settle;
