@@ -6,7 +6,8 @@
 //!   the BullMQ-layout queues, no engine, no database);
 //! - one step's dispatch-to-result round trip inside the engine (a 1-step workflow);
 //! - 3-step runs one at a time (p50/p99 of 300 after 20 unmeasured ones, start call to
-//!   `run.completed` on the SSE stream);
+//!   `run.completed` on the SSE stream, and the CPU each part of the cluster spent per run: one
+//!   at a time, every hop wakes a sleeping process, which costs several times a burst's share);
 //! - 2,000 3-step runs started at once (completed runs/s, and the CPU each part of the cluster
 //!   spent per run).
 //!
@@ -100,23 +101,22 @@ async fn main() -> Result<(), BoxError> {
     let completions = Arc::new(Completions::default());
     completions.clone().listen(&http, &base, &token).await?;
 
+    let client = Client {
+        http,
+        base,
+        token,
+        completions: completions.clone(),
+    };
     // Not measured: the first runs pay for cold connections, caches and prepared statements on
     // every process.
-    for i in 0..WARM_UP {
-        let id = start(&http, &base, &token, 200_000 + i).await?;
-        completions.wait(&id).await;
-    }
+    client.one_at_a_time(WARM_UP, |i| order(200_000 + i)).await?;
 
-    // One at a time.
-    let mut latencies = Vec::with_capacity(sequential);
-    for i in 0..sequential {
-        let t0 = Instant::now();
-        let id = start(&http, &base, &token, i).await?;
-        completions.wait(&id).await;
-        latencies.push(t0.elapsed());
-    }
-    latencies.sort();
-    let pct = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    // One at a time: 3-step runs, then 1-step runs (one step through the engine, start to end).
+    let cpu_sequential = Cpu::read(&control_planes, &worker_pool);
+    let latencies = client.one_at_a_time(sequential, order).await?;
+    let cpu_sequential = Cpu::read(&control_planes, &worker_pool).since(&cpu_sequential);
+    let pct = |q: f64| percentile(&latencies, q);
+    let one_step = client.one_at_a_time(sequential, |_| one_step()).await?;
 
     // At once.
     let before = completions.count();
@@ -124,8 +124,8 @@ async fn main() -> Result<(), BoxError> {
     let t0 = Instant::now();
     futures::stream::iter(0..burst)
         .map(|i| {
-            let (http, base, token) = (http.clone(), base.clone(), token.clone());
-            async move { start(&http, &base, &token, 100_000 + i).await }
+            let client = &client;
+            async move { client.start(order(100_000 + i)).await }
         })
         .buffer_unordered(64)
         .collect::<Vec<_>>()
@@ -166,6 +166,15 @@ async fn main() -> Result<(), BoxError> {
         ms(raw.1)
     );
     println!(
+        "| 1-step run one at a time (start, the step's trip, completion), p50 / p99 | {:.2} ms / {:.2} ms |",
+        ms(percentile(&one_step, 0.50)),
+        ms(percentile(&one_step, 0.99))
+    );
+    println!(
+        "| each further step of a run, one at a time: (3-step p50 - 1-step p50) / 2 | {:.2} ms |",
+        (ms(pct(0.50)) - ms(percentile(&one_step, 0.50))) / 2.0
+    );
+    println!(
         "| 3-step run one at a time, p50 | {:.2} ms |",
         ms(pct(0.50))
     );
@@ -181,7 +190,16 @@ async fn main() -> Result<(), BoxError> {
         "| {burst} runs at once: starts accepted (64 requests in flight) | {:.0} starts/s |",
         burst as f64 / accepted.as_secs_f64()
     );
-    let per_run = |d: Duration| ms(d) / burst as f64;
+    let per = |runs: usize| move |d: Duration| ms(d) / runs as f64;
+    let per_run = per(sequential);
+    println!(
+        "| CPU per run one at a time: control planes / workers / PostgreSQL / Redis | {:.2} / {:.2} / {:.2} / {:.2} ms |",
+        per_run(cpu_sequential.control_planes),
+        per_run(cpu_sequential.workers),
+        per_run(cpu_sequential.postgres),
+        per_run(cpu_sequential.redis)
+    );
+    let per_run = per(burst);
     println!(
         "| CPU per run in the burst: control planes / workers / PostgreSQL / Redis | {:.2} / {:.2} / {:.2} / {:.2} ms |",
         per_run(cpu.control_planes),
@@ -367,20 +385,60 @@ impl Completions {
     }
 }
 
-async fn start(
-    http: &reqwest::Client,
-    base: &str,
-    token: &str,
-    i: usize,
-) -> Result<String, BoxError> {
-    let run: Value = http
-        .post(format!("{base}/api/v1/runs"))
-        .bearer_auth(token)
-        .json(&json!({ "workflow": "demo.order", "input": { "item": format!("b-{i}"), "delay_ms": 0 } }))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    Ok(run["id"].as_str().ok_or("no run id")?.to_owned())
+/// The `i`th `demo.order` start body (three remote steps, no delay).
+fn order(i: usize) -> Value {
+    json!({ "workflow": "demo.order", "input": { "item": format!("b-{i}"), "delay_ms": 0 } })
+}
+
+/// A `demo.flaky` start body that succeeds: one remote step.
+fn one_step() -> Value {
+    json!({ "workflow": "demo.flaky", "input": { "ok": true } })
+}
+
+/// The `q` quantile of `sorted`.
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
+}
+
+/// Starts runs through the API as the bench tenant and sees them end on the SSE stream.
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    completions: Arc<Completions>,
+}
+
+impl Client {
+    /// Starts the run `body` describes; its id.
+    async fn start(&self, body: Value) -> Result<String, BoxError> {
+        let run: Value = self
+            .http
+            .post(format!("{}/api/v1/runs", self.base))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(run["id"].as_str().ok_or("no run id")?.to_owned())
+    }
+
+    /// Runs `n` runs one after the other (`body(i)` the `i`th); each one's time from the start
+    /// call to its `run.completed` event, sorted.
+    async fn one_at_a_time(
+        &self,
+        n: usize,
+        body: impl Fn(usize) -> Value,
+    ) -> Result<Vec<Duration>, BoxError> {
+        let mut took = Vec::with_capacity(n);
+        for i in 0..n {
+            let t0 = Instant::now();
+            let id = self.start(body(i)).await?;
+            self.completions.wait(&id).await;
+            took.push(t0.elapsed());
+        }
+        took.sort();
+        Ok(took)
+    }
 }
