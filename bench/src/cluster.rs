@@ -4,7 +4,8 @@
 //!
 //! - the raw queue round trip on the same Redis (a task job out and a result job back through
 //!   the BullMQ-layout queues, no engine, no database);
-//! - one step's dispatch-to-result round trip inside the engine (a 1-step workflow);
+//! - one step's dispatch-to-result round trip through the engine: 1-step runs one at a time
+//!   (p50/p99 of 300, start call to `run.completed`), and what each further step of a run costs;
 //! - 3-step runs one at a time (p50/p99 of 300 after 20 unmeasured ones, start call to
 //!   `run.completed` on the SSE stream, and the CPU each part of the cluster spent per run: one
 //!   at a time, every hop wakes a sleeping process, which costs several times a burst's share);
