@@ -110,7 +110,9 @@ async fn main() -> Result<(), BoxError> {
     };
     // Not measured: the first runs pay for cold connections, caches and prepared statements on
     // every process.
-    client.one_at_a_time(WARM_UP, |i| order(200_000 + i)).await?;
+    client
+        .one_at_a_time(WARM_UP, |i| order(200_000 + i))
+        .await?;
 
     // One at a time: 3-step runs, then 1-step runs (one step through the engine, start to end).
     let cpu_sequential = Cpu::read(&control_planes, &worker_pool);

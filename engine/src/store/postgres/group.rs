@@ -27,8 +27,8 @@
 //! can be written by two lanes at once; its row lock orders them. A lane whose transaction fails
 //! drops its connection and takes a fresh one for the next batch. A write that loses a deadlock
 //! (or a serialization check) to another lane is run again on its own after its batch committed.
-//! A write is woken for by the lane that went idle last (see [`super::queue`]), so writes that
-//! come one at a time all reach the same, warm, backend.
+//! Each write wakes the lane that went idle last (see [`super::queue`]), so writes that come one
+//! at a time all reach the same warm backend.
 
 use std::any::{Any, TypeId};
 use std::collections::HashSet;
