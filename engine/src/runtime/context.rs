@@ -472,15 +472,16 @@ impl WorkflowContext {
             .iter()
             .map(|(workflow, input)| self.child::<I, O>(workflow, input))
             .collect::<Vec<_>>();
+        // Each child took one position, in order.
+        let seqs = first_seq..self.state().next_seq;
         let ctx = self.clone();
         async move {
             match mode {
                 Gather::WaitAll => futures::future::join_all(calls).await.into_iter().collect(),
                 Gather::FailFast => {
-                    let count = u32::try_from(calls.len()).unwrap_or(u32::MAX);
                     let result = futures::future::try_join_all(calls).await;
                     if result.is_err() {
-                        ctx.cancel_unresolved_children(first_seq..first_seq.saturating_add(count));
+                        ctx.cancel_unresolved_children(seqs);
                     }
                     result
                 }
