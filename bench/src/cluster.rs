@@ -60,14 +60,13 @@ async fn main() -> Result<(), BoxError> {
         &[("DATABASE_URL", db.as_str())],
     )?;
     let port = free_port()?;
-    let base = format!("http://127.0.0.1:{port}");
     let redis = test_url();
     let cluster = [
         ("REDIS_URL", redis.as_str()),
         ("DURABLE_PREFIX", prefix.as_str()),
     ];
-    // Runs are started on the first; the others share the database, the queues and the
-    // results, and turn whichever runs their results claim.
+    // Runs are started on each in turn, as a load balancer would; they share the database and
+    // the queues, and each one's results come back to the control plane that sent its steps.
     let mut binds = vec![format!("127.0.0.1:{port}")];
     for _ in 1..control_planes.max(1) {
         binds.push(format!("127.0.0.1:{}", free_port()?));
@@ -96,17 +95,23 @@ async fn main() -> Result<(), BoxError> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(128)
         .build()?;
-    wait_healthy(&http, &base).await?;
+    for bind in &binds {
+        wait_healthy(&http, &format!("http://{bind}")).await?;
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let completions = Arc::new(Completions::default());
-    completions.clone().listen(&http, &base, &token).await?;
+    completions
+        .clone()
+        .listen(&http, &format!("http://{}", binds[0]), &token)
+        .await?;
 
     let client = Client {
         http,
-        base,
+        bases: binds.iter().map(|b| format!("http://{b}")).collect(),
         token,
         completions: completions.clone(),
+        next: AtomicUsize::new(0),
     };
     // Not measured: the first runs pay for cold connections, caches and prepared statements on
     // every process.
@@ -287,6 +292,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
     let echo = transport.clone();
     tokio::spawn(async move {
         while let Some(task) = tasks.next().await {
+            let reply_to = task.reply_to.clone();
             let result = StepResult {
                 run_id: task.run_id,
                 seq: task.seq,
@@ -296,7 +302,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
                     output: task.input.unwrap_or(Value::Null),
                 },
             };
-            let _ = echo.publish_result(result).await;
+            let _ = echo.publish_result(result, reply_to.as_deref()).await;
         }
     });
     let mut times = Vec::with_capacity(n);
@@ -313,6 +319,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
                 input: Some(json!({ "i": i })),
                 context: None,
                 attempt: 1,
+                reply_to: None,
             })
             .await?;
         results.next().await.ok_or("the result stream ended")?;
@@ -403,20 +410,24 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
 }
 
-/// Starts runs through the API as the bench tenant and sees them end on the SSE stream.
+/// Starts runs through the API as the bench tenant, on each control plane in turn, and sees
+/// them end on the first one's SSE stream.
 struct Client {
     http: reqwest::Client,
-    base: String,
+    bases: Vec<String>,
     token: String,
     completions: Arc<Completions>,
+    /// Which control plane the next start goes to.
+    next: AtomicUsize,
 }
 
 impl Client {
     /// Starts the run `body` describes; its id.
     async fn start(&self, body: Value) -> Result<String, BoxError> {
+        let base = &self.bases[self.next.fetch_add(1, Ordering::Relaxed) % self.bases.len()];
         let run: Value = self
             .http
-            .post(format!("{}/api/v1/runs", self.base))
+            .post(format!("{base}/api/v1/runs"))
             .bearer_auth(&self.token)
             .json(&body)
             .send()

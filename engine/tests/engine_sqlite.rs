@@ -388,7 +388,7 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
 
     h.engine
         .transport()
-        .publish_result(elsewhere::completed(&id, 0, 5))
+        .publish_result(elsewhere::completed(&id, 0, 5), None)
         .await
         .expect("publish");
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -428,7 +428,7 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
     // Step 1 left before the turn that records it committed, and its result came here first.
     h.engine
         .transport()
-        .publish_result(elsewhere::completed(&id, 1, 50))
+        .publish_result(elsewhere::completed(&id, 1, 50), None)
         .await
         .expect("publish");
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -493,7 +493,7 @@ async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store
 
     h.engine
         .transport()
-        .publish_result(elsewhere::completed(&run.id, 1, 50))
+        .publish_result(elsewhere::completed(&run.id, 1, 50), None)
         .await
         .expect("publish");
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
@@ -537,7 +537,7 @@ async fn a_tenants_control_plane_never_turns_another_tenants_run_from_its_result
 
     acme_only
         .transport()
-        .publish_result(elsewhere::completed(&id, 0, 5))
+        .publish_result(elsewhere::completed(&id, 0, 5), None)
         .await
         .expect("publish");
     let recorded = async {

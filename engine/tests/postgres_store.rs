@@ -96,7 +96,7 @@ async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock()
         .expect("lock the run");
     engine
         .transport()
-        .publish_result(elsewhere::completed(&id, 1, 50))
+        .publish_result(elsewhere::completed(&id, 1, 50), None)
         .await
         .expect("publish");
     // Long enough for the result's first tries (1, 4, 16 and 64 ms apart).

@@ -79,4 +79,181 @@ mod redis {
         assert_eq!(heard(&mut mine).await, ["from-here", "from-there"]);
         assert_eq!(heard(&mut theirs).await, ["from-here", "from-there"]);
     }
+
+    mod replies {
+        use std::time::Duration;
+
+        use durable::model::{Namespace, RunId, StepOutcome, StepResult};
+        use durable::transport::naming::{reply_owner_key, reply_owners_key, reply_queue};
+        use durable::transport::redis_testing::{add_raw_job, fresh_transport, test_url};
+        use durable::transport::{
+            Partitions, RedisConfig, RedisTransport, Subscription, TaskSubscription, Transport,
+        };
+        use futures::StreamExt;
+
+        /// Another process on `of`'s prefix.
+        async fn peer(of: &RedisTransport) -> RedisTransport {
+            let config = RedisConfig {
+                prefix: of.prefix().to_owned(),
+                ..RedisConfig::new(test_url())
+            };
+            RedisTransport::connect(config).await.expect("connect")
+        }
+
+        fn completed(run: &str) -> StepResult {
+            let run_id = RunId::parse(run).expect("id");
+            StepResult {
+                step_id: format!("{run_id}:0"),
+                run_id,
+                seq: 0,
+                started_at: None,
+                outcome: StepOutcome::Completed {
+                    output: serde_json::json!(run),
+                },
+            }
+        }
+
+        /// The runs of the results heard within `wait`, sorted.
+        async fn heard(results: &mut Subscription<StepResult>, wait: Duration) -> Vec<String> {
+            let mut runs = Vec::new();
+            while let Ok(Some(r)) = tokio::time::timeout(wait, results.next()).await {
+                runs.push(r.run_id.to_string());
+            }
+            runs.sort();
+            runs
+        }
+
+        /// With two control planes on one Redis, a worker answers each task on the queue of the
+        /// control plane that sent it: that one applies the result with the run's history in
+        /// memory, and the other never sees it.
+        #[tokio::test]
+        async fn a_result_returns_to_the_control_plane_that_sent_its_step() {
+            let Some(a) = fresh_transport().await else {
+                return;
+            };
+            let (b, worker) = (peer(&a).await, peer(&a).await);
+            let mut from_a = a.consume_results().await.expect("results");
+            let mut from_b = b.consume_results().await.expect("results");
+            let acme = Namespace::parse("acme").expect("ns");
+            let mut tasks = worker
+                .consume_tasks(TaskSubscription {
+                    names: vec!["charge".into()],
+                    partitions: Partitions::Only(vec![acme.clone()]),
+                    concurrency: 1,
+                    workflows: Vec::new(),
+                    capabilities: Vec::new(),
+                })
+                .await
+                .expect("tasks");
+            let task = |run: &str| durable::model::RemoteTask {
+                run_id: RunId::parse(run).expect("id"),
+                seq: 0,
+                name: "charge".into(),
+                step_id: format!("{run}:0"),
+                group: "charge@acme".into(),
+                input: None,
+                context: None,
+                attempt: 1,
+                reply_to: None,
+            };
+            for i in 0..6 {
+                let sender = if i % 2 == 0 { &a } else { &b };
+                sender
+                    .dispatch(task(&format!("run-{i}")))
+                    .await
+                    .expect("dispatch");
+            }
+            for _ in 0..6 {
+                let task = tokio::time::timeout(Duration::from_secs(5), tasks.next())
+                    .await
+                    .expect("a task in time")
+                    .expect("a task");
+                let reply_to = task.reply_to.clone();
+                assert!(reply_to.is_some(), "a control plane's task names its queue");
+                worker
+                    .publish_result(completed(task.run_id.as_str()), reply_to.as_deref())
+                    .await
+                    .expect("publish");
+            }
+            let wait = Duration::from_millis(500);
+            assert_eq!(heard(&mut from_a, wait).await, ["run-0", "run-2", "run-4"]);
+            assert_eq!(heard(&mut from_b, wait).await, ["run-1", "run-3", "run-5"]);
+        }
+
+        /// A control plane that stopped gets no more results: they go to the shared queue,
+        /// which a live one consumes. What a crashed one left in its own queue is taken by a
+        /// live control plane, which then forgets the queue. And a task cannot send its result
+        /// to a queue that is not a control plane's.
+        #[tokio::test]
+        async fn a_stopped_control_planes_results_reach_a_live_one() {
+            let Some(live) = fresh_transport().await else {
+                return;
+            };
+            let p = live.prefix().to_owned();
+            let mut conn = redis::Client::open(test_url())
+                .expect("url")
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect");
+            // One that crashed: listed, its key expired, a result left in its queue.
+            let crashed = reply_queue(&p, "rs-crashed-1");
+            let _: () = redis::cmd("SADD")
+                .arg(reply_owners_key(&p))
+                .arg("rs-crashed-1")
+                .query_async(&mut conn)
+                .await
+                .expect("sadd");
+            let left = serde_json::to_string(&completed("left")).expect("json");
+            add_raw_job(&live, &crashed, "result", &left)
+                .await
+                .expect("add");
+            // One that stopped: its key is withdrawn once its consumer notices.
+            let stopping = peer(&live).await;
+            let stopped = reply_queue(&p, stopping.instance_id());
+            drop(stopping.consume_results().await.expect("results"));
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let alive: bool = redis::cmd("EXISTS")
+                .arg(reply_owner_key(&p, stopping.instance_id()))
+                .query_async(&mut conn)
+                .await
+                .expect("exists");
+            assert!(!alive, "a stopped control plane withdraws its key");
+
+            let mut results = live.consume_results().await.expect("results");
+            let worker = peer(&live).await;
+            for (run, reply_to) in [
+                ("late", stopped),
+                ("elsewhere", format!("{p}-tasks-charge@acme")),
+                ("other-prefix", format!("x{crashed}")),
+            ] {
+                worker
+                    .publish_result(completed(run), Some(&reply_to))
+                    .await
+                    .expect("publish");
+            }
+            assert_eq!(
+                heard(&mut results, Duration::from_millis(800)).await,
+                ["elsewhere", "late", "left", "other-prefix"]
+            );
+            let misplaced: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("bull:*{p}-tasks-*"))
+                .query_async(&mut conn)
+                .await
+                .expect("keys");
+            assert!(
+                misplaced.is_empty(),
+                "a result was queued elsewhere: {misplaced:?}"
+            );
+            let owners: Vec<String> = redis::cmd("SMEMBERS")
+                .arg(reply_owners_key(&p))
+                .query_async(&mut conn)
+                .await
+                .expect("owners");
+            assert_eq!(
+                owners,
+                [live.instance_id()],
+                "the queues of control planes that are gone are forgotten once emptied"
+            );
+        }
+    }
 }

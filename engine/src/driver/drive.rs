@@ -461,6 +461,7 @@ pub(super) fn plan(
                     input: Some(input.clone()),
                     context: Some(serde_json::json!({ "tenant": run.namespace })),
                     attempt: 1,
+                    reply_to: None,
                 };
                 tasks.push(Outgoing { task, requires });
                 checkpoints.push(NewCheckpoint {
@@ -518,6 +519,7 @@ pub(super) fn plan(
                     input: Some(input),
                     context: Some(serde_json::json!({ "tenant": run.namespace })),
                     attempt,
+                    reply_to: None,
                 };
                 tasks.push(Outgoing { task, requires });
                 redispatched.push(seq);

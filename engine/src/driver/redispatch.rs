@@ -71,6 +71,7 @@ pub(crate) async fn send_again(
         input: cp.input,
         context: Some(serde_json::json!({ "tenant": namespace })),
         attempt: cp.attempts.max(1),
+        reply_to: None,
     };
     shared
         .store

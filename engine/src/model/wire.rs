@@ -28,6 +28,12 @@ pub struct RemoteTask {
     pub context: Option<Value>,
     /// 1 on the first try.
     pub attempt: u32,
+    /// Where the result goes: the results queue of the control plane that sent the task, so
+    /// the control plane that holds the run's history in memory applies its result. A wire
+    /// extension: our workers honour it, the SDK workers ignore it and answer on the shared
+    /// results queue, which every control plane consumes too. Set by the transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
 }
 
 /// A step's error, as the wire and the store carry it.

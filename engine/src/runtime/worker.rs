@@ -123,8 +123,9 @@ impl Worker {
                     cancellations.clone(),
                 );
                 running.spawn(async move {
+                    let reply_to = task.reply_to.clone();
                     let result = execute(&registry, &*clock, cancellations, task).await;
-                    if let Err(e) = transport.publish_result(result).await {
+                    if let Err(e) = transport.publish_result(result, reply_to.as_deref()).await {
                         tracing::warn!(error = %e, "could not publish a step result; the engine will redispatch the step");
                     }
                     drop(permit);

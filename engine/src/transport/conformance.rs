@@ -29,6 +29,7 @@ fn task(run: &str, name: &str, partition: Option<&Namespace>) -> RemoteTask {
         input: Some(json!({ "run": run })),
         context: None,
         attempt: 1,
+        reply_to: None,
     }
 }
 
@@ -85,9 +86,15 @@ pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
         transport.dispatch(t).await.expect("dispatch");
     }
     let got = next(&mut acme).await.expect("acme's task");
+    let got = RemoteTask {
+        reply_to: None,
+        ..got
+    };
     assert_eq!(got, task("run-a", "charge", Some(&ns("acme"))));
-    let got = next(&mut globex).await.expect("globex's task");
+    let mut got = next(&mut globex).await.expect("globex's task");
     assert_eq!(got.run_id.as_str(), "run-g");
+    // Where the result goes is the transport's business: the task may name it.
+    let reply_to = got.reply_to.take();
     quiet(&mut acme).await;
     quiet(&mut globex).await;
 
@@ -101,7 +108,7 @@ pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
         },
     };
     transport
-        .publish_result(result.clone())
+        .publish_result(result.clone(), reply_to.as_deref())
         .await
         .expect("publish result");
     assert_eq!(next(&mut results).await, Some(result));

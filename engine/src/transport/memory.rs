@@ -207,7 +207,12 @@ impl Transport for MemoryTransport {
         })))
     }
 
-    async fn publish_result(&self, result: StepResult) -> TransportResult<()> {
+    /// One process has one results queue: `reply_to` has nothing to choose between.
+    async fn publish_result(
+        &self,
+        result: StepResult,
+        _reply_to: Option<&str>,
+    ) -> TransportResult<()> {
         self.inner
             .results_tx
             .send(result)

@@ -130,8 +130,14 @@ pub trait Transport: Send + Sync + 'static {
         subscription: TaskSubscription,
     ) -> TransportResult<Subscription<RemoteTask>>;
 
-    /// Sends a step's result back to the control plane.
-    async fn publish_result(&self, result: StepResult) -> TransportResult<()>;
+    /// Sends a step's result back to the control plane: on the queue its task named
+    /// (`reply_to`, see [`RemoteTask::reply_to`]) while the control plane that consumes that
+    /// queue is alive, else on the queue every control plane consumes.
+    async fn publish_result(
+        &self,
+        result: StepResult,
+        reply_to: Option<&str>,
+    ) -> TransportResult<()>;
 
     /// Consumes step results (the control plane's side).
     async fn consume_results(&self) -> TransportResult<Subscription<StepResult>>;

@@ -47,6 +47,32 @@ pub fn results_queue(p: &str) -> String {
     format!("{p}-results")
 }
 
+/// A control plane's own results queue (`P-results-<instance>`), named in the tasks it sends
+/// (`replyTo`, a wire extension the SDK workers ignore).
+pub fn reply_queue(p: &str, instance: &str) -> String {
+    format!("{p}-results-{instance}")
+}
+
+/// The instance whose own results queue `queue` is, if it is one under `p`: something a worker
+/// may answer on. Instance ids are letters, digits, `-`, `_` and `.`.
+pub fn reply_queue_owner<'a>(p: &str, queue: &'a str) -> Option<&'a str> {
+    let instance = queue.strip_prefix(p)?.strip_prefix("-results-")?;
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    (!instance.is_empty() && instance.chars().all(valid)).then_some(instance)
+}
+
+/// The liveness key of a control plane's own results queue (`P-results-owner:<instance>`):
+/// while it is missing, results meant for that queue go to the shared one.
+pub fn reply_owner_key(p: &str, instance: &str) -> String {
+    format!("{p}-results-owner:{instance}")
+}
+
+/// The set of instances that have had their own results queue (`P-results-owners`), so that a
+/// live control plane finds the queue of one that died and takes what was left in it.
+pub fn reply_owners_key(p: &str) -> String {
+    format!("{p}-results-owners")
+}
+
 /// The queue workers send workflow decisions on (`P-decisions`).
 pub fn decisions_queue(p: &str) -> String {
     format!("{p}-decisions")
@@ -169,6 +195,25 @@ mod tests {
             "durable-tasks-payments.charge-card@acme"
         );
         assert_eq!(results_queue("durable-blue"), "durable-blue-results");
+        assert_eq!(
+            reply_queue("durable-blue", "rs-h-1-ab"),
+            "durable-blue-results-rs-h-1-ab"
+        );
+        assert_eq!(
+            reply_queue_owner("durable-blue", "durable-blue-results-rs-h-1-ab"),
+            Some("rs-h-1-ab")
+        );
+        // Another prefix's queue, the shared queue, and names that would reach other keys.
+        for other in [
+            "durable-results-rs-h-1-ab",
+            "durable-blue-results",
+            "durable-blue-results-",
+            "durable-blue-results-a:b",
+            "durable-blue-results-a}b",
+            "durable-blue-tasks-x",
+        ] {
+            assert_eq!(reply_queue_owner("durable-blue", other), None, "{other}");
+        }
         assert_eq!(
             tenant_events_channel("durable", &ns("acme")),
             "durable-tenant-events-acme"

@@ -19,10 +19,14 @@ const BLOCK_SECS: f64 = 2.0;
 /// which the engine's lost-dispatch redispatch then sends again.
 const BUFFER: usize = 64;
 
-/// Starts consuming `queues`; the job data arrives on the returned channel. The task stops when
-/// the receiver is dropped.
-pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel(BUFFER);
+/// A channel for a consumer to hand its jobs' data on.
+pub(super) fn channel() -> (mpsc::Sender<String>, mpsc::Receiver<String>) {
+    mpsc::channel(BUFFER)
+}
+
+/// Starts consuming `queues`; the job data goes to `tx`. The task stops when the receiver is
+/// dropped.
+pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>, tx: mpsc::Sender<String>) {
     tokio::spawn(async move {
         let markers: Vec<String> = queues.iter().map(|q| bull_key(q, "marker")).collect();
         let mut backoff = Duration::from_millis(100);
@@ -83,7 +87,6 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>) -> mpsc::Recei
             }
         }
     });
-    rx
 }
 
 #[cfg(test)]
@@ -101,7 +104,8 @@ mod tests {
             return;
         };
         let queue = format!("{}-stop", transport.prefix());
-        let jobs = spawn(transport.shared.clone(), vec![queue.clone()]);
+        let (tx, jobs) = channel();
+        spawn(transport.shared.clone(), vec![queue.clone()], tx);
         // Let it drain the empty queue and start waiting, then stop it.
         tokio::time::sleep(Duration::from_millis(300)).await;
         drop(jobs);

@@ -12,6 +12,7 @@ mod events;
 mod pubsub;
 mod queue;
 mod registry;
+mod replies;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
@@ -25,8 +26,9 @@ use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts};
 use super::naming::{
     control_channel, decision_relay_channel, decisions_queue, effective_prefix, heartbeat_channel,
-    results_queue, routing_token, run_reply_channel, run_request_queue, step_events_queue,
-    tasks_queue, tenant_events_channel, tenant_events_pattern,
+    reply_owner_key, reply_queue, reply_queue_owner, results_queue, routing_token,
+    run_reply_channel, run_request_queue, step_events_queue, tasks_queue, tenant_events_channel,
+    tenant_events_pattern,
 };
 use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
@@ -69,8 +71,11 @@ struct Shared {
     conn: ConnectionManager,
     /// The effective prefix `P`.
     p: String,
-    /// This process on the wire (`rs-<host>-<pid>`).
+    /// This process on the wire (`rs-<host>-<pid>-<uuid>`).
     instance: String,
+    /// This process's own results queue, named in the tasks it sends, once it consumes
+    /// results (see [`replies`]).
+    reply_queue: std::sync::OnceLock<String>,
     scripts: Scripts,
     /// This transport's tenant events, for its own subscribers: they get them at once, not
     /// after a trip through Redis (whose echo they skip).
@@ -138,6 +143,7 @@ impl RedisTransport {
                     uuid::Uuid::new_v4().simple()
                 ),
                 scripts: Scripts::default(),
+                reply_queue: std::sync::OnceLock::new(),
                 local_events: broadcast::channel(LOCAL_EVENTS).0,
                 started_at: now_ms(),
                 directory: registry::Directory::default(),
@@ -162,9 +168,24 @@ impl RedisTransport {
         data: String,
         retention: Retention,
     ) -> TransportResult<()> {
+        self.add_unless_gone(queue, None, name, data, retention)
+            .await
+    }
+
+    /// [`RedisTransport::add`] to a consumer's own queue, or to `unless_gone.1` while its
+    /// liveness key `unless_gone.0` is missing.
+    async fn add_unless_gone(
+        &self,
+        queue: &str,
+        unless_gone: Option<(&str, &str)>,
+        name: &str,
+        data: String,
+        retention: Retention,
+    ) -> TransportResult<()> {
         let mut conn = self.shared.conn.clone();
         let job = NewJob {
             queue,
+            unless_gone,
             name,
             data: &data,
             retention,
@@ -198,7 +219,16 @@ impl RedisTransport {
         queues: Vec<String>,
         what: &'static str,
     ) -> (Subscription<T>, mpsc::Sender<()>) {
-        let rx = consumer::spawn(self.shared.clone(), queues);
+        let (tx, rx) = consumer::channel();
+        consumer::spawn(self.shared.clone(), queues, tx);
+        Self::parse(rx, what)
+    }
+
+    /// The job data on `rx` parsed as `T`; a job that does not parse is logged and dropped.
+    fn parse<T: serde::de::DeserializeOwned + Send + 'static>(
+        rx: mpsc::Receiver<String>,
+        what: &'static str,
+    ) -> (Subscription<T>, mpsc::Sender<()>) {
         // Closed when the returned stream is dropped: ends the announcements tied to it.
         let (alive, gone) = mpsc::channel::<()>(1);
         let stream = futures::stream::unfold((rx, gone), move |(mut rx, gone)| async move {
@@ -277,8 +307,9 @@ impl RedisTransport {
 
 #[async_trait]
 impl Transport for RedisTransport {
-    async fn dispatch(&self, task: RemoteTask) -> TransportResult<()> {
+    async fn dispatch(&self, mut task: RemoteTask) -> TransportResult<()> {
         let queue = tasks_queue(&self.shared.p, &task.group);
+        task.reply_to = self.shared.reply_queue.get().cloned();
         let data = serde_json::to_string(&task)
             .map_err(|e| TransportError::Unavailable(format!("encoding a task: {e}")))?;
         self.add(&queue, "task", data, Retention::Task).await
@@ -310,21 +341,51 @@ impl Transport for RedisTransport {
         .await
     }
 
-    async fn publish_result(&self, result: StepResult) -> TransportResult<()> {
+    async fn publish_result(
+        &self,
+        result: StepResult,
+        reply_to: Option<&str>,
+    ) -> TransportResult<()> {
         let data = serde_json::to_string(&result)
             .map_err(|e| TransportError::Unavailable(format!("encoding a result: {e}")))?;
-        self.add(
-            &results_queue(&self.shared.p),
-            "result",
-            data,
-            Retention::Message,
-        )
-        .await
+        let p = &self.shared.p;
+        let shared = results_queue(p);
+        // Only a control plane's own results queue under this prefix: a task cannot send its
+        // result anywhere else.
+        let owner = reply_to.and_then(|queue| Some((queue, reply_queue_owner(p, queue)?)));
+        if let (Some(queue), None) = (reply_to, owner) {
+            tracing::warn!(
+                reply_to = queue,
+                "a task named a results queue that is not a control plane's under this prefix; answering on the shared one"
+            );
+        }
+        match owner {
+            Some((queue, instance)) => {
+                let alive = reply_owner_key(p, instance);
+                let unless_gone = Some((alive.as_str(), shared.as_str()));
+                self.add_unless_gone(queue, unless_gone, "result", data, Retention::Message)
+                    .await
+            }
+            None => self.add(&shared, "result", data, Retention::Message).await,
+        }
     }
 
+    /// This control plane's own results queue and the shared one, and whatever control planes
+    /// that stopped left in theirs (see [`replies`]). Tasks sent from now on name the own
+    /// queue.
     async fn consume_results(&self) -> TransportResult<Subscription<StepResult>> {
-        let (results, _alive) =
-            self.consume::<StepResult>(vec![results_queue(&self.shared.p)], "result");
+        let own = reply_queue(&self.shared.p, &self.shared.instance);
+        let (tx, rx) = consumer::channel();
+        replies::keep(self.shared.clone(), tx.clone());
+        consumer::spawn(
+            self.shared.clone(),
+            vec![own.clone(), results_queue(&self.shared.p)],
+            tx,
+        );
+        // Named in tasks only once the queue is consumed and its key is (about to be) set: a
+        // result that comes before the key goes to the shared queue, which is consumed too.
+        let _ = self.shared.reply_queue.set(own);
+        let (results, _alive) = Self::parse(rx, "result");
         Ok(results)
     }
 
@@ -475,7 +536,12 @@ impl Transport for RedisTransport {
     }
 
     async fn consume_run_requests(&self) -> TransportResult<Subscription<String>> {
-        let rx = consumer::spawn(self.shared.clone(), vec![run_request_queue(&self.shared.p)]);
+        let (tx, rx) = consumer::channel();
+        consumer::spawn(
+            self.shared.clone(),
+            vec![run_request_queue(&self.shared.p)],
+            tx,
+        );
         Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|r| (r, rx))
         })))

@@ -9,27 +9,33 @@ use serde_json::{Value, json};
 
 use crate::transport::naming::bull_key;
 
-/// Adds a job; returns its id. KEYS: id, wait, prioritized, pc, marker, meta, paused, events.
-/// ARGV: job key prefix, name, data, opts, timestamp, priority (0 = none).
+/// Adds a job; returns its id. KEYS: the queue's id, wait, prioritized, pc, marker, meta,
+/// paused and events keys; for a job that needs a live consumer, then that consumer's liveness
+/// key and the eight keys of the queue to use instead while it is missing (checked here, so no
+/// job enters a queue once its consumer is gone). ARGV: name, data, opts, timestamp, priority
+/// (0 = none).
 const ADD: &str = r#"
-local id = redis.call("INCR", KEYS[1])
-local job = ARGV[1] .. id
-local priority = tonumber(ARGV[6])
-redis.call("HSET", job, "name", ARGV[2], "data", ARGV[3], "opts", ARGV[4],
-  "timestamp", ARGV[5], "delay", 0, "priority", priority)
-redis.call("XADD", KEYS[8], "MAXLEN", "~", 10000, "*", "event", "added", "jobId", id, "name", ARGV[2])
-if redis.call("HEXISTS", KEYS[6], "paused") == 1 then
-  redis.call("LPUSH", KEYS[7], id)
+local k = 0
+if #KEYS > 8 and redis.call("EXISTS", KEYS[9]) == 0 then k = 9 end
+local id = redis.call("INCR", KEYS[k + 1])
+-- "bull:<queue>:id" without its "id" is the job key prefix
+local job = string.sub(KEYS[k + 1], 1, -3) .. id
+local priority = tonumber(ARGV[5])
+redis.call("HSET", job, "name", ARGV[1], "data", ARGV[2], "opts", ARGV[3],
+  "timestamp", ARGV[4], "delay", 0, "priority", priority)
+redis.call("XADD", KEYS[k + 8], "MAXLEN", "~", 10000, "*", "event", "added", "jobId", id, "name", ARGV[1])
+if redis.call("HEXISTS", KEYS[k + 6], "paused") == 1 then
+  redis.call("LPUSH", KEYS[k + 7], id)
 else
   if priority > 0 then
-    local n = redis.call("INCR", KEYS[4])
-    redis.call("ZADD", KEYS[3], priority * 4294967296 + (n % 4294967296), id)
+    local n = redis.call("INCR", KEYS[k + 4])
+    redis.call("ZADD", KEYS[k + 3], priority * 4294967296 + (n % 4294967296), id)
   else
-    redis.call("LPUSH", KEYS[2], id)
+    redis.call("LPUSH", KEYS[k + 2], id)
   end
-  redis.call("ZADD", KEYS[5], 0, "0")
+  redis.call("ZADD", KEYS[k + 5], 0, "0")
 end
-redis.call("XADD", KEYS[8], "MAXLEN", "~", 10000, "*", "event", "waiting", "jobId", id)
+redis.call("XADD", KEYS[k + 8], "MAXLEN", "~", 10000, "*", "event", "waiting", "jobId", id)
 return id
 "#;
 
@@ -89,6 +95,9 @@ impl Retention {
 pub struct NewJob<'a> {
     /// The BullMQ queue name (`P-tasks-<token>`, `P-results`, ...).
     pub queue: &'a str,
+    /// When `queue` is one consumer's own: that consumer's liveness key, and the queue the job
+    /// goes to instead while the key is missing.
+    pub unless_gone: Option<(&'a str, &'a str)>,
     /// The job name (`task`, `result`, ...).
     pub name: &'a str,
     /// The DTO, as JSON.
@@ -121,18 +130,28 @@ impl Scripts {
         conn: &mut C,
         job: &NewJob<'_>,
     ) -> redis::RedisResult<i64> {
-        let key = |suffix| bull_key(job.queue, suffix);
-        self.add
-            .key(key("id"))
-            .key(key("wait"))
-            .key(key("prioritized"))
-            .key(key("pc"))
-            .key(key("marker"))
-            .key(key("meta"))
-            .key(key("paused"))
-            .key(key("events"))
-            .arg(bull_key(job.queue, ""))
-            .arg(job.name)
+        // In the order the script reads them (`KEYS[k + 1]` to `KEYS[k + 8]`).
+        const SUFFIXES: [&str; 8] = [
+            "id",
+            "wait",
+            "prioritized",
+            "pc",
+            "marker",
+            "meta",
+            "paused",
+            "events",
+        ];
+        let mut add = self.add.prepare_invoke();
+        for suffix in SUFFIXES {
+            add.key(bull_key(job.queue, suffix));
+        }
+        if let Some((alive, otherwise)) = job.unless_gone {
+            add.key(alive);
+            for suffix in SUFFIXES {
+                add.key(bull_key(otherwise, suffix));
+            }
+        }
+        add.arg(job.name)
             .arg(job.data)
             .arg(job.retention.opts().to_string())
             .arg(super::now_ms())
@@ -233,6 +252,7 @@ mod tests {
                 data,
                 retention: Retention::Message,
                 priority: None,
+                unless_gone: None,
             };
             scripts.add(&mut conn, &job).await.expect("add");
         }

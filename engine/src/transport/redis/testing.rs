@@ -65,6 +65,7 @@ pub async fn add_raw_job(
         data,
         retention: Retention::Message,
         priority: None,
+        unless_gone: None,
     };
     transport.shared.scripts.add(&mut conn, &job).await
 }
