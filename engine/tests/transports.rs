@@ -84,7 +84,9 @@ mod redis {
         use std::time::Duration;
 
         use durable::model::{Namespace, RunId, StepOutcome, StepResult};
-        use durable::transport::naming::{reply_owner_key, reply_owners_key, reply_queue};
+        use durable::transport::naming::{
+            reply_owner_key, reply_owners_key, reply_queue, results_queue,
+        };
         use durable::transport::redis_testing::{add_raw_job, fresh_transport, test_url};
         use durable::transport::{
             Partitions, RedisConfig, RedisTransport, Subscription, TaskSubscription, Transport,
@@ -181,9 +183,10 @@ mod redis {
         }
 
         /// A control plane that stopped gets no more results: they go to the shared queue,
-        /// which a live one consumes. What a crashed one left in its own queue is taken by a
-        /// live control plane, which then forgets the queue. And a task cannot send its result
-        /// to a queue that is not a control plane's.
+        /// which a live one consumes. What a crashed one left in its own queue is moved to the
+        /// shared queue by a live control plane, which then forgets the queue. And a task cannot
+        /// send its result to a queue that is not a control plane's under the prefix, even one
+        /// whose name ends like a live control plane's.
         #[tokio::test]
         async fn a_stopped_control_planes_results_reach_a_live_one() {
             let Some(live) = fresh_transport().await else {
@@ -195,7 +198,7 @@ mod redis {
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connect");
-            // One that crashed: listed, its key expired, a result left in its queue.
+            // One that crashed: listed, its key lapsed, a result left in its queue.
             let crashed = reply_queue(&p, "rs-crashed-1");
             let _: () = redis::cmd("SADD")
                 .arg(reply_owners_key(&p))
@@ -207,24 +210,48 @@ mod redis {
             add_raw_job(&live, &crashed, "result", &left)
                 .await
                 .expect("add");
-            // One that stopped: its key is withdrawn once its consumer notices.
+            // One that stopped: its key is set while it consumes, withdrawn once it stops.
             let stopping = peer(&live).await;
             let stopped = reply_queue(&p, stopping.instance_id());
-            drop(stopping.consume_results().await.expect("results"));
+            let stopping_key = reply_owner_key(&p, stopping.instance_id());
+            let exists = |key: String| {
+                let mut conn = conn.clone();
+                async move {
+                    redis::cmd("EXISTS")
+                        .arg(key)
+                        .query_async::<bool>(&mut conn)
+                        .await
+                        .expect("exists")
+                }
+            };
+            let results = stopping.consume_results().await.expect("results");
+            assert!(
+                exists(stopping_key.clone()).await,
+                "a consuming control plane's key"
+            );
+            drop(results);
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let alive: bool = redis::cmd("EXISTS")
-                .arg(reply_owner_key(&p, stopping.instance_id()))
+            assert!(
+                !exists(stopping_key).await,
+                "a stopped control plane withdraws its key"
+            );
+            // A live owner whose name a lax check would find in another prefix's queue name.
+            let _: () = redis::cmd("SET")
+                .arg(reply_owner_key(&p, "rs-other-1"))
+                .arg("1")
                 .query_async(&mut conn)
                 .await
-                .expect("exists");
-            assert!(!alive, "a stopped control plane withdraws its key");
+                .expect("set");
 
             let mut results = live.consume_results().await.expect("results");
             let worker = peer(&live).await;
             for (run, reply_to) in [
                 ("late", stopped),
                 ("elsewhere", format!("{p}-tasks-charge@acme")),
-                ("other-prefix", format!("x{crashed}")),
+                (
+                    "other-prefix",
+                    format!("x{}", reply_queue(&p, "rs-other-1")),
+                ),
             ] {
                 worker
                     .publish_result(completed(run), Some(&reply_to))
@@ -235,14 +262,21 @@ mod redis {
                 heard(&mut results, Duration::from_millis(800)).await,
                 ["elsewhere", "late", "left", "other-prefix"]
             );
-            let misplaced: Vec<String> = redis::cmd("KEYS")
-                .arg(format!("bull:*{p}-tasks-*"))
+            // Only the shared queue and the live one's hold keys: the others were emptied and
+            // forgotten, and nothing was queued anywhere else.
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("bull:*{p}*"))
                 .query_async(&mut conn)
                 .await
                 .expect("keys");
+            let mut queues: Vec<&str> = keys.iter().filter_map(|k| k.split(':').nth(1)).collect();
+            queues.sort();
+            queues.dedup();
+            let mut expected = [results_queue(&p), reply_queue(&p, live.instance_id())];
+            expected.sort();
             assert!(
-                misplaced.is_empty(),
-                "a result was queued elsewhere: {misplaced:?}"
+                queues.iter().all(|q| expected.iter().any(|e| e == q)),
+                "queues under the prefix: {queues:?}"
             );
             let owners: Vec<String> = redis::cmd("SMEMBERS")
                 .arg(reply_owners_key(&p))

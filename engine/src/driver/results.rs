@@ -158,11 +158,14 @@ enum Sticky {
 /// Declines when the run is not suspended, the history does not expect the result, or no turn
 /// slot is free.
 ///
-/// The history is the one cached here when this engine parked the run and nobody can have
-/// moved it since: with no peer on the store, or when the run's `attempt` still matches.
-/// Otherwise it is read from the store: another control plane sent the step (results are
-/// shared by every control plane) or the cache forgot the run. Three reads cost far less than
-/// the two writes (record and claim, then the turn) of the way round.
+/// The history is the one cached here when this engine parked the run, unchecked: the write
+/// refuses it if a peer moved the run since, and the result is then recorded the ordinary way.
+/// With peers that costs a wasted turn now and then, never a wrong one, because a turn's steps
+/// leave before its commit only when no peer shares the store (see [`super::turning`]); and it
+/// is rare, because a step's result comes back to the control plane that sent it (the task
+/// names its results queue). Otherwise the run is read from the store: the result came from a
+/// worker that answers on the shared queue, or the cache forgot the run. Three reads cost far
+/// less than the two writes (record and claim, then the turn) of the way round.
 async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Sticky {
     // Taken whatever happens next: the run moves on, so the entry would be stale.
     let cached = shared.sticky.take(&result.run_id);
@@ -173,8 +176,8 @@ async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Sticky {
         return Sticky::Declined(result);
     };
     let parked = match cached {
-        Some(parked) if shared.alone() => Some(parked),
-        cached => suspended(shared, &result.run_id, cached).await,
+        Some(parked) => Some(parked),
+        None => suspended(shared, &result.run_id).await,
     };
     let Some(Parked { run, history }) = parked else {
         return Sticky::Declined(result);
@@ -194,11 +197,10 @@ async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Sticky {
     Sticky::Turned
 }
 
-/// Run `id` and its history as the store has them, if it is suspended; the `cached` history
-/// stands in for the store's when its `attempt` matches. The run is read first: whatever
-/// moves it after that read also bumps its `attempt` or wakes it, and the sticky write, which
-/// checks both, is refused.
-async fn suspended(shared: &Shared, id: &RunId, cached: Option<Parked>) -> Option<Parked> {
+/// Run `id` and its history as the store has them, if it is suspended. The run is read first:
+/// whatever moves it after that read also bumps its `attempt` or wakes it, and the sticky
+/// write, which checks both, is refused.
+async fn suspended(shared: &Shared, id: &RunId) -> Option<Parked> {
     let run = match shared.store.get_run(&shared.scope, id).await {
         Ok(Some(run)) if run.status == RunStatus::Suspended => run,
         Ok(_) => return None,
@@ -207,14 +209,6 @@ async fn suspended(shared: &Shared, id: &RunId, cached: Option<Parked>) -> Optio
             return None;
         }
     };
-    if let Some(cached) = cached
-        && cached.run.attempt == run.attempt
-    {
-        return Some(Parked {
-            run,
-            history: cached.history,
-        });
-    }
     let read = tokio::try_join!(
         shared.store.checkpoints(&shared.scope, id),
         shared.store.buffered_signals(id)

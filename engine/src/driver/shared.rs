@@ -113,10 +113,10 @@ impl Shared {
     }
 
     /// Whether no other control plane shares the store, as of the last heartbeat; until the
-    /// store has said, a peer is assumed. Alone, a run this engine parked cannot have moved
-    /// without it, so its cached history is used unchecked (see [`super::results`]), and a
-    /// turn's new steps may leave before its commit (see [`super::turning`]): a peer would take
-    /// half of the early results off the shared queue and contend with the commit for the run.
+    /// store has said, a peer is assumed. Alone, a turn's new steps may leave before its commit
+    /// (see [`super::turning`]): with a peer, a result that leaves the sender's queue (an SDK
+    /// worker's, say) may reach the peer ahead of the commit, and a turn the store refuses
+    /// because a peer moved the run would have sent its steps for nothing.
     pub fn alone(&self) -> bool {
         self.alone.load(Ordering::Relaxed)
     }

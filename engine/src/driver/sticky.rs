@@ -8,8 +8,7 @@
 //!
 //! A run that is not cached here (another control plane parked it, or the cache forgot it) takes
 //! the same path from the store: its row, then its history, are read, and the same write is
-//! made (see [`super::results`]). With peers on the store a cached entry is checked against the
-//! run's row first, as a peer may have moved the run on.
+//! made (see [`super::results`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};

@@ -131,7 +131,15 @@ impl RedisTransport {
             .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".into());
+        // Only characters a queue name may carry (see `naming::reply_queue_owner`).
+        let host: String = std::env::var("HOSTNAME")
+            .unwrap_or_else(|_| "host".into())
+            .chars()
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+                _ => '-',
+            })
+            .collect();
         Ok(RedisTransport {
             shared: Arc::new(Shared {
                 client,
@@ -370,20 +378,22 @@ impl Transport for RedisTransport {
         }
     }
 
-    /// This control plane's own results queue and the shared one, and whatever control planes
-    /// that stopped left in theirs (see [`replies`]). Tasks sent from now on name the own
-    /// queue.
+    /// This control plane's own results queue and the shared one (see [`replies`]). Tasks
+    /// sent from now on name the own queue.
     async fn consume_results(&self) -> TransportResult<Subscription<StepResult>> {
-        let own = reply_queue(&self.shared.p, &self.shared.instance);
+        let (p, me) = (&self.shared.p, &self.shared.instance);
+        let own = reply_queue(p, me);
+        let owner = replies::Owner::claim(self.shared.clone())
+            .await
+            .map_err(|e| {
+                TransportError::Unavailable(format!(
+                    "listing this control plane's results queue: {e}"
+                ))
+            })?;
         let (tx, rx) = consumer::channel();
-        replies::keep(self.shared.clone(), tx.clone());
-        consumer::spawn(
-            self.shared.clone(),
-            vec![own.clone(), results_queue(&self.shared.p)],
-            tx,
-        );
-        // Named in tasks only once the queue is consumed and its key is (about to be) set: a
-        // result that comes before the key goes to the shared queue, which is consumed too.
+        owner.keep(tx.clone());
+        consumer::spawn(self.shared.clone(), vec![own.clone(), results_queue(p)], tx);
+        // The key is set: results may come to the own queue from now on.
         let _ = self.shared.reply_queue.set(own);
         let (results, _alive) = Self::parse(rx, "result");
         Ok(results)

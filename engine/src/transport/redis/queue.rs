@@ -9,35 +9,84 @@ use serde_json::{Value, json};
 
 use crate::transport::naming::bull_key;
 
-/// Adds a job; returns its id. KEYS: the queue's id, wait, prioritized, pc, marker, meta,
-/// paused and events keys; for a job that needs a live consumer, then that consumer's liveness
-/// key and the eight keys of the queue to use instead while it is missing (checked here, so no
-/// job enters a queue once its consumer is gone). ARGV: name, data, opts, timestamp, priority
-/// (0 = none).
-const ADD: &str = r#"
+/// The Lua function both adding scripts share: `add(k, ...)` adds a job to the queue whose
+/// eight keys are `KEYS[k + 1]` to `KEYS[k + 8]`: id, wait, prioritized, pc, marker, meta,
+/// paused and events. Returns its id.
+macro_rules! add_function {
+    () => {
+        r#"
+local function add(k, name, data, opts, timestamp, priority)
+  local id = redis.call("INCR", KEYS[k + 1])
+  -- "bull:<queue>:id" without its "id" is the job key prefix
+  local job = string.sub(KEYS[k + 1], 1, -3) .. id
+  redis.call("HSET", job, "name", name, "data", data, "opts", opts,
+    "timestamp", timestamp, "delay", 0, "priority", priority)
+  redis.call("XADD", KEYS[k + 8], "MAXLEN", "~", 10000, "*", "event", "added", "jobId", id, "name", name)
+  if redis.call("HEXISTS", KEYS[k + 6], "paused") == 1 then
+    redis.call("LPUSH", KEYS[k + 7], id)
+  else
+    if priority > 0 then
+      local n = redis.call("INCR", KEYS[k + 4])
+      redis.call("ZADD", KEYS[k + 3], priority * 4294967296 + (n % 4294967296), id)
+    else
+      redis.call("LPUSH", KEYS[k + 2], id)
+    end
+    redis.call("ZADD", KEYS[k + 5], 0, "0")
+  end
+  redis.call("XADD", KEYS[k + 8], "MAXLEN", "~", 10000, "*", "event", "waiting", "jobId", id)
+  return id
+end
+"#
+    };
+}
+
+/// Adds a job; returns its id. KEYS: the queue's eight keys (see [`add_function`]); for a
+/// job meant for one consumer's own queue, then that consumer's liveness key and the eight keys
+/// of the queue to use instead while the key is missing (checked here, atomically with the
+/// add). ARGV: name, data, opts, timestamp, priority (0 = none).
+const ADD: &str = concat!(
+    add_function!(),
+    r#"
 local k = 0
 if #KEYS > 8 and redis.call("EXISTS", KEYS[9]) == 0 then k = 9 end
-local id = redis.call("INCR", KEYS[k + 1])
--- "bull:<queue>:id" without its "id" is the job key prefix
-local job = string.sub(KEYS[k + 1], 1, -3) .. id
-local priority = tonumber(ARGV[5])
-redis.call("HSET", job, "name", ARGV[1], "data", ARGV[2], "opts", ARGV[3],
-  "timestamp", ARGV[4], "delay", 0, "priority", priority)
-redis.call("XADD", KEYS[k + 8], "MAXLEN", "~", 10000, "*", "event", "added", "jobId", id, "name", ARGV[1])
-if redis.call("HEXISTS", KEYS[k + 6], "paused") == 1 then
-  redis.call("LPUSH", KEYS[k + 7], id)
-else
-  if priority > 0 then
-    local n = redis.call("INCR", KEYS[k + 4])
-    redis.call("ZADD", KEYS[k + 3], priority * 4294967296 + (n % 4294967296), id)
-  else
-    redis.call("LPUSH", KEYS[k + 2], id)
+return add(k, ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))
+"#
+);
+
+/// Moves up to `ARGV[2]` jobs from one consumer's own queue to another queue, as new jobs
+/// there, unless the consumer's liveness key exists; once its queue is empty, deletes the
+/// queue's keys and takes `ARGV[1]` out of the set that lists such queues. Nothing else can add
+/// to the queue meanwhile (every add checks the key, see [`ADD`]), so an emptied queue stays
+/// empty. Returns how many jobs moved, or -1 if the key exists. KEYS: the liveness key, the set,
+/// the own queue's eight keys, then the other queue's eight keys.
+const HAND_OVER: &str = concat!(
+    add_function!(),
+    r#"
+if redis.call("EXISTS", KEYS[1]) == 1 then return -1 end
+local from = string.sub(KEYS[3], 1, -3)
+local moved = 0
+while moved < tonumber(ARGV[2]) do
+  local id = redis.call("RPOP", KEYS[4])
+  if not id then
+    local popped = redis.call("ZPOPMIN", KEYS[5])
+    if #popped == 0 then break end
+    id = popped[1]
   end
-  redis.call("ZADD", KEYS[k + 5], 0, "0")
+  local job = from .. id
+  local f = redis.call("HMGET", job, "name", "data", "opts", "timestamp", "priority")
+  redis.call("DEL", job, job .. ":lock", job .. ":logs")
+  if f[2] then
+    add(10, f[1] or "result", f[2], f[3] or "{}", f[4] or "0", tonumber(f[5]) or 0)
+    moved = moved + 1
+  end
 end
-redis.call("XADD", KEYS[k + 8], "MAXLEN", "~", 10000, "*", "event", "waiting", "jobId", id)
-return id
-"#;
+if redis.call("LLEN", KEYS[4]) == 0 and redis.call("ZCARD", KEYS[5]) == 0 then
+  redis.call("DEL", KEYS[3], KEYS[6], KEYS[7], KEYS[10])
+  redis.call("SREM", KEYS[2], ARGV[1])
+end
+return moved
+"#
+);
 
 /// Takes up to `ARGV[1]` jobs, trying the queues in the order given, and deletes each in the
 /// same step (our consumers hold no lock: a job lost to a crash after this is recovered by the
@@ -112,6 +161,7 @@ pub struct NewJob<'a> {
 pub struct Scripts {
     add: Script,
     take: Script,
+    hand_over: Script,
 }
 
 impl Default for Scripts {
@@ -119,8 +169,24 @@ impl Default for Scripts {
         Scripts {
             add: Script::new(ADD),
             take: Script::new(TAKE),
+            hand_over: Script::new(HAND_OVER),
         }
     }
+}
+
+/// A queue's eight keys, in the order the adding scripts read them (see [`add_function`]).
+fn queue_keys(queue: &str) -> [String; 8] {
+    [
+        "id",
+        "wait",
+        "prioritized",
+        "pc",
+        "marker",
+        "meta",
+        "paused",
+        "events",
+    ]
+    .map(|suffix| bull_key(queue, suffix))
 }
 
 impl Scripts {
@@ -130,26 +196,10 @@ impl Scripts {
         conn: &mut C,
         job: &NewJob<'_>,
     ) -> redis::RedisResult<i64> {
-        // In the order the script reads them (`KEYS[k + 1]` to `KEYS[k + 8]`).
-        const SUFFIXES: [&str; 8] = [
-            "id",
-            "wait",
-            "prioritized",
-            "pc",
-            "marker",
-            "meta",
-            "paused",
-            "events",
-        ];
         let mut add = self.add.prepare_invoke();
-        for suffix in SUFFIXES {
-            add.key(bull_key(job.queue, suffix));
-        }
+        add.key(&queue_keys(job.queue));
         if let Some((alive, otherwise)) = job.unless_gone {
-            add.key(alive);
-            for suffix in SUFFIXES {
-                add.key(bull_key(otherwise, suffix));
-            }
+            add.key(alive).key(&queue_keys(otherwise));
         }
         add.arg(job.name)
             .arg(job.data)
@@ -175,6 +225,30 @@ impl Scripts {
             }
             taken => taken,
         }
+    }
+
+    /// Moves up to `max` jobs from `own`, the own queue of consumer `owner` (listed in set
+    /// `owners`), to `to`, unless the consumer's liveness key `alive` exists (see
+    /// [`HAND_OVER`]). How many moved, or `None` if the key exists.
+    pub async fn hand_over<C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        (alive, owners, owner): (&str, &str, &str),
+        own: &str,
+        to: &str,
+        max: usize,
+    ) -> redis::RedisResult<Option<usize>> {
+        let moved: i64 = self
+            .hand_over
+            .key(alive)
+            .key(owners)
+            .key(&queue_keys(own))
+            .key(&queue_keys(to))
+            .arg(owner)
+            .arg(max)
+            .invoke_async(conn)
+            .await?;
+        Ok(usize::try_from(moved).ok())
     }
 
     /// Waits up to `block_secs` for a marker of any of `markers` (a job was added), then takes
@@ -241,8 +315,8 @@ mod tests {
         let mut conn = transport.shared.conn.clone();
         // A take script Redis has never seen (its hash is new), as after a flush.
         let scripts = Scripts {
-            add: Script::new(ADD),
             take: Script::new(&format!("{TAKE}\n-- {}", uuid::Uuid::new_v4())),
+            ..Scripts::default()
         };
         let queue = format!("{}-probe", testing::fresh_prefix());
         for data in ["one", "two"] {

@@ -2,112 +2,138 @@
 //!
 //! A control plane names its own queue in every task it sends (`replyTo`), and our workers
 //! answer there, so a result comes back to the control plane that holds its run's history in
-//! memory: with several control planes on one Redis, none of them has to read a run back from
-//! the store because a peer sent its step. The SDK workers ignore the field and answer on the
-//! shared `P-results`, which every control plane consumes as well.
+//! memory: with several control planes on one Redis, none of them has to read a run back because
+//! a peer sent its step. The SDK workers ignore the field and answer on the shared `P-results`,
+//! which every control plane consumes as well.
 //!
-//! The queue lives as long as its owner says so: the owner keeps a liveness key
-//! (`P-results-owner:<instance>`) and lists itself in `P-results-owners`. A result is added to
-//! the queue only while that key exists, checked by the add script itself, so once a control
-//! plane is gone (its key withdrawn at shutdown, or expired after a crash) no result enters its
-//! queue again. What was left in it is taken by the next live control plane's sweep, which then
-//! forgets the queue.
+//! A result goes to the own queue only while its owner's liveness key
+//! (`P-results-owner:<instance>`) exists, which the add script checks atomically with the add;
+//! otherwise it goes to the shared queue. The owner renews the key while its consumer keeps up (a
+//! control plane whose results loop is stuck lets it lapse, and its results flow to its peers
+//! again), withdraws it when it stops consuming, and lists itself in `P-results-owners`. Every
+//! live control plane looks through that list: the jobs left in a queue whose key is gone (a
+//! crash, or results that came before the key lapsed) are moved to the shared queue inside
+//! Redis, in one script that also forgets the queue once it is empty.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Script};
 use tokio::sync::mpsc;
 
 use super::Shared;
-use crate::transport::naming::{bull_key, reply_owner_key, reply_owners_key, reply_queue};
+use crate::transport::naming::{reply_owner_key, reply_owners_key, reply_queue, results_queue};
 
-/// How often the owner renews its key and sweeps its dead peers' queues.
+/// How often the owner renews its key and looks for queues that lost theirs.
 const EVERY: Duration = Duration::from_secs(3);
-/// How long the key outlives its last renewal: a control plane that stopped without
-/// withdrawing it (a crash) has its results diverted to the shared queue after this long.
+/// How long the key outlives its last renewal.
 const TTL_SECS: u64 = 10;
-/// The most jobs taken from a dead queue in one round trip.
-const BATCH: usize = 64;
+/// The most jobs one hand-over moves (a script blocks Redis while it runs).
+const BATCH: usize = 256;
 
-/// Keeps this transport's own results queue alive while `tx` is open, and hands `tx` whatever
-/// was left in the queues of control planes that are gone. Withdraws the key once `tx` closes,
-/// so a peer's sweep takes what arrives afterwards.
-pub(super) fn keep(shared: Arc<Shared>, tx: mpsc::Sender<String>) {
-    tokio::spawn(async move {
-        let (p, me) = (shared.p.clone(), shared.instance.clone());
-        let mut conn = shared.conn.clone();
-        while !tx.is_closed() {
-            let renewed: redis::RedisResult<()> = redis::pipe()
-                .set_ex(reply_owner_key(&p, &me), 1, TTL_SECS)
-                .ignore()
-                .sadd(reply_owners_key(&p), &me)
-                .ignore()
-                .query_async(&mut conn)
-                .await;
-            if let Err(e) = renewed {
-                tracing::warn!(error = %e, "renewing this control plane's results queue failed; its results go to the shared queue until it is renewed");
-            }
-            if let Err(e) = sweep(&shared, &mut conn, &tx).await {
-                tracing::debug!(error = %e, "sweeping the results queues of stopped control planes failed; trying again");
-            }
-            tokio::select! {
-                () = tx.closed() => break,
-                () = tokio::time::sleep(EVERY) => {}
-            }
-        }
-        let withdrawn: redis::RedisResult<()> = conn.del(reply_owner_key(&p, &me)).await;
-        if let Err(e) = withdrawn {
-            tracing::debug!(error = %e, "withdrawing this control plane's results queue failed; it expires on its own");
-        }
-    });
+/// Deletes the key only if it still holds this subscription's token: a later subscription of
+/// the same process may own it by now.
+const WITHDRAW: &str = r#"
+if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end
+return 0
+"#;
+
+/// The own results queue of one subscription, kept alive while its consumer's channel is open.
+pub(super) struct Owner {
+    shared: Arc<Shared>,
+    /// What this subscription writes in the key, so it never withdraws a later one's.
+    token: String,
 }
 
-/// Takes every result left in the queue of a control plane whose key is gone, hands it to
-/// `tx`, and forgets the queue once it is empty.
-async fn sweep(
-    shared: &Shared,
-    conn: &mut redis::aio::ConnectionManager,
-    tx: &mpsc::Sender<String>,
-) -> redis::RedisResult<()> {
-    let p = &shared.p;
-    let owners: Vec<String> = conn.smembers(reply_owners_key(p)).await?;
-    for owner in owners.iter().filter(|o| **o != shared.instance) {
-        if conn.exists(reply_owner_key(p, owner)).await? {
-            continue;
-        }
-        let queue = reply_queue(p, owner);
-        let mut left = 0;
-        loop {
-            let taken = shared
-                .scripts
-                .take(conn, std::slice::from_ref(&queue), BATCH)
-                .await?;
-            let drained = taken.len() < BATCH;
-            left += taken.len();
-            for data in taken {
-                if tx.send(data).await.is_err() {
-                    // Nobody consumes here any more: what was taken is lost like any job
-                    // taken before a stop, and its step is sent again (lost dispatch).
-                    return Ok(());
+impl Owner {
+    /// Sets the liveness key and lists the queue; from then on results may be sent to it.
+    pub(super) async fn claim(shared: Arc<Shared>) -> redis::RedisResult<Self> {
+        let owner = Owner {
+            shared,
+            token: uuid::Uuid::new_v4().simple().to_string(),
+        };
+        owner.renew(&mut owner.shared.conn.clone()).await?;
+        Ok(owner)
+    }
+
+    /// Renews the key while `tx`, the channel its consumer fills, is open and not full, and
+    /// hands over the queues that lost their key, every [`EVERY`]; withdraws the key once `tx`
+    /// closes.
+    pub(super) fn keep(self, tx: mpsc::Sender<String>) {
+        tokio::spawn(async move {
+            let mut conn = self.shared.conn.clone();
+            loop {
+                if let Err(e) = self.hand_over_lapsed(&mut conn).await {
+                    tracing::debug!(error = %e, "moving the results of stopped control planes failed; trying again");
+                }
+                tokio::select! {
+                    () = tx.closed() => break,
+                    () = tokio::time::sleep(EVERY) => {}
+                }
+                // A full channel means nobody applies what the consumer takes: the key lapses
+                // and results go where the other control planes take them.
+                if tx.capacity() > 0
+                    && let Err(e) = self.renew(&mut conn).await
+                {
+                    tracing::warn!(error = %e, "renewing this control plane's results queue failed; results go to the shared queue until it is renewed");
                 }
             }
-            if drained {
-                break;
+            let withdrawn: redis::RedisResult<i64> = Script::new(WITHDRAW)
+                .key(reply_owner_key(&self.shared.p, &self.shared.instance))
+                .arg(&self.token)
+                .invoke_async(&mut conn)
+                .await;
+            if let Err(e) = withdrawn {
+                tracing::debug!(error = %e, "withdrawing this control plane's results queue failed; it lapses on its own");
+            }
+        });
+    }
+
+    async fn renew(&self, conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+        let (p, me) = (&self.shared.p, &self.shared.instance);
+        redis::pipe()
+            .set_ex(reply_owner_key(p, me), &self.token, TTL_SECS)
+            .ignore()
+            .sadd(reply_owners_key(p), me)
+            .ignore()
+            .query_async(conn)
+            .await
+    }
+
+    /// Moves the jobs of every listed queue whose key is gone to the shared queue.
+    async fn hand_over_lapsed(
+        &self,
+        conn: &mut redis::aio::ConnectionManager,
+    ) -> redis::RedisResult<()> {
+        let p = &self.shared.p;
+        let owners_key = reply_owners_key(p);
+        let owners: Vec<String> = conn.smembers(&owners_key).await?;
+        let shared_queue = results_queue(p);
+        for owner in owners.iter().filter(|o| **o != self.shared.instance) {
+            let alive = reply_owner_key(p, owner);
+            let own = reply_queue(p, owner);
+            let mut moved = 0;
+            while let Some(n) = self
+                .shared
+                .scripts
+                .hand_over(
+                    conn,
+                    (&alive, &owners_key, owner),
+                    &own,
+                    &shared_queue,
+                    BATCH,
+                )
+                .await?
+            {
+                moved += n;
+                if n < BATCH {
+                    break;
+                }
+            }
+            if moved > 0 {
+                tracing::info!(owner = %owner, results = moved, "moved the results a stopped control plane left to the shared queue");
             }
         }
-        if left > 0 {
-            tracing::info!(owner = %owner, results = left, "took the results a stopped control plane left");
-        }
-        // No result enters the queue without its key, so the queue stays empty from here.
-        let keys = ["id", "events", "marker"].map(|k| bull_key(&queue, k));
-        redis::pipe()
-            .srem(reply_owners_key(p), owner)
-            .ignore()
-            .del(&keys)
-            .ignore()
-            .query_async::<()>(conn)
-            .await?;
+        Ok(())
     }
-    Ok(())
 }
