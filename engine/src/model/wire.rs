@@ -31,7 +31,8 @@ pub struct RemoteTask {
     /// Where the result goes: the results queue of the control plane that sent the task, so
     /// the control plane that holds the run's history in memory applies its result. A wire
     /// extension: our workers honour it, the SDK workers ignore it and answer on the shared
-    /// results queue, which every control plane consumes too. Set by the transport.
+    /// results queue, which every control plane consumes too. Set by a transport that routes
+    /// results this way (Redis); the engine leaves it empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
 }

@@ -1,6 +1,7 @@
 //! The Redis transport: the aviary wire on BullMQ-compatible queues (`docs/WIRE.md`), so a
 //! control plane, our Rust workers and the unmodified Node and Python SDK workers share one
-//! Redis. Step tasks go to `P-tasks-<name@partition>`, results come back on `P-results`,
+//! Redis. Step tasks go to `P-tasks-<name@partition>`, results come back on the sending
+//! control plane's own `P-results-<instance>` or on the shared `P-results` (see [`replies`]),
 //! cancels travel on `P-control`, tenant events on `P-tenant-events-<namespace>`, and every
 //! consuming process announces itself with liveness and descriptor keys.
 //!
