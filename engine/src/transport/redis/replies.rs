@@ -25,9 +25,15 @@ use super::Shared;
 use crate::transport::naming::{reply_owner_key, reply_owners_key, reply_queue, results_queue};
 
 /// How often the owner renews its key and looks for queues that lost theirs.
+#[cfg(not(test))]
 const EVERY: Duration = Duration::from_secs(3);
+#[cfg(test)]
+const EVERY: Duration = Duration::from_millis(100);
 /// How long the key outlives its last renewal.
-const TTL_SECS: u64 = 10;
+#[cfg(not(test))]
+const TTL: Duration = Duration::from_secs(10);
+#[cfg(test)]
+const TTL: Duration = Duration::from_millis(1000);
 /// The most jobs one hand-over moves (a script blocks Redis while it runs).
 const BATCH: usize = 256;
 
@@ -92,7 +98,11 @@ impl Owner {
     async fn renew(&self, conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
         let (p, me) = (&self.shared.p, &self.shared.instance);
         redis::pipe()
-            .set_ex(reply_owner_key(p, me), &self.token, TTL_SECS)
+            .pset_ex(
+                reply_owner_key(p, me),
+                &self.token,
+                u64::try_from(TTL.as_millis()).unwrap_or(u64::MAX),
+            )
             .ignore()
             .sadd(reply_owners_key(p), me)
             .ignore()
@@ -135,5 +145,44 @@ impl Owner {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::redis::testing;
+
+    /// The key lives while the consumer keeps up, lapses while its channel stays full (nobody
+    /// applies what it takes), comes back once it keeps up again, and is withdrawn when the
+    /// consumer stops.
+    #[tokio::test]
+    async fn the_key_lives_while_the_consumer_keeps_up() {
+        let Some(transport) = testing::fresh_transport().await else {
+            return;
+        };
+        let shared = transport.shared.clone();
+        let key = reply_owner_key(&shared.p, &shared.instance);
+        let conn = shared.conn.clone();
+        let alive = || {
+            let (mut conn, key) = (conn.clone(), key.clone());
+            async move { conn.exists::<_, bool>(key).await.expect("exists") }
+        };
+        let owner = Owner::claim(shared.clone()).await.expect("claim");
+        assert!(alive().await, "set before the queue is named anywhere");
+        let (tx, mut rx) = mpsc::channel(1);
+        owner.keep(tx.clone());
+        tokio::time::sleep(TTL * 2).await;
+        assert!(alive().await, "renewed while the consumer keeps up");
+        tx.send("taken, not applied".into()).await.expect("fill");
+        tokio::time::sleep(TTL * 2).await;
+        assert!(!alive().await, "lapsed while the channel stayed full");
+        rx.recv().await.expect("the job");
+        tokio::time::sleep(EVERY * 10).await;
+        assert!(alive().await, "renewed once the consumer keeps up again");
+        drop(rx);
+        // Well before the key would lapse on its own.
+        tokio::time::sleep(EVERY * 3).await;
+        assert!(!alive().await, "withdrawn once the consumer stopped");
     }
 }
