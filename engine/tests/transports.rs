@@ -198,18 +198,6 @@ mod redis {
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connect");
-            // One that crashed: listed, its key lapsed, a result left in its queue.
-            let crashed = reply_queue(&p, "rs-crashed-1");
-            let _: () = redis::cmd("SADD")
-                .arg(reply_owners_key(&p))
-                .arg("rs-crashed-1")
-                .query_async(&mut conn)
-                .await
-                .expect("sadd");
-            let left = serde_json::to_string(&completed("left")).expect("json");
-            add_raw_job(&live, &crashed, "result", &left)
-                .await
-                .expect("add");
             // One that stopped: its key is set while it consumes, withdrawn once it stops.
             let stopping = peer(&live).await;
             let stopped = reply_queue(&p, stopping.instance_id());
@@ -235,6 +223,19 @@ mod redis {
                 !exists(stopping_key).await,
                 "a stopped control plane withdraws its key"
             );
+            // One that crashed: listed, its key lapsed, a result left in its queue. (Set up once the
+            // stopped one is gone: while it consumed, it would have moved the result and taken it.)
+            let crashed = reply_queue(&p, "rs-crashed-1");
+            let _: () = redis::cmd("SADD")
+                .arg(reply_owners_key(&p))
+                .arg("rs-crashed-1")
+                .query_async(&mut conn)
+                .await
+                .expect("sadd");
+            let left = serde_json::to_string(&completed("left")).expect("json");
+            add_raw_job(&live, &crashed, "result", &left)
+                .await
+                .expect("add");
             // A live owner whose name a lax check would find in another prefix's queue name.
             let _: () = redis::cmd("SET")
                 .arg(reply_owner_key(&p, "rs-other-1"))
