@@ -95,20 +95,18 @@ async fn main() -> Result<(), BoxError> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(128)
         .build()?;
-    for bind in &binds {
-        wait_healthy(&http, &format!("http://{bind}")).await?;
+    let bases: Vec<String> = binds.iter().map(|b| format!("http://{b}")).collect();
+    for base in &bases {
+        wait_healthy(&http, base).await?;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let completions = Arc::new(Completions::default());
-    completions
-        .clone()
-        .listen(&http, &format!("http://{}", binds[0]), &token)
-        .await?;
+    completions.clone().listen(&http, &bases[0], &token).await?;
 
     let client = Client {
         http,
-        bases: binds.iter().map(|b| format!("http://{b}")).collect(),
+        bases,
         token,
         completions: completions.clone(),
         next: AtomicUsize::new(0),
@@ -326,7 +324,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
         times.push(t0.elapsed());
     }
     times.sort();
-    Ok((times[n / 2], times[(n * 99 / 100).min(n - 1)]))
+    Ok((percentile(&times, 0.50), percentile(&times, 0.99)))
 }
 
 /// Counts `run.completed` events of the bench tenant, and lets a caller wait for one run.

@@ -53,12 +53,17 @@ pub fn reply_queue(p: &str, instance: &str) -> String {
     format!("{p}-results-{instance}")
 }
 
+/// Whether `c` may appear in an instance id: letters, digits, `-`, `_` and `.`, none of which
+/// reaches another key or a Redis Cluster hash tag.
+pub fn is_instance_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
 /// The instance whose own results queue `queue` is, if it is one under `p`: something a worker
-/// may answer on. Instance ids are letters, digits, `-`, `_` and `.`.
+/// may answer on (see [`is_instance_char`]).
 pub fn reply_queue_owner<'a>(p: &str, queue: &'a str) -> Option<&'a str> {
     let instance = queue.strip_prefix(p)?.strip_prefix("-results-")?;
-    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    (!instance.is_empty() && instance.chars().all(valid)).then_some(instance)
+    (!instance.is_empty() && instance.chars().all(is_instance_char)).then_some(instance)
 }
 
 /// The liveness key of a control plane's own results queue (`P-results-owner:<instance>`):

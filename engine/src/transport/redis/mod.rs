@@ -27,9 +27,9 @@ use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts};
 use super::naming::{
     control_channel, decision_relay_channel, decisions_queue, effective_prefix, heartbeat_channel,
-    reply_owner_key, reply_queue, reply_queue_owner, results_queue, routing_token,
-    run_reply_channel, run_request_queue, step_events_queue, tasks_queue, tenant_events_channel,
-    tenant_events_pattern,
+    is_instance_char, reply_owner_key, reply_queue, reply_queue_owner, results_queue,
+    routing_token, run_reply_channel, run_request_queue, step_events_queue, tasks_queue,
+    tenant_events_channel, tenant_events_pattern,
 };
 use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
@@ -132,14 +132,11 @@ impl RedisTransport {
             .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        // Only characters a queue name may carry (see `naming::reply_queue_owner`).
+        // Only characters an instance id may carry, so its results queue is one workers accept.
         let host: String = std::env::var("HOSTNAME")
             .unwrap_or_else(|_| "host".into())
             .chars()
-            .map(|c| match c {
-                'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
-                _ => '-',
-            })
+            .map(|c| if is_instance_char(c) { c } else { '-' })
             .collect();
         Ok(RedisTransport {
             shared: Arc::new(Shared {
