@@ -371,6 +371,193 @@ async fn early_dispatch_case(peer: Peer, path: Path) {
     }
 }
 
+/// A result that arrives while the commit of the turn that sent its step is in flight is turned
+/// at once, on the history that commit will leave: with SQLite's write lock held from the first
+/// step's end, the second step leaves early, its result comes back before anything commits, and
+/// the third step runs too. Once the lock is released, the commits land one after the other and
+/// the run completes with each step run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_beats_its_turns_commit_is_turned_ahead() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("db");
+    let first_running = Arc::new(tokio::sync::Notify::new());
+    let release_first = Arc::new(tokio::sync::Notify::new());
+    let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)]);
+    let mut r = Registry::new();
+    let (running, release, count) = (first_running.clone(), release_first.clone(), ran.clone());
+    r.step("first", move |_ctx: StepContext, n: i64| {
+        let (running, release, count) = (running.clone(), release.clone(), count.clone());
+        async move {
+            count[0].fetch_add(1, Ordering::SeqCst);
+            running.notify_one();
+            release.notified().await;
+            Ok::<_, StepError>(n + 1)
+        }
+    });
+    for (i, name) in [(1, "second"), (2, "third")] {
+        let count = ran.clone();
+        r.step(name, move |_ctx: StepContext, n: i64| {
+            let count = count.clone();
+            async move {
+                count[i].fetch_add(1, Ordering::SeqCst);
+                Ok::<_, StepError>(n * 10)
+            }
+        });
+    }
+    r.workflow("ahead", 1, |ctx: WorkflowContext, n: i64| async move {
+        let a: i64 = ctx.step("first", &n).await?;
+        let b: i64 = ctx.step("second", &a).await?;
+        let c: i64 = ctx.step("third", &b).await?;
+        Ok::<_, WorkflowError>(c)
+    });
+    let h = start(store_at(&db).await, r).await;
+    let run = h.start_run("ahead", json!(1)).await;
+    tokio::time::timeout(Duration::from_secs(10), first_running.notified())
+        .await
+        .expect("the first step runs");
+
+    // From here until the rollback, no write to the database can commit.
+    let lock = rusqlite::Connection::open(&db).expect("open");
+    lock.execute_batch("BEGIN IMMEDIATE").expect("write lock");
+    release_first.notify_one();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while ran[2].load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let on_record = h
+        .store
+        .checkpoints(&Scope::All, &run.id)
+        .await
+        .expect("checkpoints");
+    assert_eq!(
+        on_record
+            .iter()
+            .map(|c| (c.kind, c.status))
+            .collect::<Vec<_>>(),
+        vec![(CheckpointKind::RemoteStep, CheckpointStatus::Pending)],
+        "nothing committed while the lock was held"
+    );
+    let ran_locked = ran.each_ref().map(|c| c.load(Ordering::SeqCst));
+    assert_eq!(
+        ran_locked,
+        [1, 1, 1],
+        "the second step's result was turned before its turn's commit, and the third step left"
+    );
+    lock.execute_batch("ROLLBACK").expect("unlock");
+
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(200)));
+    let cps = h
+        .store
+        .checkpoints(&Scope::All, &run.id)
+        .await
+        .expect("checkpoints");
+    assert_eq!(
+        cps.iter()
+            .map(|c| (c.kind, c.status, c.output.clone()))
+            .collect::<Vec<_>>(),
+        [2, 20, 200].map(|out| (
+            CheckpointKind::RemoteStep,
+            CheckpointStatus::Completed,
+            Some(json!(out))
+        )),
+    );
+    let ran = ran.each_ref().map(|c| c.load(Ordering::SeqCst));
+    assert_eq!(ran, [1, 1, 1], "each step ran once");
+    h.stop().await;
+}
+
+/// A run started with a generated id sends its first step while its insert commits (no run can
+/// have that id, so the insert is not refused), and the step's result, back before the insert
+/// landed, is turned ahead: both steps run while the test holds SQLite's write lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_runs_first_step_leaves_while_its_insert_commits() {
+    start_under_lock(None).await;
+}
+
+/// A run started with a caller's id (which a run may have already, and then the start is
+/// refused and must have sent nothing) sends its first step only once the insert committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_a_chosen_id_sends_its_first_step_after_its_insert() {
+    start_under_lock(Some(RunId::parse("chosen-1").expect("id"))).await;
+}
+
+/// Starts a two-step run with `id` while the test holds SQLite's write lock, and checks which
+/// steps ran before the lock was released: both, unless the id was chosen.
+async fn start_under_lock(id: Option<RunId>) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("db");
+    let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+    let mut r = Registry::new();
+    for (i, name) in ["first", "second"].into_iter().enumerate() {
+        let count = ran.clone();
+        r.step(name, move |_ctx: StepContext, n: i64| {
+            let count = count.clone();
+            async move {
+                count[i].fetch_add(1, Ordering::SeqCst);
+                Ok::<_, StepError>(n * 10)
+            }
+        });
+    }
+    r.workflow("two-local", 1, |ctx: WorkflowContext, n: i64| async move {
+        let a: i64 = ctx.step("first", &n).await?;
+        let b: i64 = ctx.step("second", &a).await?;
+        Ok::<_, WorkflowError>(b)
+    });
+    let h = start(store_at(&db).await, r).await;
+    let chosen = id.is_some();
+
+    let lock = rusqlite::Connection::open(&db).expect("open");
+    lock.execute_batch("BEGIN IMMEDIATE").expect("write lock");
+    let engine = h.engine.clone();
+    let starting = tokio::spawn(async move {
+        engine
+            .start_run(StartRun {
+                workflow: "two-local".into(),
+                input: json!(1),
+                id,
+                ..Default::default()
+            })
+            .await
+    });
+    let deadline =
+        std::time::Instant::now() + Duration::from_millis(if chosen { 300 } else { 2000 });
+    while ran[1].load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let ran_locked = ran.each_ref().map(|c| c.load(Ordering::SeqCst));
+    if chosen {
+        assert_eq!(
+            ran_locked,
+            [0, 0],
+            "a chosen id's first step waits for the insert"
+        );
+    } else {
+        assert_eq!(
+            ran_locked,
+            [1, 1],
+            "the first step left during the insert, and its result was turned ahead"
+        );
+    }
+    let none = h
+        .store
+        .list_runs(&Scope::All, &Default::default())
+        .await
+        .expect("list");
+    assert!(
+        none.runs.is_empty(),
+        "nothing committed while the lock was held"
+    );
+    lock.execute_batch("ROLLBACK").expect("unlock");
+
+    let run = starting.await.expect("joined").expect("started");
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!(100)));
+    let ran = ran.each_ref().map(|c| c.load(Ordering::SeqCst));
+    assert_eq!(ran, [1, 1], "each step ran once");
+    h.stop().await;
+}
+
 /// A result can reach a control plane before the commit that records its step (another control
 /// plane sent the step early and its commit is in flight): it is tried again until the step is
 /// on record, and applied then.

@@ -98,6 +98,9 @@ pub(crate) enum FirstTurn {
     /// history with `result` applied and persist both in one write. If the store refuses (the
     /// run changed meanwhile), `result` is applied the ordinary way.
     Sticky(History, StepResult),
+    /// Computed while the commit before it was in flight (see [`super::ahead`]); the run is as
+    /// that commit left it.
+    Ahead(Box<Planned>),
 }
 
 /// Executes turns of `run` until it stops being runnable: a run woken while its turn executed
@@ -123,6 +126,7 @@ pub(crate) fn spawn_turns(
             }
             // Never `running` in the store: the run moves on from `suspended` in one write.
             FirstTurn::Sticky(history, result) => (run, Persist::WithResult(history, result)),
+            FirstTurn::Ahead(planned) => (run, Persist::Ahead(planned)),
         };
         let refused = loop {
             match turn(&shared, &run, next).await {
@@ -131,6 +135,15 @@ pub(crate) fn spawn_turns(
                     let (again, history) = *again;
                     run = again;
                     next = Persist::Turn(Some(history));
+                }
+                Ok(TurnEnd::Ahead(ahead)) => {
+                    let (now, planned) = *ahead;
+                    if !shared.is_accepting() {
+                        super::ahead::drop_planned(&shared, planned);
+                        break None;
+                    }
+                    run = now;
+                    next = Persist::Ahead(Box::new(planned));
                 }
                 Ok(TurnEnd::Refused(result)) => break Some(result),
                 Ok(_) => break None,
@@ -157,12 +170,39 @@ enum Persist {
     Turn(Option<History>),
     /// A sticky turn: history with `result` applied, persisted together with it.
     WithResult(History, StepResult),
+    /// A turn computed while the run's previous commit was in flight (see [`super::ahead`]).
+    Ahead(Box<Planned>),
+}
+
+/// A turn computed and screened, ready to persist.
+pub(super) struct Planned {
+    /// The step result persisted with the turn (a sticky turn).
+    with_result: Option<StepResult>,
+    commit: TurnCommit,
+    after: AfterCommit,
+    /// The new remote steps that may leave before the commit, not sent yet.
+    early: Vec<RemoteTask>,
+}
+
+impl Planned {
+    /// Sends the steps that may leave before the commit now (see [`super::ahead`]).
+    pub(super) async fn send_early(&mut self, shared: &Shared, id: &RunId) {
+        dispatch(shared, id, std::mem::take(&mut self.early)).await;
+    }
+
+    /// The step result the turn was to persist, for whoever applies it instead.
+    pub(super) fn into_result(self) -> Option<StepResult> {
+        self.with_result
+    }
 }
 
 /// How a turn ended.
 pub(super) enum TurnEnd {
     /// The run stays claimed for another turn, replaying this history.
     Again(Box<(Run, History)>),
+    /// Persisted, and the run's next turn, computed while this one's commit was in flight, is
+    /// ready to persist on the run as it is now.
+    Ahead(Box<(Run, Planned)>),
     /// Persisted, or the run was lost to cancellation or another driver.
     Done,
     /// The store refused a sticky turn; the result still has to be applied.
@@ -171,14 +211,28 @@ pub(super) enum TurnEnd {
 
 /// Executes one turn of `run` and persists it.
 async fn turn(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     run: &Run,
     persist: Persist,
 ) -> Result<TurnEnd, crate::store::StoreError> {
-    let (history, with_result) = match persist {
-        Persist::Turn(history) => (history, None),
-        Persist::WithResult(history, result) => (Some(history), Some(result)),
+    let planned = match persist {
+        Persist::Turn(history) => compute(shared, run, history, None).await?,
+        Persist::WithResult(history, result) => {
+            compute(shared, run, Some(history), Some(result)).await?
+        }
+        Persist::Ahead(planned) => *planned,
     };
+    persist_turn(shared, run, planned).await
+}
+
+/// Computes a turn of `run` replaying `history` (read here when `None`), with `with_result`
+/// (already applied to `history`) to persist along, and screens what it sends.
+pub(super) async fn compute(
+    shared: &Shared,
+    run: &Run,
+    history: Option<History>,
+    with_result: Option<StepResult>,
+) -> Result<Planned, crate::store::StoreError> {
     let history = match history {
         Some(history) => history,
         None => History {
@@ -215,13 +269,33 @@ async fn turn(
     };
     let alike = replays_alike(&replayed, &commit);
     let (commit, mut after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
-    // The steps this commit creates leave while it is in flight: their trip to a worker and
-    // back overlaps the commit. A result that beats the commit is held (see `Turning`).
     let early = if shared.alone() && alike {
         after.take_new_steps(&commit)
     } else {
         Vec::new()
     };
+    Ok(Planned {
+        with_result,
+        commit,
+        after,
+        early,
+    })
+}
+
+/// Persists a computed turn of `run` and carries out what follows its commit. A result of the
+/// run that arrives while the commit is in flight is turned at once (see [`super::ahead`]).
+async fn persist_turn(
+    shared: &Arc<Shared>,
+    run: &Run,
+    planned: Planned,
+) -> Result<TurnEnd, crate::store::StoreError> {
+    let Planned {
+        with_result,
+        commit,
+        after,
+        early,
+    } = planned;
+    let projected = after.projection(&commit);
     let now = shared.clock.now();
     let write = async {
         let claim = shared.claim();
@@ -235,21 +309,58 @@ async fn turn(
             }
         }
     };
-    let send_early = async {
-        if !early.is_empty() {
-            // The write is queued (polled first); yielding once lets the store's writer, a task
-            // of its own, send it before the tasks take this thread. The commit then ends about
-            // when the first result is back, rather than after it.
-            tokio::task::yield_now().await;
+    // The steps this commit creates leave while it is in flight: their trip to a worker and
+    // back overlaps the commit. A result that beats the commit is held (see `Turning`), or
+    // turned ahead.
+    let ((written, ahead), ()) = tokio::join!(
+        super::ahead::while_writing(shared, run, projected, write),
+        dispatch_early(shared, &run.id, early)
+    );
+    match settle(shared, run, written, with_result, after).await {
+        Ok(end) => Ok(super::ahead::then(shared, &run.id, end, ahead)),
+        Err(e) => {
+            if let Some(ahead) = ahead {
+                ahead.abandon(shared);
+            }
+            Err(e)
         }
-        dispatch(shared, &run.id, early).await
+    }
+}
+
+/// Sends the steps of run `id` that leave while their turn's commit is in flight (`early`):
+/// their trip to a worker and back overlaps the commit. A result that beats the commit is held
+/// (see `Turning`), or turned ahead (see [`super::ahead`]).
+pub(super) async fn dispatch_early(shared: &Shared, id: &RunId, early: Vec<RemoteTask>) {
+    if early.is_empty() {
+        return;
+    }
+    // The write is queued (polled first); yielding once lets the store's writer, a task of its
+    // own, send it before the tasks take this thread. The commit then ends about when the first
+    // result is back, rather than after it.
+    tokio::task::yield_now().await;
+    dispatch(shared, id, early).await
+}
+
+/// Carries out what follows a turn's write of `run`: the cancellation it met, or the rest of
+/// the turn once `written`.
+async fn settle(
+    shared: &Shared,
+    run: &Run,
+    written: Result<Option<Committed>, crate::store::StoreError>,
+    with_result: Option<StepResult>,
+    after: AfterCommit,
+) -> Result<TurnEnd, crate::store::StoreError> {
+    let committed = match (written, with_result) {
+        (Ok(None), Some(result)) => return Ok(TurnEnd::Refused(Box::new(result))),
+        // The result is still applied, the ordinary way (which may well fail too).
+        (Err(e), Some(result)) => {
+            tracing::warn!(run_id = %run.id, error = %e, "a turn with a step result failed; recording the result alone");
+            return Ok(TurnEnd::Refused(Box::new(result)));
+        }
+        (written, result) => (written?, result),
     };
-    let (written, ()) = tokio::join!(write, send_early);
-    let committed = match (written?, &with_result) {
-        (None, Some(result)) => return Ok(TurnEnd::Refused(Box::new(result.clone()))),
-        (committed, _) => committed,
-    };
-    let Some(committed) = committed else {
+    let now = shared.clock.now();
+    let (Some(committed), with_result) = committed else {
         // Cancelled while the turn ran: finish the cancellation now that the turn is over.
         let patch = RunPatch {
             status: RunStatus::Cancelled,
@@ -293,7 +404,7 @@ async fn turn(
 /// - Nothing the turn records may differ when run again. A local step or a side effect (`now()`
 ///   included) would run again and return something else, and a new timer or signal wait could
 ///   be resolved by then. So the turn may add remote steps only.
-fn replays_alike(replayed: &History, commit: &TurnCommit) -> bool {
+pub(super) fn replays_alike(replayed: &History, commit: &TurnCommit) -> bool {
     replayed.checkpoints.iter().all(|c| c.status.is_resolved())
         && commit
             .checkpoints
@@ -343,7 +454,16 @@ impl AfterCommit {
     /// record), which may leave before it commits: if it never does, their results find no
     /// checkpoint and are dropped, and the run's next turn, which makes the same steps (see
     /// [`replays_alike`]), sends them again.
-    fn take_new_steps(&mut self, commit: &TurnCommit) -> Vec<RemoteTask> {
+    /// The history `commit` leaves its run suspended with, if it only appends and suspends:
+    /// what a result that arrives during the commit can be turned on (see [`super::ahead`]).
+    pub(super) fn projection(&self, commit: &TurnCommit) -> Option<History> {
+        match commit.outcome {
+            TurnOutcome::Suspend { .. } => self.appended.clone(),
+            _ => None,
+        }
+    }
+
+    pub(super) fn take_new_steps(&mut self, commit: &TurnCommit) -> Vec<RemoteTask> {
         let created = |seq: u32| {
             commit
                 .checkpoints
@@ -414,7 +534,7 @@ impl AfterCommit {
 /// Queues `tasks` of run `id`. A fan-out's tasks go out together (a multiplexed broker
 /// connection pipelines them); a failed dispatch is left to the redispatch loop, as the step's
 /// checkpoint is (or is about to be) on record.
-async fn dispatch(shared: &Shared, id: &RunId, tasks: Vec<RemoteTask>) {
+pub(super) async fn dispatch(shared: &Shared, id: &RunId, tasks: Vec<RemoteTask>) {
     let sends = tasks
         .into_iter()
         .map(|task| shared.transport.dispatch(task));

@@ -406,7 +406,7 @@ impl Engine {
         new.tags = original.tags.clone();
         new.search_attributes = original.search_attributes.clone();
         new.retry_of = Some(original.id.clone());
-        let run = self.create(new).await?;
+        let run = self.create(new, start::IdOrigin::Generated).await?;
         Ok(Control::Done(run))
     }
 
@@ -433,10 +433,10 @@ impl Engine {
     /// turn is planned and persisted with the insert (see [`start`]), or, if it cannot be
     /// planned, the run is inserted already claimed and its first turn starts here at once;
     /// otherwise the drive loop is poked.
-    async fn create(&self, new: NewRun) -> Result<Run, EngineError> {
+    async fn create(&self, new: NewRun, id: start::IdOrigin) -> Result<Run, EngineError> {
         let shared = &self.shared;
         let (new, slot) = match shared.try_turn_slot() {
-            Some(slot) => match start::with_first_turn(shared, new, slot).await? {
+            Some(slot) => match start::with_first_turn(shared, new, id, slot).await? {
                 start::Started::Run(run) => return Ok(run),
                 start::Started::Unplanned(new, slot) => (new, Some(slot)),
             },
@@ -474,11 +474,14 @@ impl Engine {
                 ));
             }
         };
-        let id = req.id.unwrap_or_else(RunId::generate);
+        let (id, origin) = match req.id {
+            Some(id) => (id, start::IdOrigin::Chosen),
+            None => (RunId::generate(), start::IdOrigin::Generated),
+        };
         let mut new = NewRun::top_level(id, namespace, &req.workflow, version, req.input);
         new.tags = req.tags;
         new.search_attributes = req.search_attributes;
-        let run = self.create(new).await?;
+        let run = self.create(new, origin).await?;
         Ok(run)
     }
 }

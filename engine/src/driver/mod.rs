@@ -2,6 +2,7 @@
 //! results (apply step results), redispatch (re-send steps whose dispatch was lost) and lease
 //! renewal, and the sweep that ends runs their drivers abandoned. Each loop is filtered on the engine's namespace; an operator engine filters nothing.
 
+mod ahead;
 mod drive;
 mod engine;
 mod guard;

@@ -11,9 +11,19 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::drive::{self, FirstTurn, TurnEnd};
 use super::shared::Shared;
+use super::{ahead, results};
 use crate::model::{Millis, Run, RunStatus, TenantEventKind};
 use crate::runtime::turn::{TurnInput, plan_turn};
 use crate::store::{Claim, History, NewRun, StoreError};
+
+/// Where a new run's id comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum IdOrigin {
+    /// Generated here: no run has it.
+    Generated,
+    /// Chosen by the caller (an idempotency key): a run may have it already.
+    Chosen,
+}
 
 /// How [`with_first_turn`] went.
 pub(super) enum Started {
@@ -29,6 +39,7 @@ pub(super) enum Started {
 pub(super) async fn with_first_turn(
     shared: &Arc<Shared>,
     new: NewRun,
+    id: IdOrigin,
     slot: OwnedSemaphorePermit,
 ) -> Result<Started, StoreError> {
     let Some(workflow) = shared.registry.get(&new.workflow, new.workflow_version) else {
@@ -52,32 +63,59 @@ pub(super) async fn with_first_turn(
     };
     let view = claimed(&new, &claim, now);
     let (commit, outgoing) = drive::plan(&view, decision, now, &shared.registry);
-    let (commit, after) =
+    let alike = drive::replays_alike(&History::default(), &commit);
+    let (commit, mut after) =
         drive::prepare(shared, &new.id, History::default(), commit, outgoing, now).await;
-    let created = shared
+    // A generated id is on no run yet, so the insert is not refused: the first steps may leave
+    // while it commits, as a turn's do (see `drive::replays_alike`). A caller's id may be taken,
+    // and a refused start must have sent nothing.
+    let early = if id == IdOrigin::Generated && shared.alone() && alike {
+        after.take_new_steps(&commit)
+    } else {
+        Vec::new()
+    };
+    let projected = after.projection(&commit);
+    // Listed before its steps leave, so a result that beats the insert is held, or turned
+    // ahead (see `super::turning`).
+    shared.turning.begin(&new.id);
+    let write = shared
         .store
-        .create_run_and_commit(new.clone(), &claim, commit, shared.clock.now())
-        .await?;
-    let Some(committed) = created else {
-        return Ok(Started::Unplanned(new, slot));
+        .create_run_and_commit(new.clone(), &claim, commit, shared.clock.now());
+    let ((created, ahead), ()) = tokio::join!(
+        ahead::while_writing(shared, &view, projected, write),
+        drive::dispatch_early(shared, &new.id, early)
+    );
+    let committed = match created {
+        Ok(Some(committed)) => committed,
+        refused => {
+            if let Some(ahead) = ahead {
+                ahead.abandon(shared);
+            }
+            results::apply_later(shared, shared.turning.end(&new.id));
+            return refused.map(|_| Started::Unplanned(new, slot));
+        }
     };
     let run = committed.run.clone();
     shared.emit(&run, TenantEventKind::RunStarted, None);
     // Its tenant heard of the run as the first turn left it: a run that only suspended is not
     // announced again.
-    match after.persisted(shared, &run, committed).await {
+    let end = after.persisted(shared, &run, committed).await;
+    match ahead::then(shared, &run.id, end, ahead) {
         // A timer already due: the run stays claimed and turns again at once.
         TurnEnd::Again(again) => {
             let (again, history) = *again;
-            drive::spawn_turns(
-                shared.clone(),
-                again,
-                FirstTurn::Claimed(Some(history)),
-                slot,
-            );
+            let first = FirstTurn::Claimed(Some(history));
+            drive::spawn_turns(shared.clone(), again, first, slot);
+        }
+        TurnEnd::Ahead(ahead) => {
+            let (now, planned) = *ahead;
+            let first = FirstTurn::Ahead(Box::new(planned));
+            drive::spawn_turns(shared.clone(), now, first, slot);
         }
         TurnEnd::Done | TurnEnd::Refused(_) => drop(slot),
     }
+    // After the turns above listed it again: what is held for the run now waits for them.
+    results::apply_later(shared, shared.turning.end(&run.id));
     Ok(Started::Run(run))
 }
 

@@ -21,8 +21,10 @@
 //! (see [`super::lease`]); until then, a peer that takes an early result reads, finds the step
 //! not on record, writes nothing, and tries again (see [`super::results`]).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
 
 use crate::model::{RunId, StepResult};
 
@@ -36,8 +38,11 @@ pub(crate) struct Turning {
 struct Entry {
     /// How many listings hold the run: a result being applied hands it to the turn it starts.
     listings: u32,
-    /// Results that arrived while the run was listed.
-    held: Vec<StepResult>,
+    /// Results that arrived while the run was listed, oldest first.
+    held: VecDeque<StepResult>,
+    /// Told of each result held, so a turn whose commit is in flight can take it at once (see
+    /// [`Turning::take_held`]).
+    arrived: Arc<Notify>,
 }
 
 impl Turning {
@@ -56,7 +61,8 @@ impl Turning {
         let mut runs = self.runs();
         let entry = runs.entry(result.run_id.clone()).or_default();
         if entry.listings > 0 {
-            entry.held.push(result);
+            entry.held.push_back(result);
+            entry.arrived.notify_one();
             return None;
         }
         entry.listings = 1;
@@ -74,7 +80,31 @@ impl Turning {
         if entry.listings > 0 {
             return Vec::new();
         }
-        runs.remove(id).map(|e| e.held).unwrap_or_default()
+        runs.remove(id).map(|e| e.held.into()).unwrap_or_default()
+    }
+
+    /// What tells of each result held for listed run `id` from now on (and of one held
+    /// before, if none was told yet); `None` if the run is not listed.
+    pub fn arrivals(&self, id: &RunId) -> Option<Arc<Notify>> {
+        self.runs().get(id).map(|e| e.arrived.clone())
+    }
+
+    /// Takes the oldest result held for `id`, for a turn of it to apply now.
+    pub fn take_held(&self, id: &RunId) -> Option<StepResult> {
+        self.runs().get_mut(id)?.held.pop_front()
+    }
+
+    /// Holds `result` again, ahead of the others (a turn took it, then could not apply it).
+    /// Its run must still be listed, as the caller's turn keeps it; otherwise the result is
+    /// handed back.
+    pub fn hold_again(&self, result: StepResult) -> Option<StepResult> {
+        match self.runs().get_mut(&result.run_id) {
+            Some(entry) if entry.listings > 0 => {
+                entry.held.push_front(result);
+                None
+            }
+            _ => Some(result),
+        }
     }
 
     /// The runs listed here, whose leases (if this engine holds them) must not lapse.
