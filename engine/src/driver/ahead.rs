@@ -8,13 +8,20 @@
 //! turn is persisted (with the result, as a sticky turn) as soon as the commit before it has
 //! landed: a run's commits stay one after the other, its steps no longer wait for them.
 //!
-//! The turn computed ahead is followed only if the commit before it left the run suspended
-//! with exactly the history it was computed on; the write that persists it is the sticky write,
-//! which the store refuses if anything moved the run since. Otherwise it is dropped and its
-//! result is applied the ordinary way, after the commit. Its early steps may then have left for
-//! nothing, which is the case `drive::replays_alike` already answers: they were computed from
-//! resolved history only, and the result they followed is applied unchanged, so the run's next
-//! turn makes the same steps at the same positions.
+//! The turn computed ahead is followed only if the commit before it parked the run suspended, so
+//! with exactly the history it was computed on (that commit only appended to what it replayed);
+//! the write that persists it is the sticky write, which the store refuses if anything moved the
+//! run since. Otherwise it is dropped and its result held again, ahead of any later one.
+//!
+//! Its early steps may then have left for nothing, and they were computed from a result whose
+//! step the dropped commit was to record. This is the case `drive::replays_alike` answers, as
+//! long as that result is the one applied to the step: the run's next turn makes the same step
+//! and the same steps after it. So the run's next turn takes the held result before any other:
+//! a refused write's own result is recorded and the run claimed for that turn with the run still
+//! listed (see `drive::spawn_turns`), and a turn takes what is held before it waits. Only if the
+//! store fails twice over is the result left to the ordinary path, which gives up on it within
+//! about a second and a half, long before the run's lease or the step's redispatch lets another
+//! turn make the step again.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,8 +34,6 @@ use crate::store::History;
 
 /// A turn computed while the commit before it was in flight, its early steps sent.
 pub(super) struct Ahead {
-    /// The history that commit was to leave, which the turn was computed on.
-    projected: History,
     planned: Planned,
 }
 
@@ -39,7 +44,7 @@ pub(super) struct Ahead {
 pub(super) async fn while_writing<T>(
     shared: &Arc<Shared>,
     run: &Run,
-    projected: Option<History>,
+    projected: Option<&History>,
     write: impl Future<Output = T>,
 ) -> (T, Option<Ahead>) {
     let arrivals = shared.turning.arrivals(&run.id);
@@ -48,27 +53,28 @@ pub(super) async fn while_writing<T>(
     };
     tokio::pin!(write);
     loop {
+        // Looked at before each wait: the wake-up keeps one permit, not one per result.
+        if let Some(result) = shared.turning.take_held(&run.id) {
+            // The write goes on meanwhile (a store may only queue it once it is polled).
+            let (written, ahead) =
+                tokio::join!(&mut write, turn_ahead(shared, run, projected, result));
+            return (written, ahead);
+        }
         tokio::select! {
             biased;
             written = &mut write => return (written, None),
-            () = arrivals.notified() => {
-                let Some(result) = shared.turning.take_held(&run.id) else {
-                    continue;
-                };
-                let ahead = turn_ahead(shared, run, projected, result).await;
-                return (write.await, ahead);
-            }
+            () = arrivals.notified() => {}
         }
     }
 }
 
 /// Computes the turn of `run` that `result` leads to from `projected`, and sends its early
 /// steps. `None` (with the result held again) when it cannot be turned ahead: not a completion,
-/// not a step the history waits for, or a workflow not turned here.
+/// not a step the history waits for, a workflow not turned here, or the engine stopping.
 async fn turn_ahead(
     shared: &Arc<Shared>,
     run: &Run,
-    projected: History,
+    projected: &History,
     result: StepResult,
 ) -> Option<Ahead> {
     let local = shared
@@ -89,7 +95,7 @@ async fn turn_ahead(
     match drive::compute(shared, run, Some(history), Some(result.clone())).await {
         Ok(mut planned) => {
             planned.send_early(shared, &run.id).await;
-            Some(Ahead { projected, planned })
+            Some(Ahead { planned })
         }
         Err(e) => {
             tracing::debug!(run_id = %run.id, error = %e, "could not turn a result ahead");
@@ -99,17 +105,22 @@ async fn turn_ahead(
     }
 }
 
-/// What follows a commit that `end`ed so, with the turn computed `ahead` of it, if any: that
-/// turn, if the commit left the run as it was computed on (see [`Ahead::follow`]); otherwise
-/// `end`, and the turn is dropped.
-pub(super) fn then(
+/// What follows a commit of run `id` that `end`ed so, with the turn computed `ahead` of it, if
+/// any: that turn, on the run as the commit left it, if the commit parked the run suspended
+/// (then with the history the turn was computed on, as the commit only appended to what it
+/// replayed); otherwise `end`, and the turn is dropped.
+pub(super) fn after_commit(
     shared: &Arc<Shared>,
     id: &RunId,
     end: TurnEnd,
     ahead: Option<Ahead>,
 ) -> TurnEnd {
     match (end, ahead) {
-        (TurnEnd::Done, Some(ahead)) => ahead.follow(shared, id),
+        (TurnEnd::Parked(run), Some(ahead)) => {
+            // The run moves on: its cached entry would be stale.
+            shared.sticky.take(id);
+            TurnEnd::Ahead(Box::new((*run, ahead.planned)))
+        }
         (end, Some(ahead)) => {
             ahead.abandon(shared);
             end
@@ -119,34 +130,11 @@ pub(super) fn then(
 }
 
 impl Ahead {
-    /// The turn to persist next, now that the commit before it landed: on the run as that
-    /// commit left it, if it left it suspended with the history the turn was computed on.
-    fn follow(self, shared: &Arc<Shared>, id: &RunId) -> TurnEnd {
-        match shared.sticky.take(id) {
-            Some(parked) if same_history(&parked.history, &self.projected) => {
-                TurnEnd::Ahead(Box::new((parked.run, self.planned)))
-            }
-            parked => {
-                if let Some(parked) = parked {
-                    shared.sticky.park(parked.run, parked.history);
-                }
-                self.abandon(shared);
-                TurnEnd::Done
-            }
-        }
-    }
-
     /// Drops the turn; its result is applied the ordinary way once the run's turn is over.
     pub(super) fn abandon(self, shared: &Arc<Shared>) {
-        drop_planned(shared, self.planned);
-    }
-}
-
-/// Drops a turn computed ahead that will not be persisted; its result is applied the ordinary
-/// way once the run's turn is over (or now, if that is over already).
-pub(super) fn drop_planned(shared: &Arc<Shared>, planned: Planned) {
-    if let Some(result) = planned.into_result() {
-        hold_again(shared, result);
+        if let Some(result) = self.planned.into_result() {
+            hold_again(shared, result);
+        }
     }
 }
 
@@ -156,14 +144,4 @@ fn hold_again(shared: &Arc<Shared>, result: StepResult) {
     if let Some(result) = shared.turning.hold_again(result) {
         super::results::apply_later(shared, vec![result]);
     }
-}
-
-/// Whether two histories hold the same checkpoints in the same states and the same signals.
-fn same_history(a: &History, b: &History) -> bool {
-    a.signals.len() == b.signals.len()
-        && a.checkpoints.len() == b.checkpoints.len()
-        && a.checkpoints
-            .iter()
-            .zip(&b.checkpoints)
-            .all(|(x, y)| x.seq == y.seq && x.status == y.status)
 }

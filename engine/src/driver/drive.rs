@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::guard::Outgoing;
+use super::results::{Recorded, record_claiming};
 use super::shared::Shared;
 use crate::model::{
     CheckpointKind, CheckpointStatus, Millis, RemoteTask, Run, RunId, RunStatus, StepResult,
@@ -96,7 +97,7 @@ pub(crate) enum FirstTurn {
     Claimed(Option<History>),
     /// The sticky fast path: the run is suspended as this engine left it; replay the cached
     /// history with `result` applied and persist both in one write. If the store refuses (the
-    /// run changed meanwhile), `result` is applied the ordinary way.
+    /// run changed meanwhile) or fails, `result` is applied the ordinary way.
     Sticky(History, StepResult),
     /// Computed while the commit before it was in flight (see [`super::ahead`]); the run is as
     /// that commit left it.
@@ -104,8 +105,9 @@ pub(crate) enum FirstTurn {
 }
 
 /// Executes turns of `run` until it stops being runnable: a run woken while its turn executed
-/// stays claimed and turns again at once. `slot` is held throughout, so shutdown can wait for
-/// it.
+/// stays claimed and turns again at once, a turn computed ahead of its commit follows it (see
+/// [`super::ahead`]), and a refused sticky write's result is recorded with the run claimed for
+/// its next turn here. `slot` is held throughout, so shutdown can wait for it.
 pub(crate) fn spawn_turns(
     shared: Arc<Shared>,
     run: Run,
@@ -128,7 +130,7 @@ pub(crate) fn spawn_turns(
             FirstTurn::Sticky(history, result) => (run, Persist::WithResult(history, result)),
             FirstTurn::Ahead(planned) => (run, Persist::Ahead(planned)),
         };
-        let refused = loop {
+        loop {
             match turn(&shared, &run, next).await {
                 // Shutting down: the lease is released and a restart resumes the run.
                 Ok(TurnEnd::Again(again)) if shared.is_accepting() => {
@@ -136,29 +138,39 @@ pub(crate) fn spawn_turns(
                     run = again;
                     next = Persist::Turn(Some(history));
                 }
+                // Persisted even when shutting down: its steps left already, and its slot is
+                // still held (no further turn is computed ahead then).
                 Ok(TurnEnd::Ahead(ahead)) => {
                     let (now, planned) = *ahead;
-                    if !shared.is_accepting() {
-                        super::ahead::drop_planned(&shared, planned);
-                        break None;
-                    }
                     run = now;
                     next = Persist::Ahead(Box::new(planned));
                 }
-                Ok(TurnEnd::Refused(result)) => break Some(result),
-                Ok(_) => break None,
+                // The result is recorded the ordinary way and the run claimed for its next turn
+                // here, with the run still listed: a result held meanwhile (one a turn computed
+                // ahead took, say) is applied by that turn before any result that arrives later,
+                // so steps sent ahead of the refused write stay consistent with what is recorded.
+                Ok(TurnEnd::Refused(result)) => {
+                    match record_claiming(&shared, *result, shared.is_accepting()).await {
+                        Recorded::Claimed(again, history) => {
+                            run = again;
+                            next = Persist::Turn(Some(history));
+                        }
+                        Recorded::Unapplied(late) => {
+                            tracing::debug!(run_id = %late.run_id, seq = late.seq, "ignored a late or duplicate step result");
+                            break;
+                        }
+                        Recorded::Applied | Recorded::Failed => break,
+                    }
+                }
+                Ok(_) => break,
                 Err(e) => {
                     tracing::warn!(run_id = %id, error = %e, "turn failed; the run is retried when its lease expires");
-                    break None;
+                    break;
                 }
             }
-        };
+        }
         // The run is parked now (if it suspended), so held results take the sticky path. They
         // are tracked before the slot is released: shutdown waits for every slot, then for them.
-        if let Some(refused) = refused {
-            let refused = super::results::apply_refused(shared.clone(), *refused);
-            shared.applying.spawn(refused);
-        }
         super::results::apply_later(&shared, shared.turning.end(&id));
         drop(slot);
     });
@@ -203,6 +215,9 @@ pub(super) enum TurnEnd {
     /// Persisted, and the run's next turn, computed while this one's commit was in flight, is
     /// ready to persist on the run as it is now.
     Ahead(Box<(Run, Planned)>),
+    /// Persisted, and the run suspended with the history this engine knows (it is parked in the
+    /// sticky cache): as it is now.
+    Parked(Box<Run>),
     /// Persisted, or the run was lost to cancellation or another driver.
     Done,
     /// The store refused a sticky turn; the result still has to be applied.
@@ -295,7 +310,6 @@ async fn persist_turn(
         after,
         early,
     } = planned;
-    let projected = after.projection(&commit);
     let now = shared.clock.now();
     let write = async {
         let claim = shared.claim();
@@ -313,11 +327,11 @@ async fn persist_turn(
     // back overlaps the commit. A result that beats the commit is held (see `Turning`), or
     // turned ahead.
     let ((written, ahead), ()) = tokio::join!(
-        super::ahead::while_writing(shared, run, projected, write),
+        super::ahead::while_writing(shared, run, after.projection(), write),
         dispatch_early(shared, &run.id, early)
     );
     match settle(shared, run, written, with_result, after).await {
-        Ok(end) => Ok(super::ahead::then(shared, &run.id, end, ahead)),
+        Ok(end) => Ok(super::ahead::after_commit(shared, &run.id, end, ahead)),
         Err(e) => {
             if let Some(ahead) = ahead {
                 ahead.abandon(shared);
@@ -416,7 +430,10 @@ pub(super) fn replays_alike(replayed: &History, commit: &TurnCommit) -> bool {
 /// it started and cancelled, and cache or re-turn the run.
 pub(super) struct AfterCommit {
     tasks: Vec<RemoteTask>,
+    /// The history after the commit, if it only appends to the one the turn replayed.
     appended: Option<History>,
+    /// Whether the commit suspends the run.
+    suspends: bool,
     children_started: Vec<RunId>,
     cancelled: Vec<RunId>,
 }
@@ -443,6 +460,7 @@ pub(super) async fn prepare(
     let after = AfterCommit {
         tasks,
         appended,
+        suspends: matches!(commit.outcome, TurnOutcome::Suspend { .. }),
         children_started,
         cancelled: commit.cancel_runs.clone(),
     };
@@ -450,19 +468,16 @@ pub(super) async fn prepare(
 }
 
 impl AfterCommit {
+    /// The history the commit leaves its run suspended with, if it only appends and suspends:
+    /// what a result that arrives during the commit can be turned on (see [`super::ahead`]).
+    pub(super) fn projection(&self) -> Option<&History> {
+        self.appended.as_ref().filter(|_| self.suspends)
+    }
+
     /// Takes out the tasks of the remote steps `commit` creates (not the retries of steps on
     /// record), which may leave before it commits: if it never does, their results find no
     /// checkpoint and are dropped, and the run's next turn, which makes the same steps (see
     /// [`replays_alike`]), sends them again.
-    /// The history `commit` leaves its run suspended with, if it only appends and suspends:
-    /// what a result that arrives during the commit can be turned on (see [`super::ahead`]).
-    pub(super) fn projection(&self, commit: &TurnCommit) -> Option<History> {
-        match commit.outcome {
-            TurnOutcome::Suspend { .. } => self.appended.clone(),
-            _ => None,
-        }
-    }
-
     pub(super) fn take_new_steps(&mut self, commit: &TurnCommit) -> Vec<RemoteTask> {
         let created = |seq: u32| {
             commit
@@ -492,6 +507,7 @@ impl AfterCommit {
             shared.announce_cancel(id).await;
         }
         // Cached before the dispatch, so that even the fastest result finds it.
+        let mut parked = false;
         let again = match (updated.status, history.or(self.appended)) {
             // Woken during the turn: still ours, and owed another turn.
             (RunStatus::Running, Some(history)) => Some(history),
@@ -500,6 +516,7 @@ impl AfterCommit {
                     shared.wake_by(at);
                 }
                 shared.sticky.park(updated.clone(), history);
+                parked = true;
                 None
             }
             _ => None,
@@ -527,7 +544,11 @@ impl AfterCommit {
         if !unchanged {
             shared.emit(&updated, TenantEventKind::for_status(updated.status), None);
         }
-        TurnEnd::Done
+        if parked {
+            TurnEnd::Parked(Box::new(updated))
+        } else {
+            TurnEnd::Done
+        }
     }
 }
 

@@ -72,6 +72,9 @@ pub enum EngineError {
     /// The engine was already started.
     #[error("the engine is already running")]
     AlreadyStarted,
+    /// The runtime stopped while the request was being carried out.
+    #[error("the engine is shutting down; try again once it is back")]
+    ShuttingDown,
 }
 
 /// What a control verb (cancel, retry, retry with input) did.
@@ -436,10 +439,24 @@ impl Engine {
     async fn create(&self, new: NewRun, id: start::IdOrigin) -> Result<Run, EngineError> {
         let shared = &self.shared;
         let (new, slot) = match shared.try_turn_slot() {
-            Some(slot) => match start::with_first_turn(shared, new, id, slot).await? {
-                start::Started::Run(run) => return Ok(run),
-                start::Started::Unplanned(new, slot) => (new, Some(slot)),
-            },
+            Some(slot) => {
+                // A task of its own, so that a caller that gives up (a client hanging up) cannot
+                // stop it halfway: once its first steps left, the start is carried through.
+                let shared = shared.clone();
+                let started =
+                    tokio::spawn(
+                        async move { start::with_first_turn(&shared, new, id, slot).await },
+                    )
+                    .await;
+                match started {
+                    Ok(started) => match started? {
+                        start::Started::Run(run) => return Ok(run),
+                        start::Started::Unplanned(new, slot) => (new, Some(slot)),
+                    },
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => return Err(EngineError::ShuttingDown),
+                }
+            }
             None => (new, None),
         };
         let claim = slot.as_ref().map(|_| shared.claim());

@@ -10,7 +10,7 @@ use super::drive::{FirstTurn, spawn_turns};
 use super::shared::Shared;
 use super::sticky::{Parked, with_result};
 use crate::model::{
-    CheckpointStatus, RunId, RunStatus, StepOutcome, StepResult, TenantEventKind, step_id,
+    CheckpointStatus, Run, RunId, RunStatus, StepOutcome, StepResult, TenantEventKind, step_id,
 };
 use crate::store::History;
 use crate::transport::Subscription;
@@ -234,7 +234,33 @@ async fn record(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> 
     // With a free turn slot, the run is claimed in the same write and its turn runs here at
     // once; otherwise the drive loop picks it up.
     let slot = shared.try_turn_slot();
-    let claim = slot.as_ref().map(|_| shared.claim());
+    match (record_claiming(shared, result, slot.is_some()).await, slot) {
+        (Recorded::Claimed(run, history), Some(slot)) => {
+            spawn_turns(shared.clone(), run, FirstTurn::Claimed(Some(history)), slot)
+        }
+        (Recorded::Unapplied(result), _) => return Some(result),
+        (Recorded::Claimed(..) | Recorded::Applied, _) => shared.wake.notify_one(),
+        (Recorded::Failed, _) => {}
+    }
+    None
+}
+
+/// What [`record_claiming`] did.
+pub(crate) enum Recorded {
+    /// Applied, and its run claimed here for a turn, which replays this history.
+    Claimed(Run, History),
+    /// Applied; the run is not claimed here.
+    Applied,
+    /// No checkpoint accepted it (it is late or a duplicate, or its step is not on record).
+    Unapplied(StepResult),
+    /// The store failed (logged); the step will be redispatched.
+    Failed,
+}
+
+/// Records a step result in the store and, if `claim`, claims its run for a turn here in the
+/// same write (the caller holds a turn slot for it).
+pub(crate) async fn record_claiming(shared: &Shared, result: StepResult, claim: bool) -> Recorded {
+    let claim = claim.then(|| shared.claim());
     match shared
         .store
         .apply_step_result(&result, shared.clock.now(), claim.as_ref())
@@ -247,20 +273,15 @@ async fn record(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> 
                 TenantEventKind::StepFailed
             };
             shared.emit(&applied.run, kind, Some(applied.checkpoint.seq));
-            match (slot, applied.claimed) {
-                (Some(slot), Some(history)) => spawn_turns(
-                    shared.clone(),
-                    applied.run,
-                    FirstTurn::Claimed(Some(history)),
-                    slot,
-                ),
-                _ => shared.wake.notify_one(),
+            match applied.claimed {
+                Some(history) => Recorded::Claimed(applied.run, history),
+                None => Recorded::Applied,
             }
         }
-        Ok(None) => return Some(result),
+        Ok(None) => Recorded::Unapplied(result),
         Err(e) => {
-            tracing::warn!(run_id = %result.run_id, seq = result.seq, error = %e, "could not record a step result; the step will be redispatched")
+            tracing::warn!(run_id = %result.run_id, seq = result.seq, error = %e, "could not record a step result; the step will be redispatched");
+            Recorded::Failed
         }
     }
-    None
 }

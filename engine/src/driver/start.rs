@@ -3,7 +3,8 @@
 //! A new run has no history, so its first turn can be computed before the run exists, as long
 //! as it runs no local step: a start that is then refused (its id exists) must have done
 //! nothing. The insert and the turn's commit are one write instead of two, and the run's first
-//! step goes out one commit sooner.
+//! step goes out one commit sooner. With an id generated here, which no run can have, the start
+//! is never refused, so the first steps leave while that write is in flight.
 
 use std::sync::Arc;
 
@@ -74,10 +75,16 @@ pub(super) async fn with_first_turn(
     } else {
         Vec::new()
     };
-    let projected = after.projection(&commit);
     // Listed before its steps leave, so a result that beats the insert is held, or turned
-    // ahead (see `super::turning`).
-    shared.turning.begin(&new.id);
+    // ahead (see `super::turning`). Only then: the id of a start that sends nothing early may
+    // be another run's, whose results are not this start's to take.
+    let listed = !early.is_empty();
+    let projected = if listed {
+        shared.turning.begin(&new.id);
+        after.projection()
+    } else {
+        None
+    };
     let write = shared
         .store
         .create_run_and_commit(new.clone(), &claim, commit, shared.clock.now());
@@ -91,7 +98,9 @@ pub(super) async fn with_first_turn(
             if let Some(ahead) = ahead {
                 ahead.abandon(shared);
             }
-            results::apply_later(shared, shared.turning.end(&new.id));
+            if listed {
+                results::apply_later(shared, shared.turning.end(&new.id));
+            }
             return refused.map(|_| Started::Unplanned(new, slot));
         }
     };
@@ -100,7 +109,7 @@ pub(super) async fn with_first_turn(
     // Its tenant heard of the run as the first turn left it: a run that only suspended is not
     // announced again.
     let end = after.persisted(shared, &run, committed).await;
-    match ahead::then(shared, &run.id, end, ahead) {
+    match ahead::after_commit(shared, &run.id, end, ahead) {
         // A timer already due: the run stays claimed and turns again at once.
         TurnEnd::Again(again) => {
             let (again, history) = *again;
@@ -112,10 +121,18 @@ pub(super) async fn with_first_turn(
             let first = FirstTurn::Ahead(Box::new(planned));
             drive::spawn_turns(shared.clone(), now, first, slot);
         }
-        TurnEnd::Done | TurnEnd::Refused(_) => drop(slot),
+        TurnEnd::Refused(result) => {
+            drop(slot);
+            shared
+                .applying
+                .spawn(results::apply_refused(shared.clone(), *result));
+        }
+        TurnEnd::Parked(_) | TurnEnd::Done => drop(slot),
     }
     // After the turns above listed it again: what is held for the run now waits for them.
-    results::apply_later(shared, shared.turning.end(&run.id));
+    if listed {
+        results::apply_later(shared, shared.turning.end(&run.id));
+    }
     Ok(Started::Run(run))
 }
 

@@ -2,8 +2,9 @@
 //!
 //! A run is listed here while one of its turns executes (its lease is then renewed) and while a
 //! result of it is being applied. A result that arrives for a listed run is held, and applied
-//! once the run is no longer listed, so nothing this engine does to a run races with anything
-//! else it does to it:
+//! once the run is no longer listed, or taken by the run's turn while its commit is in flight
+//! (see `super::ahead`), so nothing this engine does to a run races with anything else it does
+//! to it:
 //!
 //! - When no other control plane shares the store, and the turn would make the same steps if
 //!   it were computed again (see `drive::replays_alike`), a turn's new remote steps leave while
@@ -83,8 +84,9 @@ impl Turning {
         runs.remove(id).map(|e| e.held.into()).unwrap_or_default()
     }
 
-    /// What tells of each result held for listed run `id` from now on (and of one held
-    /// before, if none was told yet); `None` if the run is not listed.
+    /// What tells of results held for listed run `id`; `None` if the run is not listed. It
+    /// keeps one wake-up, not one per result, so a waiter looks at what is held (see
+    /// [`Turning::take_held`]) before each wait.
     pub fn arrivals(&self, id: &RunId) -> Option<Arc<Notify>> {
         self.runs().get(id).map(|e| e.arrived.clone())
     }
