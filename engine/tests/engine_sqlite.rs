@@ -11,7 +11,7 @@ use std::time::Duration;
 use durable::driver::EngineError;
 use durable::driver::StartRun;
 use durable::model::{
-    CheckpointKind, CheckpointStatus, Namespace, Run, RunStatus, Scope, TenantEvent,
+    Checkpoint, CheckpointKind, CheckpointStatus, Namespace, Run, RunStatus, Scope, TenantEvent,
     TenantEventKind,
 };
 use durable::prelude::*;
@@ -266,20 +266,9 @@ async fn early_dispatch_case(peer: Peer, path: Path) {
     if peer == Peer::First {
         peers.push(start_peer(&db).await);
     }
-    let first_running = Arc::new(tokio::sync::Notify::new());
-    let release_first = Arc::new(tokio::sync::Notify::new());
     let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
     let mut r = Registry::new();
-    let (running, release, count) = (first_running.clone(), release_first.clone(), ran.clone());
-    r.step("first", move |_ctx: StepContext, n: i64| {
-        let (running, release, count) = (running.clone(), release.clone(), count.clone());
-        async move {
-            count[0].fetch_add(1, Ordering::SeqCst);
-            running.notify_one();
-            release.notified().await;
-            Ok::<_, StepError>(n + 1)
-        }
-    });
+    let (first_running, release_first) = held_first_step(&mut r, &ran);
     let count = ran.clone();
     r.step("second", move |_ctx: StepContext, n: i64| {
         let count = count.clone();
@@ -307,18 +296,7 @@ async fn early_dispatch_case(peer: Peer, path: Path) {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let run = h.start_run("early", json!(1)).await;
-    tokio::time::timeout(Duration::from_secs(10), first_running.notified())
-        .await
-        .expect("the first step runs");
-
-    // From here until the rollback, no write to the database can commit.
-    let lock = rusqlite::Connection::open(&db).expect("open");
-    lock.execute_batch("BEGIN IMMEDIATE").expect("write lock");
-    release_first.notify_one();
-    let deadline = std::time::Instant::now() + Duration::from_millis(300);
-    while ran[1].load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let lock = lock_after_first_step(&db, &first_running, &release_first, &ran[1], 300).await;
     let on_record = h
         .store
         .checkpoints(&Scope::All, &run.id)
@@ -343,15 +321,8 @@ async fn early_dispatch_case(peer: Peer, path: Path) {
             "the second step left while its turn's commit waited"
         );
     }
-    lock.execute_batch("ROLLBACK").expect("unlock");
-
-    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    let (done, cps) = unlock_and_complete(lock, &h.store, &run.id).await;
     assert_eq!(done.output, Some(json!(20)));
-    let cps = h
-        .store
-        .checkpoints(&Scope::All, &run.id)
-        .await
-        .expect("checkpoints");
     let steps: Vec<_> = cps
         .iter()
         .filter(|c| c.kind == CheckpointKind::RemoteStep)
@@ -371,19 +342,29 @@ async fn early_dispatch_case(peer: Peer, path: Path) {
     }
 }
 
-/// A result that arrives while the commit of the turn that sent its step is in flight is turned
-/// at once, on the history that commit will leave: with SQLite's write lock held from the first
-/// step's end, the second step leaves early, its result comes back before anything commits, and
-/// the third step runs too. Once the lock is released, the commits land one after the other and
-/// the run completes with each step run once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_result_that_beats_its_turns_commit_is_turned_ahead() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let db = dir.path().join("db");
+/// Releases the write `lock` and waits for run `id` to complete: the run and its checkpoints.
+async fn unlock_and_complete(
+    lock: rusqlite::Connection,
+    store: &Arc<dyn Store>,
+    id: &RunId,
+) -> (Run, Vec<Checkpoint>) {
+    lock.execute_batch("ROLLBACK").expect("unlock");
+    let done = wait_for(store, id, RunStatus::Completed).await;
+    let cps = store
+        .checkpoints(&Scope::All, id)
+        .await
+        .expect("checkpoints");
+    (done, cps)
+}
+
+/// Registers step `first`, which counts its runs in `ran[0]`, tells the first returned `Notify`
+/// that it runs, and waits for the second before it returns its input plus one.
+fn held_first_step<const N: usize>(
+    r: &mut Registry,
+    ran: &Arc<[AtomicU32; N]>,
+) -> (Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
     let first_running = Arc::new(tokio::sync::Notify::new());
     let release_first = Arc::new(tokio::sync::Notify::new());
-    let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)]);
-    let mut r = Registry::new();
     let (running, release, count) = (first_running.clone(), release_first.clone(), ran.clone());
     r.step("first", move |_ctx: StepContext, n: i64| {
         let (running, release, count) = (running.clone(), release.clone(), count.clone());
@@ -394,7 +375,17 @@ async fn a_result_that_beats_its_turns_commit_is_turned_ahead() {
             Ok::<_, StepError>(n + 1)
         }
     });
-    for (i, name) in [(1, "second"), (2, "third")] {
+    (first_running, release_first)
+}
+
+/// Registers each `(i, name)` of `steps` as a step that counts its runs in `ran[i]` and returns
+/// its input times ten.
+fn counted_steps<const N: usize>(
+    r: &mut Registry,
+    ran: &Arc<[AtomicU32; N]>,
+    steps: &[(usize, &'static str)],
+) {
+    for &(i, name) in steps {
         let count = ran.clone();
         r.step(name, move |_ctx: StepContext, n: i64| {
             let count = count.clone();
@@ -404,6 +395,44 @@ async fn a_result_that_beats_its_turns_commit_is_turned_ahead() {
             }
         });
     }
+}
+
+/// Waits for the first step to run, then takes SQLite's write lock on `db` (from then until the
+/// returned connection rolls back, no write can commit), lets the step end, and waits up to
+/// `within_ms` for the step counted by `last` to run.
+async fn lock_after_first_step(
+    db: &std::path::Path,
+    first_running: &tokio::sync::Notify,
+    release_first: &tokio::sync::Notify,
+    last: &AtomicU32,
+    within_ms: u64,
+) -> rusqlite::Connection {
+    tokio::time::timeout(Duration::from_secs(10), first_running.notified())
+        .await
+        .expect("the first step runs");
+    let lock = rusqlite::Connection::open(db).expect("open");
+    lock.execute_batch("BEGIN IMMEDIATE").expect("write lock");
+    release_first.notify_one();
+    let deadline = std::time::Instant::now() + Duration::from_millis(within_ms);
+    while last.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    lock
+}
+
+/// A result that arrives while the commit of the turn that sent its step is in flight is turned
+/// at once, on the history that commit will leave: with SQLite's write lock held from the first
+/// step's end, the second step leaves early, its result comes back before anything commits, and
+/// the third step runs too. Once the lock is released, the commits land one after the other and
+/// the run completes with each step run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_beats_its_turns_commit_is_turned_ahead() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("db");
+    let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)]);
+    let mut r = Registry::new();
+    let (first_running, release_first) = held_first_step(&mut r, &ran);
+    counted_steps(&mut r, &ran, &[(1, "second"), (2, "third")]);
     r.workflow("ahead", 1, |ctx: WorkflowContext, n: i64| async move {
         let a: i64 = ctx.step("first", &n).await?;
         let b: i64 = ctx.step("second", &a).await?;
@@ -412,18 +441,7 @@ async fn a_result_that_beats_its_turns_commit_is_turned_ahead() {
     });
     let h = start(store_at(&db).await, r).await;
     let run = h.start_run("ahead", json!(1)).await;
-    tokio::time::timeout(Duration::from_secs(10), first_running.notified())
-        .await
-        .expect("the first step runs");
-
-    // From here until the rollback, no write to the database can commit.
-    let lock = rusqlite::Connection::open(&db).expect("open");
-    lock.execute_batch("BEGIN IMMEDIATE").expect("write lock");
-    release_first.notify_one();
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while ran[2].load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let lock = lock_after_first_step(&db, &first_running, &release_first, &ran[2], 2000).await;
     let on_record = h
         .store
         .checkpoints(&Scope::All, &run.id)
@@ -443,15 +461,8 @@ async fn a_result_that_beats_its_turns_commit_is_turned_ahead() {
         [1, 1, 1],
         "the second step's result was turned before its turn's commit, and the third step left"
     );
-    lock.execute_batch("ROLLBACK").expect("unlock");
-
-    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    let (done, cps) = unlock_and_complete(lock, &h.store, &run.id).await;
     assert_eq!(done.output, Some(json!(200)));
-    let cps = h
-        .store
-        .checkpoints(&Scope::All, &run.id)
-        .await
-        .expect("checkpoints");
     assert_eq!(
         cps.iter()
             .map(|c| (c.kind, c.status, c.output.clone()))
@@ -489,16 +500,7 @@ async fn start_under_lock(id: Option<RunId>) {
     let db = dir.path().join("db");
     let ran = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
     let mut r = Registry::new();
-    for (i, name) in ["first", "second"].into_iter().enumerate() {
-        let count = ran.clone();
-        r.step(name, move |_ctx: StepContext, n: i64| {
-            let count = count.clone();
-            async move {
-                count[i].fetch_add(1, Ordering::SeqCst);
-                Ok::<_, StepError>(n * 10)
-            }
-        });
-    }
+    counted_steps(&mut r, &ran, &[(0, "first"), (1, "second")]);
     r.workflow("two-local", 1, |ctx: WorkflowContext, n: i64| async move {
         let a: i64 = ctx.step("first", &n).await?;
         let b: i64 = ctx.step("second", &a).await?;

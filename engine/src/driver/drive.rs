@@ -151,7 +151,8 @@ pub(crate) fn spawn_turns(
                 // so steps sent ahead of the refused write stay consistent with what is recorded.
                 Ok(TurnEnd::Refused(result)) => {
                     match record_claiming(&shared, *result, shared.is_accepting()).await {
-                        Recorded::Claimed(again, history) => {
+                        Recorded::Claimed(claimed) => {
+                            let (again, history) = *claimed;
                             run = again;
                             next = Persist::Turn(Some(history));
                         }

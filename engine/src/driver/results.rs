@@ -235,7 +235,8 @@ async fn record(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> 
     // once; otherwise the drive loop picks it up.
     let slot = shared.try_turn_slot();
     match (record_claiming(shared, result, slot.is_some()).await, slot) {
-        (Recorded::Claimed(run, history), Some(slot)) => {
+        (Recorded::Claimed(claimed), Some(slot)) => {
+            let (run, history) = *claimed;
             spawn_turns(shared.clone(), run, FirstTurn::Claimed(Some(history)), slot)
         }
         (Recorded::Unapplied(result), _) => return Some(result),
@@ -248,7 +249,7 @@ async fn record(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> 
 /// What [`record_claiming`] did.
 pub(crate) enum Recorded {
     /// Applied, and its run claimed here for a turn, which replays this history.
-    Claimed(Run, History),
+    Claimed(Box<(Run, History)>),
     /// Applied; the run is not claimed here.
     Applied,
     /// No checkpoint accepted it (it is late or a duplicate, or its step is not on record).
@@ -274,7 +275,7 @@ pub(crate) async fn record_claiming(shared: &Shared, result: StepResult, claim: 
             };
             shared.emit(&applied.run, kind, Some(applied.checkpoint.seq));
             match applied.claimed {
-                Some(history) => Recorded::Claimed(applied.run, history),
+                Some(history) => Recorded::Claimed(Box::new((applied.run, history))),
                 None => Recorded::Applied,
             }
         }

@@ -4,7 +4,8 @@
 //! as it runs no local step: a start that is then refused (its id exists) must have done
 //! nothing. The insert and the turn's commit are one write instead of two, and the run's first
 //! step goes out one commit sooner. With an id generated here, which no run can have, the start
-//! is never refused, so the first steps leave while that write is in flight.
+//! is never refused, so the first steps leave while that write is in flight (if it fails
+//! instead, their results find no run and are dropped, and the caller hears the error).
 
 use std::sync::Arc;
 
