@@ -21,6 +21,10 @@ pub enum ApiError {
     /// The request conflicts with the run's state; the message says how.
     #[error("{0}")]
     Conflict(String),
+    /// The server cannot carry the request out now (it is shutting down); the message says
+    /// what the caller should check before trying again.
+    #[error("{0}")]
+    Unavailable(String),
     /// A failure on our side.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -33,6 +37,7 @@ impl ApiError {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request"),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not-found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }

@@ -15,13 +15,19 @@
 //!
 //! Its early steps may then have left for nothing, and they were computed from a result whose
 //! step the dropped commit was to record. This is the case `drive::replays_alike` answers, as
-//! long as that result is the one applied to the step: the run's next turn makes the same step
-//! and the same steps after it. So the run's next turn takes the held result before any other:
-//! a refused write's own result is recorded and the run claimed for that turn with the run still
-//! listed (see `drive::spawn_turns`), and a turn takes what is held before it waits. Only if the
-//! store fails twice over is the result left to the ordinary path, which gives up on it within
-//! about a second and a half, long before the run's lease or the step's redispatch lets another
-//! turn make the step again.
+//! long as that result is the one applied to the step: the run's next turn then makes the same
+//! step and the same steps after it. So the run's next turn takes the held result before any
+//! other: a refused write's own result is recorded and the run, if suspended, claimed for that
+//! turn with the run still listed (see `drive::spawn_turns`); a turn takes what is held before
+//! it waits; and held results are applied in order once the run's turns are over.
+//!
+//! What this does not cover is a turn that never comes: a store that fails the record too, or
+//! a run another turn moved meanwhile. Then the held result takes the ordinary path, which
+//! gives it up within about a second and a half if its step is still not on record, and a step
+//! sent ahead whose result comes back after another turn made a step at its position (after a
+//! lease expiry, a redispatch or a restart) would be applied to that step. That is the hazard
+//! every step sent before its commit already carries; a dispatch id that our workers echo would
+//! close it (see bench/README.md, session 16).
 
 use std::future::Future;
 use std::sync::Arc;

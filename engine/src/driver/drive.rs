@@ -106,8 +106,8 @@ pub(crate) enum FirstTurn {
 
 /// Executes turns of `run` until it stops being runnable: a run woken while its turn executed
 /// stays claimed and turns again at once, a turn computed ahead of its commit follows it (see
-/// [`super::ahead`]), and a refused sticky write's result is recorded with the run claimed for
-/// its next turn here. `slot` is held throughout, so shutdown can wait for it.
+/// [`super::ahead`]), and a refused sticky write's result is recorded with the run (if
+/// suspended) claimed for its next turn here. `slot` is held throughout, so shutdown can wait for it.
 pub(crate) fn spawn_turns(
     shared: Arc<Shared>,
     run: Run,
@@ -145,14 +145,20 @@ pub(crate) fn spawn_turns(
                     run = now;
                     next = Persist::Ahead(Box::new(planned));
                 }
-                // The result is recorded the ordinary way and the run claimed for its next turn
-                // here, with the run still listed: a result held meanwhile (one a turn computed
-                // ahead took, say) is applied by that turn before any result that arrives later,
-                // so steps sent ahead of the refused write stay consistent with what is recorded.
+                // The result is recorded the ordinary way and, if the run is suspended, it is
+                // claimed for its next turn here with the run still listed: a result held
+                // meanwhile (one a turn computed ahead took, say) is applied by that turn before
+                // any result that arrives later, so steps sent ahead of the refused write stay
+                // consistent with what is recorded.
+                // Claimed during shutdown too, as this slot is still held: the turn writes the
+                // step a turn computed ahead of the refused write took a result of.
                 Ok(TurnEnd::Refused(result)) => {
-                    match record_claiming(&shared, *result, shared.is_accepting()).await {
+                    match record_claiming(&shared, *result, true).await {
                         Recorded::Claimed(claimed) => {
                             let (again, history) = *claimed;
+                            if !again.error.as_ref().is_some_and(parked_by_guard) {
+                                shared.emit(&again, TenantEventKind::RunRunning, None);
+                            }
                             run = again;
                             next = Persist::Turn(Some(history));
                         }
@@ -221,7 +227,7 @@ pub(super) enum TurnEnd {
     Parked(Box<Run>),
     /// Persisted, or the run was lost to cancellation or another driver.
     Done,
-    /// The store refused a sticky turn; the result still has to be applied.
+    /// The store refused (or failed) a sticky turn; the result still has to be applied.
     Refused(Box<StepResult>),
 }
 

@@ -72,8 +72,11 @@ pub enum EngineError {
     /// The engine was already started.
     #[error("the engine is already running")]
     AlreadyStarted,
-    /// The runtime stopped while the request was being carried out.
-    #[error("the engine is shutting down; try again once it is back")]
+    /// The runtime stopped while the request was being carried out, which may have taken
+    /// effect.
+    #[error(
+        "the engine shut down while starting the run, which may have started: list the runs (or start it with an id, which is refused if it exists) before trying again"
+    )]
     ShuttingDown,
 }
 

@@ -57,7 +57,7 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
     let mut result = result;
     let mut waits = EARLY_RESULT_WAITS.into_iter();
     loop {
-        let early = match apply_once(&shared, result, true).await {
+        let early = match apply_once(&shared, result).await {
             Tried::Applied => return,
             Tried::NotOnRecord(early) => early,
             Tried::Unapplied(unapplied) => {
@@ -98,31 +98,16 @@ enum Tried {
     Unapplied(StepResult),
 }
 
-/// Applies a result the sticky path refused: recorded in the store, never turned sticky again
-/// (whatever refused it, a wake flag say, may still stand).
-pub(crate) async fn apply_refused(shared: Arc<Shared>, result: StepResult) {
-    if let Tried::Unapplied(late) | Tried::NotOnRecord(late) =
-        apply_once(&shared, result, false).await
-    {
-        tracing::debug!(run_id = %late.run_id, seq = late.seq, "ignored a late or duplicate step result");
-    }
-}
-
 /// Applies one step result with its run listed here (see [`super::turning`]; a result that
-/// arrives for a listed run is held and applied after): on the sticky path if `sticky` and
-/// the run is suspended with a turn slot free (see [`sticky_turn`]), else recorded in the
-/// store, which claims the run for a turn here when a slot is free.
-async fn apply_once(shared: &Arc<Shared>, result: StepResult, sticky: bool) -> Tried {
+/// arrives for a listed run is held and applied after): on the sticky path if the run is
+/// suspended with a turn slot free (see [`sticky_turn`]), else recorded in the store, which
+/// claims the run for a turn here when a slot is free.
+async fn apply_once(shared: &Arc<Shared>, result: StepResult) -> Tried {
     let id = result.run_id.clone();
     let Some(result) = shared.turning.begin_applying(result) else {
         return Tried::Applied;
     };
-    let taken = if sticky {
-        sticky_turn(shared, result).await
-    } else {
-        Sticky::Declined(result)
-    };
-    let tried = match taken {
+    let tried = match sticky_turn(shared, result).await {
         Sticky::Turned => Tried::Applied,
         Sticky::NotOnRecord(result) => Tried::NotOnRecord(result),
         Sticky::Declined(result) => match record(shared, result).await {
@@ -134,11 +119,19 @@ async fn apply_once(shared: &Arc<Shared>, result: StepResult, sticky: bool) -> T
     tried
 }
 
-/// Applies `held` results, each in a task of its own that shutdown waits for.
+/// Applies `held` results of one run, in their order (the first may be one a turn took and
+/// held again, which must be applied before a later result of the same step), in a task that
+/// shutdown waits for.
 pub(crate) fn apply_later(shared: &Arc<Shared>, held: Vec<StepResult>) {
-    for result in held {
-        shared.applying.spawn(apply(shared.clone(), result));
+    if held.is_empty() {
+        return;
     }
+    let shared = shared.clone();
+    shared.clone().applying.spawn(async move {
+        for result in held {
+            apply(shared.clone(), result).await;
+        }
+    });
 }
 
 /// What the sticky path did with a result.

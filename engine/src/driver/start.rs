@@ -124,9 +124,7 @@ pub(super) async fn with_first_turn(
         }
         TurnEnd::Refused(result) => {
             drop(slot);
-            shared
-                .applying
-                .spawn(results::apply_refused(shared.clone(), *result));
+            results::apply_later(shared, vec![*result]);
         }
         TurnEnd::Parked(_) | TurnEnd::Done => drop(slot),
     }

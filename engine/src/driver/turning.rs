@@ -98,7 +98,7 @@ impl Turning {
 
     /// Holds `result` again, ahead of the others (a turn took it, then could not apply it).
     /// Its run must still be listed, as the caller's turn keeps it; otherwise the result is
-    /// handed back.
+    /// handed back. Nobody is told: a turn of the run looks at what is held before it waits.
     pub fn hold_again(&self, result: StepResult) -> Option<StepResult> {
         match self.runs().get_mut(&result.run_id) {
             Some(entry) if entry.listings > 0 => {

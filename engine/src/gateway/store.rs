@@ -29,6 +29,7 @@ impl From<EngineError> for Refusal {
     fn from(e: EngineError) -> Self {
         let code = match e {
             EngineError::UnknownWorkflow(..) => Some("bad-request"),
+            EngineError::ShuttingDown => Some("unavailable"),
             _ => None,
         };
         Refusal {

@@ -100,6 +100,7 @@ async fn start_run(
             EngineError::Store(durable::store::StoreError::Conflict(_)) => ApiError::BadRequest(
                 "a run with this id already exists; pick another id or omit it".into(),
             ),
+            EngineError::ShuttingDown => ApiError::Unavailable(e.to_string()),
             other => internal(other),
         })?;
     Ok((StatusCode::CREATED, Json(run)))
