@@ -107,7 +107,8 @@ pub(crate) enum FirstTurn {
 /// Executes turns of `run` until it stops being runnable: a run woken while its turn executed
 /// stays claimed and turns again at once, a turn computed ahead of its commit follows it (see
 /// [`super::ahead`]), and a refused sticky write's result is recorded with the run (if
-/// suspended) claimed for its next turn here. `slot` is held throughout, so shutdown can wait for it.
+/// suspended) claimed for its next turn here. `slot` is held throughout, so shutdown can wait
+/// for it.
 pub(crate) fn spawn_turns(
     shared: Arc<Shared>,
     run: Run,
@@ -149,9 +150,8 @@ pub(crate) fn spawn_turns(
                 // claimed for its next turn here with the run still listed: a result held
                 // meanwhile (one a turn computed ahead took, say) is applied by that turn before
                 // any result that arrives later, so steps sent ahead of the refused write stay
-                // consistent with what is recorded.
-                // Claimed during shutdown too, as this slot is still held: the turn writes the
-                // step a turn computed ahead of the refused write took a result of.
+                // consistent with what is recorded. Claimed during shutdown too, as this slot
+                // is still held.
                 Ok(TurnEnd::Refused(result)) => {
                     match record_claiming(&shared, *result, true).await {
                         Recorded::Claimed(claimed) => {
