@@ -38,23 +38,20 @@ use super::sticky::with_result;
 use crate::model::{Run, RunId, StepOutcome, StepResult};
 use crate::store::History;
 
-/// A turn computed while the commit before it was in flight, its early steps sent.
-pub(super) struct Ahead {
-    planned: Planned,
-}
-
 /// Awaits `write`, the commit of a turn of `run` that leaves it suspended with `projected`
 /// history (`None` if it does not). A result of the run held meanwhile (see
-/// [`super::turning`]) is turned ahead on `projected`, and its turn's early steps leave before
-/// the write is done.
+/// [`super::turning`]) is turned ahead on `projected`: the turn it leads to is returned, its
+/// early steps sent before the write is done.
 pub(super) async fn while_writing<T>(
     shared: &Arc<Shared>,
     run: &Run,
     projected: Option<&History>,
     write: impl Future<Output = T>,
-) -> (T, Option<Ahead>) {
-    let arrivals = shared.turning.arrivals(&run.id);
-    let (Some(projected), Some(arrivals)) = (projected, arrivals) else {
+) -> (T, Option<Planned>) {
+    let Some(projected) = projected else {
+        return (write.await, None);
+    };
+    let Some(arrivals) = shared.turning.arrivals(&run.id) else {
         return (write.await, None);
     };
     tokio::pin!(write);
@@ -82,7 +79,7 @@ async fn turn_ahead(
     run: &Run,
     projected: &History,
     result: StepResult,
-) -> Option<Ahead> {
+) -> Option<Planned> {
     let local = shared
         .registry
         .get(&run.workflow, run.workflow_version)
@@ -97,18 +94,9 @@ async fn turn_ahead(
         hold_again(shared, result);
         return None;
     };
-    // With the history given and the workflow registered here, nothing is read from the store.
-    match drive::compute(shared, run, Some(history), Some(result.clone())).await {
-        Ok(mut planned) => {
-            planned.send_early(shared, &run.id).await;
-            Some(Ahead { planned })
-        }
-        Err(e) => {
-            tracing::debug!(run_id = %run.id, error = %e, "could not turn a result ahead");
-            hold_again(shared, result);
-            None
-        }
-    }
+    let mut planned = drive::compute(shared, run, history, Some(result)).await;
+    planned.send_early(shared, &run.id).await;
+    Some(planned)
 }
 
 /// What follows a commit of run `id` that `end`ed so, with the turn computed `ahead` of it, if
@@ -119,28 +107,27 @@ pub(super) fn after_commit(
     shared: &Arc<Shared>,
     id: &RunId,
     end: TurnEnd,
-    ahead: Option<Ahead>,
+    ahead: Option<Planned>,
 ) -> TurnEnd {
     match (end, ahead) {
         (TurnEnd::Parked(run), Some(ahead)) => {
             // The run moves on: its cached entry would be stale.
             shared.sticky.take(id);
-            TurnEnd::Ahead(Box::new((*run, ahead.planned)))
+            TurnEnd::Ahead(Box::new((*run, ahead)))
         }
         (end, Some(ahead)) => {
-            ahead.abandon(shared);
+            abandon(shared, ahead);
             end
         }
         (end, None) => end,
     }
 }
 
-impl Ahead {
-    /// Drops the turn; its result is applied the ordinary way once the run's turn is over.
-    pub(super) fn abandon(self, shared: &Arc<Shared>) {
-        if let Some(result) = self.planned.into_result() {
-            hold_again(shared, result);
-        }
+/// Drops a turn computed ahead; its result is applied the ordinary way once the run's turn is
+/// over.
+pub(super) fn abandon(shared: &Arc<Shared>, ahead: Planned) {
+    if let Some(result) = ahead.into_result() {
+        hold_again(shared, result);
     }
 }
 

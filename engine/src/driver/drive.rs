@@ -238,30 +238,28 @@ async fn turn(
     persist: Persist,
 ) -> Result<TurnEnd, crate::store::StoreError> {
     let planned = match persist {
-        Persist::Turn(history) => compute(shared, run, history, None).await?,
-        Persist::WithResult(history, result) => {
-            compute(shared, run, Some(history), Some(result)).await?
+        Persist::Turn(Some(history)) => compute(shared, run, history, None).await,
+        Persist::Turn(None) => {
+            let history = History {
+                checkpoints: shared.store.checkpoints(&shared.scope, &run.id).await?,
+                signals: shared.store.buffered_signals(&run.id).await?,
+            };
+            compute(shared, run, history, None).await
         }
+        Persist::WithResult(history, result) => compute(shared, run, history, Some(result)).await,
         Persist::Ahead(planned) => *planned,
     };
     persist_turn(shared, run, planned).await
 }
 
-/// Computes a turn of `run` replaying `history` (read here when `None`), with `with_result`
-/// (already applied to `history`) to persist along, and screens what it sends.
+/// Computes a turn of `run` replaying `history`, with `with_result` (already applied to
+/// `history`) to persist along, and screens what it sends.
 pub(super) async fn compute(
     shared: &Shared,
     run: &Run,
-    history: Option<History>,
+    history: History,
     with_result: Option<StepResult>,
-) -> Result<Planned, crate::store::StoreError> {
-    let history = match history {
-        Some(history) => history,
-        None => History {
-            checkpoints: shared.store.checkpoints(&shared.scope, &run.id).await?,
-            signals: shared.store.buffered_signals(&run.id).await?,
-        },
-    };
+) -> Planned {
     // What the turn replays; after a commit that only appends, the history it suspends with is
     // this plus the new checkpoints, and the store does not read it back.
     let replayed = history.clone();
@@ -296,12 +294,12 @@ pub(super) async fn compute(
     } else {
         Vec::new()
     };
-    Ok(Planned {
+    Planned {
         with_result,
         commit,
         after,
         early,
-    })
+    }
 }
 
 /// Persists a computed turn of `run` and carries out what follows its commit. A result of the
@@ -341,7 +339,7 @@ async fn persist_turn(
         Ok(end) => Ok(super::ahead::after_commit(shared, &run.id, end, ahead)),
         Err(e) => {
             if let Some(ahead) = ahead {
-                ahead.abandon(shared);
+                super::ahead::abandon(shared, ahead);
             }
             Err(e)
         }

@@ -126,10 +126,10 @@ pub(crate) fn apply_later(shared: &Arc<Shared>, held: Vec<StepResult>) {
     if held.is_empty() {
         return;
     }
-    let shared = shared.clone();
-    shared.clone().applying.spawn(async move {
+    let owned = shared.clone();
+    shared.applying.spawn(async move {
         for result in held {
-            apply(shared.clone(), result).await;
+            apply(owned.clone(), result).await;
         }
     });
 }

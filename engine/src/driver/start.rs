@@ -97,7 +97,7 @@ pub(super) async fn with_first_turn(
         Ok(Some(committed)) => committed,
         refused => {
             if let Some(ahead) = ahead {
-                ahead.abandon(shared);
+                ahead::abandon(shared, ahead);
             }
             if listed {
                 results::apply_later(shared, shared.turning.end(&new.id));
