@@ -46,6 +46,18 @@ pub fn app_state() -> Result<AppState, AppError> {
     })
 }
 
+/// Maps what the engine refused onto a form's error: the user's mistakes with the engine's
+/// message (which names the fix), anything else as [`internal`].
+pub fn engine_error(e: durable::driver::EngineError) -> AppError {
+    use durable::driver::EngineError;
+    match e {
+        EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => {
+            AppError::Invalid(e.to_string())
+        }
+        other => internal(other),
+    }
+}
+
 /// Logs a server-side failure and turns it into the generic [`AppError::Internal`].
 pub fn internal(e: impl std::fmt::Display) -> AppError {
     tracing::error!(error = %e, "server function failed");

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use durable::driver::StartRun;
+use durable::gateway::{RunRequestResponder, TokenSigner};
 use durable::model::{Heartbeat, Namespace, RetryPolicy, RunId, RunStatus, Scope};
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
@@ -309,6 +310,76 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
     python_worker.kill().await.expect("stop the Python worker");
 }
 
+/// Runs `tests/python/start_run.py`: the unmodified Python SDK's `Worker.start_run`, with
+/// `token` as its partition (so as its message's `tenant`).
+async fn python_start_run(python: &str, prefix: &str, token: &str, run_id: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/start_run.py");
+    let status = tokio::process::Command::new(python)
+        .arg(script)
+        .args([
+            "billing.close-month",
+            r#"{"orderId": 11, "amount": 7, "graceMs": 50}"#,
+            run_id,
+        ])
+        .env("REDIS_URL", test_url())
+        .env("DURABLE_PREFIX", prefix)
+        .env("DURABLE_TOKEN", token)
+        .status()
+        .await
+        .expect("run start_run.py");
+    assert!(status.success(), "start_run.py failed");
+}
+
+/// A store-less Python tenant starts a run through the SDK's `start_run` (a start-run message):
+/// our responder starts it in the tenant of the signed token it carries, and refuses a message
+/// whose token is not signed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_start_run_starts_a_run_in_its_tokens_tenant() {
+    let Some(transport) = fresh_transport().await else {
+        return;
+    };
+    let Some(python) = python() else {
+        return;
+    };
+    let mut python_worker = python_worker(&python, transport.prefix()).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = sqlite(&dir).await;
+    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
+    let signer = TokenSigner::new(vec![9u8; 32]).expect("signer");
+    tokio::spawn(RunRequestResponder::new(engine.clone(), signer.clone()).serve());
+
+    // The plain partition name, as a Python worker sends it unless given a token: refused.
+    python_start_run(&python, transport.prefix(), "acme", "run-py-forged").await;
+    let token = signer.sign(&ns("acme"));
+    python_start_run(&python, transport.prefix(), &token, "run-py-1").await;
+    let id = RunId::parse("run-py-1").expect("id");
+    common::wait_for_signal_wait(&store, &id).await;
+    let run = store
+        .get_run(&Scope::All, &id)
+        .await
+        .expect("get")
+        .expect("started");
+    assert_eq!(run.namespace, ns("acme"));
+    assert_eq!(run.tags, ["from-python"]);
+    let forged = RunId::parse("run-py-forged").expect("id");
+    assert!(
+        store
+            .get_run(&Scope::All, &forged)
+            .await
+            .expect("get")
+            .is_none(),
+        "an unsigned start-run message started nothing"
+    );
+    engine
+        .signal(&Scope::Only(ns("acme")), &id, "approve", json!("ok"))
+        .await
+        .expect("signal");
+    let done = wait_for(&store, &id, RunStatus::Completed).await;
+    assert_eq!(done.output.expect("output")["approval"], json!("ok"));
+    engine.shutdown().await;
+    python_worker.kill().await.expect("stop the Python worker");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_control_plane_drives_a_python_workflow_to_completion() {
     let Some(transport) = fresh_transport().await else {
@@ -354,6 +425,31 @@ async fn our_control_plane_drives_a_python_workflow_to_completion() {
     assert_eq!(output["approval"], json!({ "by": "ops" }));
     assert_eq!(output["receipt"], json!({ "receiptFor": "inv_9" }));
     assert!(output["startedAt"].is_number());
+    // A signal sent before the workflow waits for it is buffered, and the wait takes it when
+    // the worker reaches it.
+    let early = engine
+        .start_run(StartRun {
+            workflow: "billing.close-month".into(),
+            input: json!({ "orderId": 10, "amount": 5, "graceMs": 300 }),
+            namespace: Some(acme.clone()),
+            ..StartRun::default()
+        })
+        .await
+        .expect("start");
+    engine
+        .signal(
+            &Scope::Only(acme.clone()),
+            &early.id,
+            "approve",
+            json!("early"),
+        )
+        .await
+        .expect("signal");
+    let done_early = wait_for(&store, &early.id, RunStatus::Completed).await;
+    assert_eq!(
+        done_early.output.expect("output")["approval"],
+        json!("early")
+    );
     let child = store
         .get_run(&Scope::All, &durable::runtime::child_run_id(&run.id, 4))
         .await

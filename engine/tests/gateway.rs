@@ -53,7 +53,11 @@ impl Pod {
     }
 }
 
-async fn boundary(transport: Arc<dyn Transport>) {
+/// A control plane on a fresh SQLite store and `transport`, with an `approval` workflow (one
+/// signal wait) and its responder serving; the temporary directory must outlive the store.
+async fn control_plane(
+    transport: Arc<dyn Transport>,
+) -> (tempfile::TempDir, Arc<dyn Store>, Engine, TokenSigner) {
     let dir = tempfile::tempdir().expect("tmp");
     let store: Arc<dyn Store> = Arc::new(
         SqliteStore::connect(&format!("sqlite://{}/t.db", dir.path().display()))
@@ -74,6 +78,11 @@ async fn boundary(transport: Arc<dyn Transport>) {
     engine.start().await.expect("engine");
     let signer = TokenSigner::new(vec![42u8; 32]).expect("signer");
     tokio::spawn(RunRequestResponder::new(engine.clone(), signer.clone()).serve());
+    (dir, store, engine, signer)
+}
+
+async fn boundary(transport: Arc<dyn Transport>) {
+    let (_dir, store, engine, signer) = control_plane(transport.clone()).await;
     let acme = signer.sign(&ns("acme"));
     let start = |tenant: &str| StartRun {
         workflow: "approval".into(),
@@ -250,6 +259,165 @@ async fn boundary(transport: Arc<dyn Transport>) {
     let done = common::wait_for(&store, &acme_run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!({ "approved": { "ok": true } })));
     engine.shutdown().await;
+}
+
+/// Every run in the store, whatever its tenant.
+async fn all_runs(store: &Arc<dyn Store>) -> Vec<durable::model::Run> {
+    let page = store
+        .list_runs(&Scope::All, &durable::model::RunQuery::default())
+        .await
+        .expect("list");
+    page.runs
+}
+
+/// Start-run messages (wire §4.1, what an SDK worker's `start_run` sends) pass the same door:
+/// the run is the token's tenant's whatever the message claims, started once however often the
+/// message comes, and a message that is refused changes nothing.
+async fn start_runs(transport: Arc<dyn Transport>) {
+    let (_dir, store, engine, signer) = control_plane(transport.clone()).await;
+    let acme = signer.sign(&ns("acme"));
+    let globex = signer.sign(&ns("globex"));
+    let mut pod = Pod {
+        replies: transport.subscribe_run_replies().await.expect("replies"),
+        transport: transport.clone(),
+        next_id: 0,
+    };
+    let send = |message: Value| {
+        let transport = transport.clone();
+        async move {
+            transport
+                .send_start_run(message.to_string())
+                .await
+                .expect("send");
+        }
+    };
+
+    // Garbage first: dropped, and the loop goes on.
+    transport
+        .send_start_run("{not json".into())
+        .await
+        .expect("send");
+    send(json!(["not", "an", "object"])).await;
+
+    // Started in the token's tenant, whatever the message claims, with its tags and attributes.
+    let message = json!({
+        "tenant": acme, "namespace": "globex", "workflow": "approval", "input": { "a": 1 },
+        "runId": "run-start-1", "tags": ["vip"], "searchAttributes": { "tier": "pro" },
+    });
+    send(message.clone()).await;
+    let reply = pod.reply_to("run-start-1").await;
+    assert!(reply.result.ok, "{reply:?}");
+    assert_eq!(
+        reply.result.data.as_ref().expect("data")["runId"],
+        "run-start-1"
+    );
+    let id = durable::model::RunId::parse("run-start-1").expect("id");
+    let run = store
+        .get_run(&Scope::All, &id)
+        .await
+        .expect("get")
+        .expect("started");
+    assert_eq!(run.namespace, ns("acme"));
+    assert_eq!(run.input, json!({ "a": 1 }));
+    assert_eq!(run.tags, ["vip"]);
+    assert_eq!(run.search_attributes.get("tier"), Some(&json!("pro")));
+
+    // Redelivered: answered with the same run, and no second one.
+    send(message.clone()).await;
+    let reply = pod.reply_to("run-start-1").await;
+    assert!(reply.result.ok, "{reply:?}");
+    assert_eq!(
+        reply.result.data.as_ref().expect("data")["runId"],
+        "run-start-1"
+    );
+
+    // globex reusing acme's run id: refused, acme's run untouched.
+    send(json!({ "tenant": globex, "workflow": "approval", "input": {}, "runId": "run-start-1" }))
+        .await;
+    let reply = pod.reply_to("run-start-1").await;
+    assert_eq!(reply.code(), Some("conflict"), "{reply:?}");
+
+    // Forged or missing tokens: unauthorized (answered when there is a runId to answer to).
+    for tenant in [json!("acme"), json!("acme.AAAA"), Value::Null] {
+        send(
+            json!({ "tenant": tenant, "workflow": "approval", "input": {}, "runId": "run-forged" }),
+        )
+        .await;
+        let reply = pod.reply_to("run-forged").await;
+        assert_eq!(reply.code(), Some("unauthorized"), "{tenant}: {reply:?}");
+    }
+    send(json!({ "tenant": "acme", "workflow": "approval", "input": {} })).await;
+
+    // Malformed starts: a clear error, nothing started.
+    for (message, says) in [
+        (
+            json!({ "workflow": "approval", "runId": "run-bad" }),
+            "`input`",
+        ),
+        (json!({ "input": {}, "runId": "run-bad" }), "`workflow`"),
+        (
+            json!({ "workflow": "approval", "input": {}, "runId": "run-bad", "tags": [1] }),
+            "`tags`",
+        ),
+        (
+            json!({ "workflow": "approval", "input": {}, "runId": "run-bad", "searchAttributes": { "a": { "b": 1 } } }),
+            "search attribute `a`",
+        ),
+        (
+            json!({ "workflow": "approval", "input": { "k": "a\u{0}b" }, "runId": "run-bad" }),
+            "U+0000",
+        ),
+        (
+            json!({ "workflow": "nope", "input": {}, "runId": "run-bad" }),
+            "nope",
+        ),
+        (
+            json!({ "workflow": "approval", "input": {}, "runId": "run-start-1.child.0" }),
+            "reserves",
+        ),
+    ] {
+        let mut message = message;
+        message["tenant"] = json!(acme);
+        if let Some(id) = message["runId"].as_str().map(str::to_owned) {
+            send(message.clone()).await;
+            let reply = pod.reply_to(&id).await;
+            let error = reply.result.error.clone().expect("refused");
+            assert!(error.message.contains(says), "{message}: {error:?}");
+        }
+    }
+
+    // A start with no runId: answered under the id it got.
+    send(json!({ "tenant": acme, "workflow": "approval", "input": null })).await;
+    let mut runs = all_runs(&store).await;
+    for _ in 0..100 {
+        if runs.len() > 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        runs = all_runs(&store).await;
+    }
+    assert_eq!(runs.len(), 2, "one run per accepted start: {runs:?}");
+    assert!(runs.iter().all(|r| r.namespace == ns("acme")));
+    let minted = runs
+        .iter()
+        .find(|r| r.id.as_str() != "run-start-1")
+        .expect("minted");
+    let reply = pod.reply_to(minted.id.as_str()).await;
+    assert!(reply.result.ok, "{reply:?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_run_messages_pass_the_boundary_on_the_in_process_transport() {
+    start_runs(Arc::new(MemoryTransport::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_run_messages_pass_the_boundary_over_redis() {
+    let Some(transport) = durable::transport::redis_testing::fresh_transport().await else {
+        return;
+    };
+    start_runs(Arc::new(transport)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,6 +43,22 @@ impl ApiError {
     }
 }
 
+/// Maps what the engine refused onto the API: the caller's mistakes are `400` with the
+/// engine's message (which names the fix), anything else is ours.
+pub fn engine_error(e: durable::driver::EngineError) -> ApiError {
+    use durable::driver::EngineError;
+    match e {
+        EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => {
+            ApiError::BadRequest(e.to_string())
+        }
+        EngineError::Store(durable::store::StoreError::Conflict(_)) => ApiError::BadRequest(
+            "a run with this id already exists; pick another id or omit it".into(),
+        ),
+        EngineError::ShuttingDown => ApiError::Unavailable(e.to_string()),
+        other => internal(other),
+    }
+}
+
 /// Wraps a failure on our side; the details go to the log only.
 pub fn internal(e: impl Into<anyhow::Error>) -> ApiError {
     ApiError::Internal(e.into())

@@ -27,7 +27,7 @@ pub async fn act_on_run(
             use durable::store::SignalSent;
             use serde_json::Value;
 
-            use crate::ssr::{acting_user, internal, reads_for};
+            use crate::ssr::{acting_user, engine_error, internal, reads_for};
 
             let (state, user) = acting_user().await?;
             // The session's scope, never the form's.
@@ -87,7 +87,7 @@ pub async fn act_on_run(
                         engine
                             .retry_with_input(&scope, &id, input)
                             .await
-                            .map_err(internal)?,
+                            .map_err(engine_error)?,
                     )?
                 }
                 "signal" => {
@@ -103,7 +103,7 @@ pub async fn act_on_run(
                     match engine
                         .signal(&scope, &id, &name, payload)
                         .await
-                        .map_err(internal)?
+                        .map_err(engine_error)?
                     {
                         SignalSent::Delivered(run) => run.id,
                         SignalSent::NotFound => return Err(not_found()),

@@ -200,8 +200,10 @@ mod server {
         user: &User,
         f: &Filters,
     ) -> Result<ScopedStore, AppError> {
-        match (user.role, nonempty(&f.ns)) {
-            (Role::Operator, Some(ns)) => {
+        match (user.role, &user.tenant, nonempty(&f.ns)) {
+            // Only an operator bound to no tenant sees every namespace; one with a tenant (a
+            // row edited by hand: the CLI refuses to make one) stays in it, as `reads_for` does.
+            (Role::Operator, None, Some(ns)) => {
                 let ns = Namespace::parse(&ns)
                     .map_err(|e| AppError::Invalid(format!("namespace filter: {e}")))?;
                 ScopedStore::new(state.engine.store().clone(), ns).map_err(internal)

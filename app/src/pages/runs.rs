@@ -62,10 +62,10 @@ pub async fn list_runs(
 #[server]
 pub async fn start_run(workflow: String, input: String) -> Result<(), AppError> {
     crate::ssr::reply(async move {
-        use durable::driver::{EngineError, StartRun};
+        use durable::driver::StartRun;
         use serde_json::Value;
 
-        use crate::ssr::{acting_user, internal};
+        use crate::ssr::{acting_user, engine_error};
 
         let (state, user) = acting_user().await?;
         let workflow = workflow.trim().to_owned();
@@ -84,10 +84,7 @@ pub async fn start_run(workflow: String, input: String) -> Result<(), AppError> 
                 ..StartRun::default()
             })
             .await
-            .map_err(|e| match e {
-                EngineError::UnknownWorkflow(..) => AppError::Invalid(e.to_string()),
-                other => internal(other),
-            })?;
+            .map_err(engine_error)?;
         tracing::info!(run_id = %run.id, namespace = %run.namespace, user = %user.email, "run started from the dashboard");
         leptos_axum::redirect(&format!("/runs/{}", run.id));
         Ok(())

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::input::{check_payload, check_start};
 use super::shared::Shared;
 use super::{drive, inbox, lease, redispatch, remote, results, start, sweep};
 use crate::model::{
@@ -69,6 +70,10 @@ pub enum EngineError {
     /// The transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The request itself is wrong (a blank workflow name, input the store cannot keep); nothing
+    /// was changed. The message says what to fix.
+    #[error("{0}")]
+    BadInput(String),
     /// The engine was already started.
     #[error("the engine is already running")]
     AlreadyStarted,
@@ -270,6 +275,7 @@ impl Engine {
         name: &str,
         payload: Value,
     ) -> Result<SignalSent, EngineError> {
+        check_payload("the signal's payload", &payload)?;
         let sent = self
             .shared
             .store
@@ -395,6 +401,7 @@ impl Engine {
         id: &RunId,
         input: Value,
     ) -> Result<Control, EngineError> {
+        check_payload("the input", &input)?;
         let Some(original) = self.shared.store.get_run(scope, id).await? else {
             return Ok(Control::NotFound);
         };
@@ -482,6 +489,7 @@ impl Engine {
     /// Starts a top-level run of the newest registered version of `req.workflow`, or of a
     /// workflow a live worker on the run's partition announces (its turns then run there).
     pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
+        check_start(&req)?;
         let registry = &self.shared.registry;
         let namespace = req.namespace.unwrap_or_else(|| self.stamp_namespace());
         let version = match registry.latest(&req.workflow) {

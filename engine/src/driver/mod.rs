@@ -7,6 +7,7 @@ mod drive;
 mod engine;
 mod guard;
 mod inbox;
+mod input;
 mod lease;
 mod publisher;
 mod redispatch;

@@ -122,6 +122,9 @@ struct Prepared {
     known: HashSet<u32>,
     /// The earliest pending timer that is not due yet.
     next_wake: Option<Millis>,
+    /// Buffered signals no wait took (id, name), oldest first: a wait the worker adds in this
+    /// turn takes the first of its name.
+    untaken: Vec<(i64, String)>,
 }
 
 /// Builds the resolved history (wire §3.2) of `run` at `now`.
@@ -132,6 +135,7 @@ fn prepare(history: &History, now: Millis) -> Prepared {
         own: Vec::new(),
         known: HashSet::new(),
         next_wake: None,
+        untaken: Vec::new(),
     };
     let mut taken = HashSet::new();
     let mut checkpoints: Vec<&Checkpoint> = history.checkpoints.iter().collect();
@@ -204,6 +208,12 @@ fn prepare(history: &History, now: Millis) -> Prepared {
         }
         out.history.push(Value::Object(entry));
     }
+    out.untaken = history
+        .signals
+        .iter()
+        .filter(|s| !taken.contains(&s.id))
+        .map(|s| (s.id, s.name.clone()))
+        .collect();
     out
 }
 
@@ -235,6 +245,7 @@ fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
     };
     let mut commands = prepared.own.clone();
     let mut next_wake = prepared.next_wake;
+    let mut untaken = prepared.untaken.clone();
     for mut command in raw
         .get("commands")
         .and_then(Value::as_array)
@@ -266,6 +277,21 @@ fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
                 if let Command::Sleep { ms, .. } = &c {
                     let at = now.saturating_add(i64::try_from(*ms).unwrap_or(i64::MAX));
                     next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                }
+                // A signal buffered before the workflow waited for it satisfies the wait at once
+                // (wire §3.5): taken in the same write, and the run turns again so the worker
+                // replays the wait resolved. Otherwise nothing would wake the run for it.
+                if let Command::WaitSignal { seq, signal, .. } = &c
+                    && let Some(i) = untaken.iter().position(|(_, name)| name == signal)
+                {
+                    let (signal_id, _) = untaken.remove(i);
+                    commands.push(Command::ConsumeSignal {
+                        seq: *seq,
+                        signal: signal.clone(),
+                        signal_id,
+                    });
+                    next_wake = Some(now);
+                    continue;
                 }
                 commands.push(c);
             }

@@ -4,7 +4,8 @@
 //! The tenant comes from the request's signed token alone: a tenant or namespace written in the
 //! body is ignored. Listing verbs are confined to that tenant; every verb naming a run loads it
 //! first and answers `cross-tenant` when it belongs to another tenant, before anything is read
-//! or changed. Unknown verbs and malformed requests get an error; nothing stops the loop.
+//! or changed. Unknown verbs and malformed requests get an error; nothing stops the loop. Runs
+//! started by a start-run message (an SDK worker's `start_run`) pass the same door.
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -12,6 +13,12 @@ use serde_json::Value;
 use super::{RunGateway, StoreGateway, TokenSigner};
 use crate::driver::Engine;
 use crate::model::RunReply;
+
+/// What reaches the responder: a run request (wire §4.2) or a start-run message (§4.1), raw.
+enum Incoming {
+    Request(String),
+    Start(String),
+}
 
 /// Requests answered at once by one responder.
 const CONCURRENT: usize = 32;
@@ -29,21 +36,27 @@ impl RunRequestResponder {
         RunRequestResponder { engine, signer }
     }
 
-    /// Consumes run requests from the engine's transport and publishes a reply to each, until
-    /// the transport closes the stream.
-    /// Up to [`CONCURRENT`] requests are answered at once, so one slow verb does not hold up
-    /// every pod.
+    /// Consumes run requests and start-run messages (wire §4.1) from the engine's transport
+    /// and publishes the reply each is owed, until the transport closes both streams.
+    /// Up to [`CONCURRENT`] are answered at once, so one slow verb does not hold up every pod.
     pub async fn serve(self) -> Result<(), crate::transport::TransportError> {
         let transport = self.engine.transport().clone();
-        let mut requests = transport.consume_run_requests().await?;
+        let requests = transport.consume_run_requests().await?;
+        let starts = transport.consume_start_runs().await?;
+        let mut incoming =
+            futures::stream::select(requests.map(Incoming::Request), starts.map(Incoming::Start));
         let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONCURRENT));
-        while let Some(raw) = requests.next().await {
+        while let Some(message) = incoming.next().await {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 break;
             };
             let (responder, transport) = (self.clone(), transport.clone());
             tokio::spawn(async move {
-                if let Some(reply) = responder.answer(&raw).await
+                let reply = match &message {
+                    Incoming::Request(raw) => responder.answer(raw).await,
+                    Incoming::Start(raw) => responder.answer_start(raw).await,
+                };
+                if let Some(reply) = reply
                     && let Err(e) = transport.publish_run_reply(reply).await
                 {
                     tracing::warn!(error = %e, "could not publish a run reply");
@@ -52,6 +65,68 @@ impl RunRequestResponder {
             });
         }
         Ok(())
+    }
+
+    /// The reply to one raw start-run message (wire §4.1): the run is started in the tenant of
+    /// the message's signed token (`tenant`), with its `runId` if it names one, at most once
+    /// for a redelivered message. A started run is always answered, with `requestId` set to
+    /// its id; a refused message only when it names a `runId` to answer to (as the aviary
+    /// control plane does). Nothing else a message says about tenants is read.
+    pub async fn answer_start(&self, raw: &str) -> Option<RunReply> {
+        let message: Value = match serde_json::from_str(raw) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                tracing::warn!("dropped a start-run message that is not a JSON object");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "dropped a start-run message that is not JSON");
+                return None;
+            }
+        };
+        let run_id = message.get("runId").and_then(Value::as_str);
+        let Some(tenant) = self.tenant_of(&message) else {
+            tracing::warn!(
+                run_id,
+                "refused a start-run message with an invalid tenant token"
+            );
+            return run_id.map(|id| {
+                RunReply::err(
+                    id,
+                    "invalid or unauthorized tenant token",
+                    Some("unauthorized"),
+                )
+            });
+        };
+        match StoreGateway::new(self.engine.clone(), tenant.clone())
+            .start_once(&message)
+            .await
+        {
+            Ok(data) => {
+                let started = data
+                    .get("runId")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                Some(RunReply::ok(started, data.clone()))
+            }
+            Err(error) => {
+                tracing::warn!(%tenant, run_id, error = %error.message, "refused a start-run message");
+                run_id.map(|id| RunReply {
+                    request_id: id.to_owned(),
+                    result: crate::model::ReplyResult {
+                        ok: false,
+                        data: None,
+                        error: Some(error),
+                    },
+                })
+            }
+        }
+    }
+
+    /// The tenant whose token `message` carries in `tenant`, if the token is valid.
+    fn tenant_of(&self, message: &Value) -> Option<crate::model::Namespace> {
+        let token = message.get("tenant").and_then(Value::as_str)?;
+        self.signer.verify(token).ok().map(|t| t.tenant)
     }
 
     /// The reply to one raw request; `None` when it has no `requestId` to answer to (it is
@@ -68,19 +143,12 @@ impl RunRequestResponder {
             tracing::warn!("dropped a run request without a requestId");
             return None;
         };
-        let tenant = match request
-            .get("tenant")
-            .and_then(Value::as_str)
-            .map(|t| self.signer.verify(t))
-        {
-            Some(Ok(token)) => token.tenant,
-            _ => {
-                return Some(RunReply::err(
-                    request_id,
-                    "invalid or unauthorized tenant token",
-                    Some("unauthorized"),
-                ));
-            }
+        let Some(tenant) = self.tenant_of(&request) else {
+            return Some(RunReply::err(
+                request_id,
+                "invalid or unauthorized tenant token",
+                Some("unauthorized"),
+            ));
         };
         let body = request.get("body").cloned().unwrap_or(Value::Null);
         let gateway = StoreGateway::new(self.engine.clone(), tenant);

@@ -28,13 +28,27 @@ impl Refusal {
 impl From<EngineError> for Refusal {
     fn from(e: EngineError) -> Self {
         let code = match e {
-            EngineError::UnknownWorkflow(..) => Some("bad-request"),
-            EngineError::ShuttingDown => Some("unavailable"),
-            _ => None,
+            EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => "bad-request",
+            EngineError::ShuttingDown => "unavailable",
+            EngineError::Store(crate::store::StoreError::Conflict(_)) => {
+                return Refusal {
+                    message: "a run with this id already exists; pick another id or omit it".into(),
+                    code: Some("conflict"),
+                };
+            }
+            // The pod cannot act on the database's or broker's own words, and they are not its
+            // business: they stay in this control plane's log.
+            EngineError::Store(_) | EngineError::Transport(_) | EngineError::AlreadyStarted => {
+                tracing::warn!(error = %e, "a run request failed on the control plane");
+                return Refusal {
+                    message: "the control plane could not carry this out (its database or broker failed); try again shortly".into(),
+                    code: Some("unavailable"),
+                };
+            }
         };
         Refusal {
             message: e.to_string(),
-            code,
+            code: Some(code),
         }
     }
 }
@@ -71,6 +85,37 @@ impl StoreGateway {
         StoreGateway { engine, tenant }
     }
 
+    /// Starts the run a start-run message (wire §4.1) asks for, in this gateway's tenant.
+    /// Idempotent on `runId`: a redelivered message answers with the run it started before,
+    /// if that run is the tenant's and of the same workflow.
+    pub async fn start_once(&self, message: &Value) -> Result<Value, ReplyError> {
+        let started = async {
+            let req = start_request(&self.tenant, message)?;
+            let (workflow, id) = (req.workflow.clone(), req.id.clone());
+            match self.engine.start_run(req).await {
+                Ok(run) => Ok(json!({ "runId": run.id, "status": run.status })),
+                Err(EngineError::Store(crate::store::StoreError::Conflict(c))) => {
+                    let scope = Scope::Only(self.tenant.clone());
+                    let existing = match &id {
+                        Some(id) => self.engine.store().get_run(&scope, id).await?,
+                        None => None,
+                    };
+                    match existing {
+                        Some(run) if run.workflow == workflow => {
+                            Ok(json!({ "runId": run.id, "status": run.status }))
+                        }
+                        _ => Err(EngineError::Store(crate::store::StoreError::Conflict(c)).into()),
+                    }
+                }
+                Err(e) => Err(e.into()),
+            }
+        };
+        started.await.map_err(|r: Refusal| ReplyError {
+            message: r.message,
+            code: r.code.map(str::to_owned),
+        })
+    }
+
     /// The run a run-id verb names, if it exists and is `tenant`'s; `Ok(None)` when it does not
     /// exist; `cross-tenant` when it is another tenant's.
     async fn owned(&self, tenant: &Namespace, body: &Value) -> Result<Option<Run>, Refusal> {
@@ -105,6 +150,9 @@ impl StoreGateway {
                     .get("key")
                     .and_then(Value::as_str)
                     .ok_or_else(|| Refusal::bad("runValueFacets needs `key`"))?;
+                // The key rule of attribute filters (any value passes it).
+                crate::model::AttributeFilter::new(key, Value::Bool(true))
+                    .map_err(|e| Refusal::bad(e.to_string()))?;
                 Ok(to_json(&reads.value_facets(key).await?))
             }
             "workerHealth" => {
@@ -137,42 +185,7 @@ impl StoreGateway {
                 Ok(Value::Object(out))
             }
             "start" => {
-                let workflow = body
-                    .get("workflow")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| Refusal::bad("start needs `workflow`"))?;
-                let id = body
-                    .get("runId")
-                    .and_then(Value::as_str)
-                    .map(RunId::parse)
-                    .transpose()
-                    .map_err(|e| Refusal::bad(e.to_string()))?;
-                let tags = body
-                    .get("tags")
-                    .and_then(Value::as_array)
-                    .map(|t| {
-                        t.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let search_attributes = body
-                    .get("searchAttributes")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
-                let run = engine
-                    .start_run(StartRun {
-                        workflow: workflow.to_owned(),
-                        input: body.get("input").cloned().unwrap_or(Value::Null),
-                        // Always the token's tenant, whatever the body claims.
-                        namespace: Some(tenant.clone()),
-                        id,
-                        tags,
-                        search_attributes,
-                    })
-                    .await?;
+                let run = engine.start_run(start_request(tenant, body)?).await?;
                 Ok(json!({ "runId": run.id, "status": run.status }))
             }
             "getRun"
@@ -288,6 +301,52 @@ async fn children(reads: &ScopedStore, run: &crate::model::Run) -> Result<Vec<Ru
         .filter(|r| r.parent_run_id.as_ref() == Some(&run.id))
         .map(|r| r.id)
         .collect())
+}
+
+/// A start as the wire spells it (the `start` verb's body, or a start-run message): `workflow`
+/// and `input` required; `runId`, `tags` (strings) and `searchAttributes` (an object) optional.
+/// Any tenant or namespace in it is ignored: the run is `tenant`'s.
+fn start_request(tenant: &Namespace, body: &Value) -> Result<StartRun, Refusal> {
+    let workflow = body
+        .get("workflow")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Refusal::bad("a start needs `workflow`, the name of a workflow"))?;
+    let input = body
+        .get("input")
+        .cloned()
+        .ok_or_else(|| Refusal::bad("a start needs `input` (`null` if the workflow takes none)"))?;
+    let id = match body.get("runId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(RunId::parse(id).map_err(|e| Refusal::bad(e.to_string()))?),
+        Some(_) => return Err(Refusal::bad("`runId` must be a string")),
+    };
+    let tags = match body.get("tags") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tags)) => tags
+            .iter()
+            .map(|t| t.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Refusal::bad("`tags` must be an array of strings"))?,
+        Some(_) => return Err(Refusal::bad("`tags` must be an array of strings")),
+    };
+    let search_attributes = match body.get("searchAttributes") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(attributes)) => attributes.clone(),
+        Some(_) => {
+            return Err(Refusal::bad(
+                "`searchAttributes` must be an object of strings, numbers and booleans",
+            ));
+        }
+    };
+    Ok(StartRun {
+        workflow: workflow.to_owned(),
+        input,
+        // Always the verified tenant, whatever the body claims.
+        namespace: Some(tenant.clone()),
+        id,
+        tags,
+        search_attributes,
+    })
 }
 
 /// A `listRuns` query as the wire spells it; `namespace` is deliberately not read.

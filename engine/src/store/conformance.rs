@@ -11,8 +11,8 @@ use super::{
     TurnOutcome,
 };
 use crate::model::{
-    CheckpointStatus, Millis, Namespace, Run, RunId, RunQuery, RunStatus, Scope, StepOutcome,
-    StepResult,
+    CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunQuery, RunStatus, Scope,
+    StepOutcome, StepResult,
 };
 
 fn ns(s: &str) -> Namespace {
@@ -2028,6 +2028,50 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         .expect("applies");
     assert_eq!(applied.checkpoint.status, CheckpointStatus::Failed);
 
+    // The workflow handles the failure and takes the first buffered signal at a later
+    // position; the retry below, which drops everything from the failed step on, must give
+    // that signal back, or the wait would find nothing when the run gets there again.
+    let claimed = store
+        .claim_runs(&acme, "a", 3, 10_000, 10, 5)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.iter().map(|r| &r.id).collect::<Vec<_>>(), [&run.id]);
+    let wait = NewCheckpoint {
+        seq: 2,
+        kind: CheckpointKind::Signal,
+        name: "go".into(),
+        status: CheckpointStatus::Pending,
+        worker_group: None,
+        input: None,
+        output: None,
+        error: None,
+        wake_at: None,
+        enqueued_at: None,
+        started_at: Some(3),
+        finished_at: None,
+        retry_policy: None,
+        timeout_ms: None,
+    };
+    let commit = TurnCommit {
+        checkpoints: vec![wait],
+        consumed_signals: vec![(buffered[0].id, 2)],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    store
+        .commit_turn(&lease("a"), &run.id, commit, 3)
+        .await
+        .expect("commit")
+        .expect("held");
+    assert_eq!(
+        store
+            .buffered_signals(&run.id)
+            .await
+            .expect("buffered")
+            .len(),
+        1,
+        "the wait took one signal"
+    );
+
     // Compare-and-set: the wrong expected status or scope changes nothing.
     let fail = RunPatch {
         status: RunStatus::Failed,
@@ -2086,6 +2130,12 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         cps.iter().map(|c| (c.seq, c.status)).collect::<Vec<_>>(),
         [(0, CheckpointStatus::Completed)],
         "the failed step is dropped so it runs again; the completed one is kept"
+    );
+    let back = store.buffered_signals(&run.id).await.expect("buffered");
+    assert_eq!(
+        back.iter().map(|s| s.payload.clone()).collect::<Vec<_>>(),
+        [json!(1), json!(2)],
+        "a signal taken after the failed step is buffered again, in its order"
     );
     assert!(
         store

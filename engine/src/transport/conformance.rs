@@ -247,6 +247,22 @@ pub async fn run_requests_and_replies_travel(transport: Arc<dyn Transport>) {
     assert_eq!(next(&mut replies).await, Some(reply));
 }
 
+/// A start-run message reaches the responder raw, malformed or not, in the order sent.
+pub async fn start_run_messages_travel(transport: Arc<dyn Transport>) {
+    let mut starts = transport.consume_start_runs().await.expect("consume");
+    let raw = r#"{"tenant":"acme.sig","workflow":"checkout","input":{},"runId":"run-1"}"#;
+    transport
+        .send_start_run(raw.to_owned())
+        .await
+        .expect("send");
+    transport
+        .send_start_run("[1,".to_owned())
+        .await
+        .expect("send");
+    assert_eq!(next(&mut starts).await.as_deref(), Some(raw));
+    assert_eq!(next(&mut starts).await.as_deref(), Some("[1,"));
+}
+
 /// Run beats and relayed decisions reach every process that listens, whoever sent them.
 pub async fn beats_and_relayed_decisions_reach_every_process(transport: Arc<dyn Transport>) {
     let mut beats = [
@@ -351,6 +367,7 @@ macro_rules! transport_conformance {
             worker_groups_follow_consumers,
             descriptors_describe_a_tokens_live_workers,
             run_requests_and_replies_travel,
+            start_run_messages_travel,
             beats_and_relayed_decisions_reach_every_process
         );
     };

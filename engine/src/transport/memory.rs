@@ -34,6 +34,8 @@ struct Inner {
     control: broadcast::Sender<ControlMessage>,
     requests_tx: mpsc::UnboundedSender<String>,
     requests_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    starts_tx: mpsc::UnboundedSender<String>,
+    starts_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     replies: broadcast::Sender<RunReply>,
     heartbeats: broadcast::Sender<Heartbeat>,
     relayed: broadcast::Sender<serde_json::Value>,
@@ -81,6 +83,7 @@ impl MemoryTransport {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (control, _) = broadcast::channel(EVENT_BUFFER);
         let (requests_tx, requests_rx) = mpsc::unbounded_channel();
+        let (starts_tx, starts_rx) = mpsc::unbounded_channel();
         let (replies, _) = broadcast::channel(EVENT_BUFFER);
         let (heartbeats, _) = broadcast::channel(EVENT_BUFFER);
         let (relayed, _) = broadcast::channel(EVENT_BUFFER);
@@ -93,6 +96,8 @@ impl MemoryTransport {
                 control,
                 requests_tx,
                 requests_rx: Mutex::new(Some(requests_rx)),
+                starts_tx,
+                starts_rx: Mutex::new(Some(starts_rx)),
                 replies,
                 heartbeats,
                 relayed,
@@ -361,6 +366,17 @@ impl Transport for MemoryTransport {
 
     async fn consume_run_requests(&self) -> TransportResult<Subscription<String>> {
         sole_consumer(&self.inner.requests_rx, "run requests")
+    }
+
+    async fn send_start_run(&self, message: String) -> TransportResult<()> {
+        self.inner
+            .starts_tx
+            .send(message)
+            .map_err(|_| TransportError::Closed)
+    }
+
+    async fn consume_start_runs(&self) -> TransportResult<Subscription<String>> {
+        sole_consumer(&self.inner.starts_rx, "start-run messages")
     }
 
     async fn publish_run_reply(&self, reply: RunReply) -> TransportResult<()> {

@@ -222,6 +222,13 @@ pub trait Transport: Send + Sync + 'static {
     /// still reaches the responder, which answers it or logs it and goes on.
     async fn consume_run_requests(&self) -> TransportResult<Subscription<String>>;
 
+    /// Queues a start-run message (wire §4.1, raw JSON: the responder decides what to make of
+    /// it, as for run requests).
+    async fn send_start_run(&self, message: String) -> TransportResult<()>;
+
+    /// Consumes start-run messages (the control plane's responder), raw.
+    async fn consume_start_runs(&self) -> TransportResult<Subscription<String>>;
+
     /// Publishes a reply on the channel every tenant pod shares (they match `requestId`).
     async fn publish_run_reply(&self, reply: RunReply) -> TransportResult<()>;
 

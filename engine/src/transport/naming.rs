@@ -104,6 +104,11 @@ pub fn run_request_queue(p: &str) -> String {
     format!("{p}-run-request")
 }
 
+/// The queue store-less pods and SDK workers start runs on (`P-start-run`, wire §4.1).
+pub fn start_run_queue(p: &str) -> String {
+    format!("{p}-start-run")
+}
+
 /// The channel the control plane answers run requests on (`P-run-reply`).
 pub fn run_reply_channel(p: &str) -> String {
     format!("{p}-run-reply")

@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use durable::driver::{Control, EngineError, StartRun};
+use durable::driver::{Control, StartRun};
 use durable::model::{
     AttributeFilter, Cursor, Millis, RunDetail, RunId, RunPage, RunQuery, RunStatus, Scope,
 };
@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use super::{ServerState, sse};
 use crate::auth::ApiTenant;
-use crate::error::{ApiError, internal};
+use crate::error::{ApiError, engine_error, internal};
 
 pub fn router() -> Router<ServerState> {
     Router::new()
@@ -69,20 +69,6 @@ async fn start_run(
     body: Bytes,
 ) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
     let body: StartBody = json_body(&body)?;
-    if body.workflow.trim().is_empty() {
-        return Err(ApiError::BadRequest(
-            "`workflow` must name a registered workflow".into(),
-        ));
-    }
-    if let Some((k, _)) = body
-        .search_attributes
-        .iter()
-        .find(|(_, v)| v.is_object() || v.is_array())
-    {
-        return Err(ApiError::BadRequest(format!(
-            "search attribute `{k}` must be a string, number, boolean or null"
-        )));
-    }
     let run = state
         .app
         .engine
@@ -95,14 +81,7 @@ async fn start_run(
             search_attributes: body.search_attributes,
         })
         .await
-        .map_err(|e| match e {
-            EngineError::UnknownWorkflow(..) => ApiError::BadRequest(e.to_string()),
-            EngineError::Store(durable::store::StoreError::Conflict(_)) => ApiError::BadRequest(
-                "a run with this id already exists; pick another id or omit it".into(),
-            ),
-            EngineError::ShuttingDown => ApiError::Unavailable(e.to_string()),
-            other => internal(other),
-        })?;
+        .map_err(engine_error)?;
     Ok((StatusCode::CREATED, Json(run)))
 }
 
@@ -224,7 +203,7 @@ async fn signal_run(
         .engine
         .signal(&Scope::Only(tenant), &id, name, body.payload)
         .await
-        .map_err(internal)?
+        .map_err(engine_error)?
     {
         SignalSent::Delivered(run) => Ok(Json(run)),
         SignalSent::NotFound => Err(ApiError::NotFound),
@@ -325,6 +304,6 @@ async fn retry_with_input(
         .engine
         .retry_with_input(&Scope::Only(tenant), &id, body.input)
         .await
-        .map_err(internal)?;
+        .map_err(engine_error)?;
     control(outcome, "retry").map(|run| (StatusCode::CREATED, run))
 }

@@ -153,6 +153,16 @@ pub(super) async fn retry_run(
     let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
         return Ok(None);
     };
+    // Signals taken by the waits about to be dropped are buffered again: the run meets those
+    // waits again on its way back.
+    sqlx::query(
+        "UPDATE signals SET consumed_seq = NULL WHERE run_id = $1 AND consumed_seq >= \
+         (SELECT MIN(seq) FROM checkpoints WHERE run_id = $1 AND status = 'failed')",
+    )
+    .bind(id.as_str())
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
     sqlx::query(
         "DELETE FROM checkpoints WHERE run_id = $1 AND seq >= \
          (SELECT MIN(seq) FROM checkpoints WHERE run_id = $1 AND status = 'failed')",

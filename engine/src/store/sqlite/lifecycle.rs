@@ -234,6 +234,15 @@ pub(super) fn retry_run(
     let Some(run) = sql.one(conn, run_from_row)? else {
         return Ok(Wrote::Discard(None));
     };
+    // Signals taken by the waits about to be dropped are buffered again: the run meets those
+    // waits again on its way back.
+    conn.prepare_cached(
+        "UPDATE signals SET consumed_seq = NULL WHERE run_id = ?1 AND consumed_seq >= \
+         (SELECT MIN(seq) FROM checkpoints WHERE run_id = ?1 AND status = 'failed')",
+    )
+    .map_err(db)?
+    .execute([id.as_str()])
+    .map_err(db)?;
     conn.prepare_cached(
         "DELETE FROM checkpoints WHERE run_id = ?1 AND seq >= \
          (SELECT MIN(seq) FROM checkpoints WHERE run_id = ?1 AND status = 'failed')",

@@ -28,8 +28,8 @@ use self::queue::{NewJob, Retention, Scripts};
 use super::naming::{
     control_channel, decision_relay_channel, decisions_queue, effective_prefix, heartbeat_channel,
     is_instance_char, reply_owner_key, reply_queue, reply_queue_owner, results_queue,
-    routing_token, run_reply_channel, run_request_queue, step_events_queue, tasks_queue,
-    tenant_events_channel, tenant_events_pattern,
+    routing_token, run_reply_channel, run_request_queue, start_run_queue, step_events_queue,
+    tasks_queue, tenant_events_channel, tenant_events_pattern,
 };
 use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
@@ -228,6 +228,16 @@ impl RedisTransport {
         let (tx, rx) = consumer::channel();
         consumer::spawn(self.shared.clone(), queues, tx);
         Self::parse(rx, what)
+    }
+
+    /// Consumes `queue`'s job data raw, so that a malformed message still reaches the responder
+    /// (which answers it, or logs it and goes on).
+    fn consume_raw(&self, queue: String) -> Subscription<String> {
+        let (tx, rx) = consumer::channel();
+        consumer::spawn(self.shared.clone(), vec![queue], tx);
+        Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        }))
     }
 
     /// The job data on `rx` parsed as `T`; a job that does not parse is logged and dropped.
@@ -544,15 +554,21 @@ impl Transport for RedisTransport {
     }
 
     async fn consume_run_requests(&self) -> TransportResult<Subscription<String>> {
-        let (tx, rx) = consumer::channel();
-        consumer::spawn(
-            self.shared.clone(),
-            vec![run_request_queue(&self.shared.p)],
-            tx,
-        );
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|r| (r, rx))
-        })))
+        Ok(self.consume_raw(run_request_queue(&self.shared.p)))
+    }
+
+    async fn send_start_run(&self, message: String) -> TransportResult<()> {
+        self.add(
+            &start_run_queue(&self.shared.p),
+            "startRun",
+            message,
+            Retention::Message,
+        )
+        .await
+    }
+
+    async fn consume_start_runs(&self) -> TransportResult<Subscription<String>> {
+        Ok(self.consume_raw(start_run_queue(&self.shared.p)))
     }
 
     async fn publish_run_reply(&self, reply: RunReply) -> TransportResult<()> {

@@ -1,0 +1,149 @@
+//! Checks on what callers hand the engine (a start, a signal's payload, a retry's input), made
+//! before anything is written or sent. Every entry point (the HTTP API, the dashboard, the wire
+//! responder, the CLI) goes through the engine, so they all refuse the same input with the same
+//! message, and nothing is half done: a new run's first step may leave while its insert commits
+//! (see `super::start`), so input the store would refuse must never reach that point.
+
+use serde_json::{Map, Value};
+
+use super::engine::{EngineError, StartRun};
+
+/// Refuses a start whose workflow is blank or whose input, tags or search attributes the
+/// store could not keep.
+pub(super) fn check_start(req: &StartRun) -> Result<(), EngineError> {
+    if req.workflow.trim().is_empty() {
+        return Err(bad("`workflow` must name a registered workflow"));
+    }
+    if let Some(id) = &req.id
+        && derived(id.as_str())
+    {
+        return Err(bad(format!(
+            "run id `{id}` has the form of a child run (`<run>.child.<n>`) or a ContinueAsNew successor (`<run>:c<n>`), which the engine reserves for the runs it derives; choose another id"
+        )));
+    }
+    check_payload("the input", &req.input)?;
+    if let Some(tag) = req.tags.iter().find(|t| t.contains('\0')) {
+        return Err(bad(format!(
+            "tag {tag:?} contains U+0000 (NUL), which cannot be stored; remove it"
+        )));
+    }
+    check_attributes(&req.search_attributes)
+}
+
+/// Refuses `value` (named `what` in the message) if it holds U+0000 in any string or key:
+/// PostgreSQL's `jsonb` cannot keep it, so the same input must be refused on every store.
+pub(super) fn check_payload(what: &str, value: &Value) -> Result<(), EngineError> {
+    if holds_nul(value) {
+        return Err(bad(format!(
+            "{what} contains U+0000 (NUL) in a string or key, which cannot be stored; remove it or encode the bytes (base64, say)"
+        )));
+    }
+    Ok(())
+}
+
+/// Search attributes are flat: each a string, number, boolean or null, so they can be filtered
+/// and compared.
+fn check_attributes(attributes: &Map<String, Value>) -> Result<(), EngineError> {
+    for (key, value) in attributes {
+        if value.is_object() || value.is_array() {
+            return Err(bad(format!(
+                "search attribute `{key}` must be a string, number, boolean or null"
+            )));
+        }
+        if key.contains('\0') || holds_nul(value) {
+            return Err(bad(format!(
+                "search attribute {key:?} contains U+0000 (NUL), which cannot be stored; remove it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `id` has the form of an id the engine derives from another run's: a run a caller
+/// started under it would be taken for that run's child or successor.
+fn derived(id: &str) -> bool {
+    id.contains(".child.")
+        || id
+            .rsplit_once(":c")
+            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+fn bad(message: impl Into<String>) -> EngineError {
+    EngineError::BadInput(message.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn start(input: Value) -> StartRun {
+        StartRun {
+            workflow: "w".into(),
+            input,
+            ..StartRun::default()
+        }
+    }
+
+    #[test]
+    fn refuses_nul_anywhere_the_store_would() {
+        assert!(check_start(&start(json!({ "a": ["ok", 1, null] }))).is_ok());
+        for input in [
+            json!("a\u{0}b"),
+            json!({ "deep": [{ "x": "\u{0}" }] }),
+            json!({ "k\u{0}": 1 }),
+        ] {
+            let err = check_start(&start(input.clone())).expect_err("refused");
+            assert!(err.to_string().contains("U+0000"), "{input}: {err}");
+        }
+        let mut tagged = start(json!({}));
+        tagged.tags = vec!["a\u{0}".into()];
+        assert!(check_start(&tagged).is_err());
+    }
+
+    #[test]
+    fn refuses_ids_the_engine_derives() {
+        for (id, refused) in [
+            ("run_a.child.3", true),
+            ("run_a:c12", true),
+            ("run_a", false),
+            ("order:c", false),
+            ("order:cx1", false),
+            ("my.child-run", false),
+        ] {
+            let mut req = start(json!({}));
+            req.id = Some(crate::model::RunId::parse(id).expect("id"));
+            assert_eq!(check_start(&req).is_err(), refused, "{id}");
+        }
+    }
+
+    #[test]
+    fn refuses_blank_workflows_and_nested_attributes() {
+        let mut blank = start(json!({}));
+        blank.workflow = "  ".into();
+        assert!(check_start(&blank).is_err());
+        let mut nested = start(json!({}));
+        nested.search_attributes = json!({ "a": { "x": 1 } })
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let err = check_start(&nested).expect_err("nested");
+        assert!(err.to_string().contains("search attribute `a`"), "{err}");
+        let mut flat = start(json!({}));
+        flat.search_attributes = json!({ "a": 1, "b": "x", "c": true, "d": null })
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        assert!(check_start(&flat).is_ok());
+    }
+}
