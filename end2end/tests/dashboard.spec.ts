@@ -176,14 +176,25 @@ test('the globex viewer cannot reach an acme run by server function or live stre
   await acme.close();
 });
 
-test('log out everywhere ends the other sessions of the account', async ({ page, browser }) => {
+test('log out everywhere ends the other sessions of the account, and their live streams', async ({ page, browser }) => {
   await login(page, ACME_ADMIN);
   const other = await browser.newContext();
   const second = await other.newPage();
   await login(second, ACME_ADMIN);
+  // The other session listens to its live stream, and notes when the server ends it.
+  await second.evaluate(() => {
+    (window as any).__ended = false;
+    void fetch('/events').then(async (response) => {
+      const reader = response.body!.getReader();
+      while (!(await reader.read()).done) {}
+      (window as any).__ended = true;
+    });
+  });
   await hydrated(page);
   await page.getByTestId('logout-everywhere').click();
   await expect(page).toHaveURL(/\/login$/);
+  // The stream is ended within the server's session re-check (5 s), not left running.
+  await second.waitForFunction(() => (window as any).__ended === true, null, { timeout: 15_000 });
   await second.goto('/');
   await expect(second).toHaveURL(/\/login$/);
   const call = await second.request.post('/api/get_run_detail', { form: { id: 'run_x' } });

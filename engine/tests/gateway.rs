@@ -248,6 +248,17 @@ async fn boundary(transport: Arc<dyn Transport>) {
         .expect_err("forged token");
     assert_eq!(refused.code.as_deref(), Some("unauthorized"));
 
+    // A signal name no wait could match, and a list filter the store could not keep, are
+    // refused as bad requests (not blamed on the database).
+    for body in [
+        json!({ "kind": "signal", "runId": acme_run.id, "signal": " approve" }),
+        json!({ "kind": "signal", "runId": acme_run.id, "signal": "" }),
+        json!({ "kind": "listRuns", "query": { "tag": "a\u{0}" } }),
+    ] {
+        let reply = pod.ask(&acme, body.clone()).await;
+        assert_eq!(reply.code(), Some("bad-request"), "{body}: {reply:?}");
+    }
+
     // Its own run, acme may act on: the signal completes it.
     let reply = pod
         .ask(
@@ -331,6 +342,16 @@ async fn start_runs(transport: Arc<dyn Transport>) {
         "run-start-1"
     );
 
+    // Delivered twice at once: both answered with the one run.
+    let twice =
+        json!({ "tenant": acme, "workflow": "approval", "input": {}, "runId": "run-start-2" });
+    send(twice.clone()).await;
+    send(twice).await;
+    for _ in 0..2 {
+        let reply = pod.reply_to("run-start-2").await;
+        assert!(reply.result.ok, "{reply:?}");
+    }
+
     // globex reusing acme's run id: refused, acme's run untouched.
     send(json!({ "tenant": globex, "workflow": "approval", "input": {}, "runId": "run-start-1" }))
         .await;
@@ -390,13 +411,13 @@ async fn start_runs(transport: Arc<dyn Transport>) {
     send(json!({ "tenant": acme, "workflow": "approval", "input": null })).await;
     let mut runs = all_runs(&store).await;
     for _ in 0..100 {
-        if runs.len() > 1 {
+        if runs.len() > 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         runs = all_runs(&store).await;
     }
-    assert_eq!(runs.len(), 2, "one run per accepted start: {runs:?}");
+    assert_eq!(runs.len(), 3, "one run per accepted start: {runs:?}");
     assert!(runs.iter().all(|r| r.namespace == ns("acme")));
     let minted = runs
         .iter()

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::input::{check_payload, check_start};
+use super::input::{check_payload, check_signal_name, check_start};
 use super::shared::Shared;
 use super::{drive, inbox, lease, redispatch, remote, results, start, sweep};
 use crate::model::{
@@ -275,6 +275,7 @@ impl Engine {
         name: &str,
         payload: Value,
     ) -> Result<SignalSent, EngineError> {
+        check_signal_name(name)?;
         check_payload("the signal's payload", &payload)?;
         let sent = self
             .shared

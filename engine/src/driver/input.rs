@@ -30,6 +30,22 @@ pub(super) fn check_start(req: &StartRun) -> Result<(), EngineError> {
     check_attributes(&req.search_attributes)
 }
 
+/// Refuses a signal name no wait could match or the store could not keep: blank, with spaces
+/// around it, longer than 200 characters, or holding U+0000.
+pub(super) fn check_signal_name(name: &str) -> Result<(), EngineError> {
+    let fits = !name.is_empty()
+        && name.chars().count() <= 200
+        && name.trim() == name
+        && !name.contains('\0');
+    if fits {
+        Ok(())
+    } else {
+        Err(bad(
+            "a signal name must be 1 to 200 characters, without spaces around it or U+0000; use the name the workflow waits for (for example `approve`)",
+        ))
+    }
+}
+
 /// Refuses `value` (named `what` in the message) if it holds U+0000 in any string or key:
 /// PostgreSQL's `jsonb` cannot keep it, so the same input must be refused on every store.
 pub(super) fn check_payload(what: &str, value: &Value) -> Result<(), EngineError> {
@@ -62,10 +78,9 @@ fn check_attributes(attributes: &Map<String, Value>) -> Result<(), EngineError> 
 /// Whether `id` has the form of an id the engine derives from another run's: a run a caller
 /// started under it would be taken for that run's child or successor.
 fn derived(id: &str) -> bool {
-    id.contains(".child.")
-        || id
-            .rsplit_once(":c")
-            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    let digits = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    id.rsplit_once(".child.").is_some_and(|(_, n)| digits(n))
+        || id.rsplit_once(":c").is_some_and(|(_, n)| digits(n))
 }
 
 fn holds_nul(value: &Value) -> bool {
@@ -112,6 +127,14 @@ mod tests {
     }
 
     #[test]
+    fn refuses_signal_names_no_wait_could_match() {
+        assert!(check_signal_name("approve").is_ok());
+        for name in ["", " approve", "approve ", "a\u{0}", &"x".repeat(201)] {
+            assert!(check_signal_name(name).is_err(), "{name:?}");
+        }
+    }
+
+    #[test]
     fn refuses_ids_the_engine_derives() {
         for (id, refused) in [
             ("run_a.child.3", true),
@@ -120,6 +143,8 @@ mod tests {
             ("order:c", false),
             ("order:cx1", false),
             ("my.child-run", false),
+            ("my.child.profile", false),
+            ("run_a.child.3.child.1", true),
         ] {
             let mut req = start(json!({}));
             req.id = Some(crate::model::RunId::parse(id).expect("id"));

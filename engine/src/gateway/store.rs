@@ -37,12 +37,29 @@ impl From<EngineError> for Refusal {
                 };
             }
             // The pod cannot act on the database's or broker's own words, and they are not its
-            // business: they stay in this control plane's log.
+            // business: they stay in this control plane's log. Only a failure that may pass is
+            // worth trying again.
             EngineError::Store(_) | EngineError::Transport(_) | EngineError::AlreadyStarted => {
                 tracing::warn!(error = %e, "a run request failed on the control plane");
-                return Refusal {
-                    message: "the control plane could not carry this out (its database or broker failed); try again shortly".into(),
-                    code: Some("unavailable"),
+                let passing = match &e {
+                    EngineError::Store(s) => s.is_retryable(),
+                    EngineError::Transport(t) => {
+                        matches!(t, crate::transport::TransportError::Unavailable(_))
+                    }
+                    _ => false,
+                };
+                return if passing {
+                    Refusal {
+                        message: "the control plane could not carry this out (its database or broker is unavailable); try again shortly".into(),
+                        code: Some("unavailable"),
+                    }
+                } else {
+                    Refusal {
+                        message:
+                            "the control plane failed to carry this out; its log has the details"
+                                .into(),
+                        code: Some("internal"),
+                    }
                 };
             }
         };
@@ -91,20 +108,20 @@ impl StoreGateway {
     pub async fn start_once(&self, message: &Value) -> Result<Value, ReplyError> {
         let started = async {
             let req = start_request(&self.tenant, message)?;
-            let (workflow, id) = (req.workflow.clone(), req.id.clone());
-            match self.engine.start_run(req).await {
+            // Answered from the run a first delivery started, before anything else is checked:
+            // its workflow may no longer be served, and it still started.
+            if let Some(run) = self.started_before(&req).await? {
+                return Ok(json!({ "runId": run.id, "status": run.status }));
+            }
+            match self.engine.start_run(req.clone()).await {
                 Ok(run) => Ok(json!({ "runId": run.id, "status": run.status })),
+                // A delivery of the same message that started it meanwhile.
                 Err(EngineError::Store(crate::store::StoreError::Conflict(c))) => {
-                    let scope = Scope::Only(self.tenant.clone());
-                    let existing = match &id {
-                        Some(id) => self.engine.store().get_run(&scope, id).await?,
-                        None => None,
-                    };
-                    match existing {
-                        Some(run) if run.workflow == workflow => {
-                            Ok(json!({ "runId": run.id, "status": run.status }))
+                    match self.started_before(&req).await? {
+                        Some(run) => Ok(json!({ "runId": run.id, "status": run.status })),
+                        None => {
+                            Err(EngineError::Store(crate::store::StoreError::Conflict(c)).into())
                         }
-                        _ => Err(EngineError::Store(crate::store::StoreError::Conflict(c)).into()),
                     }
                 }
                 Err(e) => Err(e.into()),
@@ -114,6 +131,17 @@ impl StoreGateway {
             message: r.message,
             code: r.code.map(str::to_owned),
         })
+    }
+
+    /// The run an earlier delivery of start `req` started: the tenant's run with its `runId`
+    /// and workflow.
+    async fn started_before(&self, req: &StartRun) -> Result<Option<Run>, Refusal> {
+        let Some(id) = &req.id else {
+            return Ok(None);
+        };
+        let scope = Scope::Only(self.tenant.clone());
+        let run = self.engine.store().get_run(&scope, id).await?;
+        Ok(run.filter(|run| run.workflow == req.workflow))
     }
 
     /// The run a run-id verb names, if it exists and is `tenant`'s; `Ok(None)` when it does not
@@ -354,6 +382,14 @@ fn list_query(raw: Option<&Value>) -> Result<RunQuery, Refusal> {
     let empty = Map::new();
     let q = raw.and_then(Value::as_object).unwrap_or(&empty);
     let text = |k: &str| q.get(k).and_then(Value::as_str).map(str::to_owned);
+    if let Some(k) = ["status", "workflow", "tag"]
+        .into_iter()
+        .find(|k| text(k).is_some_and(|v| v.contains('\0')))
+    {
+        return Err(Refusal::bad(format!(
+            "`query.{k}` contains U+0000; remove it"
+        )));
+    }
     let status = text("status")
         .map(|s| s.parse::<RunStatus>())
         .transpose()

@@ -491,6 +491,49 @@ pub async fn exhausted_recoveries_bury_the_run(store: Arc<dyn Store>) {
     );
 }
 
+/// A committed turn is progress: the run's count of recoveries starts again, so a run that
+/// lives long is not buried for lapses far apart (each one after its driver crashed, say).
+pub async fn a_committed_turn_resets_the_recovery_count(store: Arc<dyn Store>) {
+    let run = store
+        .create_run(new_run("r1", "acme"), 1, None)
+        .await
+        .expect("create");
+    // Claimed, then recovered twice (of two allowed): one more lapse would bury it.
+    let mut t = 10;
+    for _ in 0..3 {
+        let claimed = store
+            .claim_runs(&Scope::All, "a", t, 10, 10, 2)
+            .await
+            .expect("claim");
+        assert_eq!(claimed.len(), 1);
+        t += 11;
+    }
+    // The driver holding it now commits a turn; the run suspends until a timer.
+    let commit = TurnCommit::new(TurnOutcome::Suspend {
+        wake_at: Some(t - 5),
+    });
+    store
+        .commit_turn(&lease("a"), &run.id, commit, t - 8)
+        .await
+        .expect("commit")
+        .expect("held");
+    // The timer wakes it, and that driver's lease lapses too: taken over once more.
+    let woken = store
+        .claim_runs(&Scope::All, "a", t, 10, 10, 2)
+        .await
+        .expect("claim");
+    assert_eq!(woken.len(), 1);
+    let recovered = store
+        .claim_runs(&Scope::All, "b", t + 11, 10, 10, 2)
+        .await
+        .expect("claim");
+    assert_eq!(
+        recovered.len(),
+        1,
+        "the lapses before the committed turn no longer count"
+    );
+}
+
 /// A start may claim its run at once, but only inside the claimer's scope.
 pub async fn starts_claim_their_run_inside_the_scope(store: Arc<dyn Store>) {
     let mine = Claim {
@@ -643,6 +686,79 @@ pub async fn a_start_commits_its_first_turn_with_the_insert(store: Arc<dyn Store
             .await
             .expect("read")
             .is_empty()
+    );
+}
+
+/// A parent cancelling a child that continued as new (a fail-fast gather) cancels the child's
+/// live successor, which carries on under `<child>:c<n>`, and no other run.
+pub async fn cancelling_a_continued_child_cancels_its_successor(store: Arc<dyn Store>) {
+    let id = |s: &str| RunId::parse(s).expect("id");
+    let child_of = |parent: &str, child: &str| NewRun {
+        parent_run_id: Some(id(parent)),
+        root_run_id: id(parent),
+        nesting_depth: 1,
+        ..new_run(child, "acme")
+    };
+    // The parent starts a child and waits; a bystander's child has a look-alike id.
+    for parent in ["k1", "k2"] {
+        let child = format!("{parent}.child.0");
+        let start = TurnCommit {
+            children: vec![child_of(parent, &child)],
+            ..TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(2) })
+        };
+        store
+            .create_run_and_commit(new_run(parent, "acme"), &lease("a"), start, 1)
+            .await
+            .expect("start")
+            .expect("in scope");
+    }
+    let claimed = store
+        .claim_runs(&Scope::All, "a", 2, 10_000, 10, 5)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 4, "both parents and both children");
+    // The child continues as new.
+    let successor = NewRun {
+        continued_from: Some(id("k1.child.0")),
+        ..child_of("k1", "k1.child.0:c1")
+    };
+    store
+        .commit_turn(
+            &lease("a"),
+            &id("k1.child.0"),
+            TurnCommit::new(TurnOutcome::Continue(Box::new(successor))),
+            3,
+        )
+        .await
+        .expect("commit")
+        .expect("held");
+    // The parent cancels it.
+    let cancel = TurnCommit {
+        cancel_runs: vec![id("k1.child.0")],
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    store
+        .commit_turn(&lease("a"), &id("k1"), cancel, 4)
+        .await
+        .expect("commit")
+        .expect("held");
+    let status = |run: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .get_run(&Scope::All, &id(run))
+                .await
+                .expect("read")
+                .expect("exists")
+                .status
+        }
+    };
+    assert_eq!(status("k1.child.0:c1").await, RunStatus::Cancelled);
+    assert_eq!(status("k1.child.0").await, RunStatus::Continued);
+    assert_eq!(
+        status("k2.child.0").await,
+        RunStatus::Running,
+        "another parent's child is untouched"
     );
 }
 
@@ -2359,6 +2475,8 @@ macro_rules! store_conformance {
             results_during_a_turn_wake_the_run,
             released_leases_are_claimable_at_once,
             exhausted_recoveries_bury_the_run,
+            a_committed_turn_resets_the_recovery_count,
+            cancelling_a_continued_child_cancels_its_successor,
             starts_claim_their_run_inside_the_scope,
             a_start_commits_its_first_turn_with_the_insert,
             results_claim_the_runs_they_wake,

@@ -193,11 +193,6 @@ async fn signal_run(
     let id = run_id(&id)?;
     let body: SignalBody = json_body(&body)?;
     let name = body.name.trim();
-    if name.is_empty() || name.len() > 200 {
-        return Err(ApiError::BadRequest(
-            "`name` must be 1 to 200 characters".into(),
-        ));
-    }
     match state
         .app
         .engine

@@ -1,8 +1,11 @@
 //! Live tenant events over server-sent events. Each stream is scoped before it starts: to the
 //! token's tenant (API) or the session user's tenant (dashboard); an operator sees every
-//! namespace. Streams end when the server shuts down.
+//! namespace. Streams end when the server shuts down, and a dashboard stream also when its
+//! session stops being valid (logged out everywhere, the user deleted or moved): it is looked at
+//! again every [`SESSION_RECHECK`].
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
@@ -16,6 +19,10 @@ use super::ServerState;
 use crate::auth::ApiTenant;
 use crate::error::{ApiError, internal};
 
+/// How often a dashboard stream checks that its session still holds: the longest a revoked
+/// session keeps receiving events.
+const SESSION_RECHECK: Duration = Duration::from_secs(5);
+
 type EventStream = Sse<KeepAliveStream<BoxedEvents>>;
 type BoxedEvents = std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
 
@@ -24,7 +31,8 @@ pub async fn api_events(
     State(state): State<ServerState>,
     ApiTenant(tenant): ApiTenant,
 ) -> Result<EventStream, ApiError> {
-    stream(&state, Scope::Only(tenant)).await
+    // A token does not expire: the stream lasts until the server stops.
+    stream(&state, Scope::Only(tenant), std::future::pending()).await
 }
 
 /// `GET /events`: the dashboard's feed, scoped to the logged-in user.
@@ -37,19 +45,38 @@ pub async fn dashboard_events(
         .await
         .map_err(internal)?
         .ok_or_else(unauthorized)?;
-    let scope = match (user.tenant, user.role) {
-        (Some(tenant), _) => Scope::Only(tenant),
+    let scope = match (&user.tenant, user.role) {
+        (Some(tenant), _) => Scope::Only(tenant.clone()),
         (None, Role::Operator) => Scope::All,
         (None, _) => return Err(unauthorized()),
     };
-    stream(&state, scope).await
+    let accounts = state.app.accounts.clone();
+    let revoked = async move {
+        loop {
+            tokio::time::sleep(SESSION_RECHECK).await;
+            match app::ssr::user_of(accounts.as_ref(), &session).await {
+                Ok(Some(now)) if now.tenant == user.tenant && now.role == user.role => {}
+                Ok(_) => return,
+                // Unreadable for now: keep the stream and look again.
+                Err(e) => tracing::warn!(error = ?e, "could not re-check a live stream's session"),
+            }
+        }
+    };
+    stream(&state, scope, revoked).await
 }
 
-async fn stream(state: &ServerState, scope: Scope) -> Result<EventStream, ApiError> {
+async fn stream(
+    state: &ServerState,
+    scope: Scope,
+    revoked: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<EventStream, ApiError> {
     let frames = state.live.subscribe(scope).await.map_err(internal)?;
     let mut shutdown = state.shutdown.clone();
     let ended = async move {
-        let _ = shutdown.wait_for(|stopped| *stopped).await;
+        tokio::select! {
+            _ = shutdown.wait_for(|stopped| *stopped) => {}
+            () = revoked => {}
+        }
     };
     let events = futures::stream::unfold(frames, |mut frames| async move {
         let event = match frames.recv().await {

@@ -218,12 +218,13 @@ pub(super) async fn finish_turn(
         insert_run(conn, next, now, true, None).await?;
     }
     for child in &commit.cancel_runs {
-        // Only this run's own children, never anything else.
+        // Only this run's own children (a child that continued as new, as its live successor
+        // `<child>:c<n>`), never anything else.
         let row = sqlx::query(&format!(
             "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
              error = $1, updated_at = $2, \
              finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END, wake_at = NULL \
-             WHERE id = $3 AND parent_run_id = $4 \
+             WHERE (id = $3 OR left(id, length($3) + 2) = $3 || ':c') AND parent_run_id = $4 \
              AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"
         ))
         .bind(to_value(&rules::sibling_failed(id)))
@@ -445,7 +446,7 @@ fn update_run_sql(holder: Holder, scope: &Scope, gate: &str) -> (String, usize) 
          attempt = attempt + {claimed} + (CASE WHEN {woken} THEN 1 ELSE 0 END), \
          locked_until = CASE WHEN {woken} THEN $6 ELSE NULL END, \
          locked_by = CASE WHEN {woken} THEN {held_by} ELSE NULL END, \
-         needs_wake = FALSE, updated_at = $3, finished_at = $7 \
+         needs_wake = FALSE, recoveries = 0, updated_at = $3, finished_at = $7 \
          WHERE id = $8 AND {holds}{gate} RETURNING {RUN_COLS}"
     );
     (sql, next)

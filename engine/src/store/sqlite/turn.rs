@@ -124,7 +124,7 @@ fn update_run(
          attempt = attempt + (CASE WHEN {woken} THEN 1 ELSE 0 END), \
          locked_until = CASE WHEN {woken} THEN ?6 ELSE NULL END, \
          locked_by = CASE WHEN {woken} THEN locked_by ELSE NULL END, \
-         needs_wake = 0, updated_at = ?3, finished_at = ?7 \
+         needs_wake = 0, recoveries = 0, updated_at = ?3, finished_at = ?7 \
          WHERE id = ?8 AND status = 'running' AND locked_by = ?9 RETURNING {RUN_COLS}"
     );
     let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
@@ -205,7 +205,8 @@ fn insert_checkpoints(
 }
 
 /// Cancels `children` of run `id` (a fail-fast gather): waiting ones end `cancelled` and settle
-/// the parent's wait, running ones go `cancelling`. Never touches a run that is not `id`'s child.
+/// the parent's wait, running ones go `cancelling`. A child that continued as new is cancelled
+/// as its live successor (`<child>:c<n>`). Never touches a run that is not `id`'s child.
 fn cancel_children(
     conn: &Connection,
     id: &RunId,
@@ -226,9 +227,14 @@ fn cancel_children(
             .bind(now)
             .push(", finished_at = CASE WHEN status = 'running' THEN finished_at ELSE ")
             .bind(now)
-            .push(" END, wake_at = NULL WHERE id = ")
+            // The child itself, or (once it continued as new) its live successor.
+            .push(" END, wake_at = NULL WHERE (id = ")
             .bind(child.as_str().to_owned())
-            .push(" AND parent_run_id = ")
+            .push(" OR substr(id, 1, length(")
+            .bind(child.as_str().to_owned())
+            .push(") + 2) = ")
+            .bind(child.as_str().to_owned())
+            .push(" || ':c') AND parent_run_id = ")
             .bind(id.as_str().to_owned())
             .push(&format!(
                 " AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"

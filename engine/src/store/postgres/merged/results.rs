@@ -182,7 +182,7 @@ static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
          attempt = attempt + 1 + (CASE WHEN {woken} THEN 1 ELSE 0 END), \
          locked_until = CASE WHEN {woken} THEN a.x_until ELSE NULL END, \
          locked_by = CASE WHEN {woken} THEN a.x_owner ELSE NULL END, \
-         needs_wake = FALSE, updated_at = a.x_now, finished_at = a.x_finished_at \
+         needs_wake = FALSE, recoveries = 0, updated_at = a.x_now, finished_at = a.x_finished_at \
          FROM a WHERE id = a.x_id AND status = 'suspended' AND NOT needs_wake \
          AND attempt = a.x_attempt AND (a.x_namespace IS NULL OR namespace = a.x_namespace \
          OR (a.x_namespace = 'default' AND (namespace IS NULL OR namespace = ''))) \
