@@ -182,14 +182,17 @@ test('log out everywhere ends the other sessions of the account, and their live 
   const second = await other.newPage();
   await login(second, ACME_ADMIN);
   // The other session listens to its live stream, and notes when the server ends it.
-  await second.evaluate(() => {
+  const opened = await second.evaluate(async () => {
     (window as any).__ended = false;
-    void fetch('/events').then(async (response) => {
+    const response = await fetch('/events');
+    void (async () => {
       const reader = response.body!.getReader();
       while (!(await reader.read()).done) {}
       (window as any).__ended = true;
-    });
+    })();
+    return response.status;
   });
+  expect(opened, 'the stream was open before the logout').toBe(200);
   await hydrated(page);
   await page.getByTestId('logout-everywhere').click();
   await expect(page).toHaveURL(/\/login$/);

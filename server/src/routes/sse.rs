@@ -1,8 +1,8 @@
 //! Live tenant events over server-sent events. Each stream is scoped before it starts: to the
 //! token's tenant (API) or the session user's tenant (dashboard); an operator sees every
 //! namespace. Streams end when the server shuts down, and a dashboard stream also when its
-//! session stops being valid (logged out everywhere, the user deleted or moved): it is looked at
-//! again every [`SESSION_RECHECK`].
+//! session stops being valid (logged out, here or everywhere; expired; the user deleted or
+//! moved): it is read again every [`SESSION_RECHECK`].
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -54,6 +54,11 @@ pub async fn dashboard_events(
     let revoked = async move {
         loop {
             tokio::time::sleep(SESSION_RECHECK).await;
+            // Read afresh: a session logged out or expired since is gone from the store.
+            if let Err(e) = session.load().await {
+                tracing::warn!(error = %e, "could not re-read a live stream's session");
+                continue;
+            }
             match app::ssr::user_of(accounts.as_ref(), &session).await {
                 Ok(Some(now)) if now.tenant == user.tenant && now.role == user.role => {}
                 Ok(_) => return,

@@ -218,27 +218,19 @@ pub(super) async fn finish_turn(
         insert_run(conn, next, now, true, None).await?;
     }
     for child in &commit.cancel_runs {
-        // Only this run's own children (a child that continued as new, as its live successor
-        // `<child>:c<n>`), never anything else.
-        let row = sqlx::query(&format!(
-            "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
-             error = $1, updated_at = $2, \
-             finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END, wake_at = NULL \
-             WHERE (id = $3 OR left(id, length($3) + 2) = $3 || ':c') AND parent_run_id = $4 \
-             AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"
-        ))
-        .bind(to_value(&rules::sibling_failed(id)))
-        .bind(now)
-        .bind(child.as_str())
-        .bind(id.as_str())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db)?;
-        if let Some(row) = row {
-            let child = run_from_row(&row)?;
-            if settles_parent(child.status) {
-                settle_parent(conn, id, &child, now).await?;
-            }
+        // Only this run's own children, never anything else. A child that continued as new is
+        // cancelled as its live successor (`<child>:c<n>`): looked for only once the child is
+        // seen `continued`, in a statement of its own, so a successor whose insert committed
+        // while the first statement waited for the child's row is seen too.
+        let mut row = cancel_child(conn, id, child, "id = $3", now).await?;
+        if row.is_none() && continued(conn, id, child).await? {
+            let successor = "left(id, length($3) + 2) = $3 || ':c'";
+            row = cancel_child(conn, id, child, successor, now).await?;
+        }
+        if let Some(child) = row
+            && settles_parent(child.status)
+        {
+            settle_parent(conn, id, &child, now).await?;
         }
     }
     if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
@@ -450,6 +442,45 @@ fn update_run_sql(holder: Holder, scope: &Scope, gate: &str) -> (String, usize) 
          WHERE id = $8 AND {holds}{gate} RETURNING {RUN_COLS}"
     );
     (sql, next)
+}
+
+/// Cancels the live child of run `parent` that `which` (a condition on `$3`, the child's id)
+/// picks: waiting, it ends `cancelled`; running, it goes `cancelling`.
+async fn cancel_child(
+    conn: &mut PgConnection,
+    parent: &RunId,
+    child: &RunId,
+    which: &str,
+    now: Millis,
+) -> StoreResult<Option<Run>> {
+    let row = sqlx::query(&format!(
+        "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
+         error = $1, updated_at = $2, \
+         finished_at = CASE WHEN status = 'running' THEN finished_at ELSE $2 END, wake_at = NULL \
+         WHERE {which} AND parent_run_id = $4 \
+         AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"
+    ))
+    .bind(to_value(&rules::sibling_failed(parent)))
+    .bind(now)
+    .bind(child.as_str())
+    .bind(parent.as_str())
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?;
+    row.as_ref().map(run_from_row).transpose()
+}
+
+/// Whether `child`, a child of `parent`, continued as new.
+async fn continued(conn: &mut PgConnection, parent: &RunId, child: &RunId) -> StoreResult<bool> {
+    let row = sqlx::query(
+        "SELECT 1 FROM runs WHERE id = $1 AND parent_run_id = $2 AND status = 'continued'",
+    )
+    .bind(child.as_str())
+    .bind(parent.as_str())
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(row.is_some())
 }
 
 /// Binds the parameters of [`update_run_sql`].

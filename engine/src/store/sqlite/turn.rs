@@ -6,7 +6,7 @@ use rusqlite::{Connection, params};
 use super::reads::history;
 use super::rows::{RUN_COLS, db, insert_run, run_by_id, run_from_row, to_json};
 use super::settle::{Resolution, resolve_pending, schedule_retry, settle_parent, settles_parent};
-use super::sql::{Sql, optional};
+use super::sql::optional;
 use super::writer::Wrote;
 use crate::model::{
     CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
@@ -216,36 +216,64 @@ fn cancel_children(
     if children.is_empty() {
         return Ok(());
     }
-    let cancelled = rules::sibling_failed(id);
     for child in children {
-        let mut sql = Sql::new(
-            "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
-             error = ",
-        );
-        sql.bind(to_json(&cancelled))
-            .push(", updated_at = ")
-            .bind(now)
-            .push(", finished_at = CASE WHEN status = 'running' THEN finished_at ELSE ")
-            .bind(now)
-            // The child itself, or (once it continued as new) its live successor.
-            .push(" END, wake_at = NULL WHERE (id = ")
-            .bind(child.as_str().to_owned())
-            .push(" OR substr(id, 1, length(")
-            .bind(child.as_str().to_owned())
-            .push(") + 2) = ")
-            .bind(child.as_str().to_owned())
-            .push(" || ':c') AND parent_run_id = ")
-            .bind(id.as_str().to_owned())
-            .push(&format!(
-                " AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"
-            ));
-        if let Some(child) = sql.one(conn, run_from_row)?
+        // A child that continued as new is cancelled as its live successor, looked for only
+        // then (a scan of the parent's children).
+        let mut cancelled = cancel_child(conn, id, child, "id = ?1", now)?;
+        if cancelled.is_none() && continued(conn, id, child)? {
+            let successor = "substr(id, 1, length(?1) + 2) = ?1 || ':c'";
+            cancelled = cancel_child(conn, id, child, successor, now)?;
+        }
+        if let Some(child) = cancelled
             && settles_parent(child.status)
         {
             settle_parent(conn, id, &child, now)?;
         }
     }
     Ok(())
+}
+
+/// Whether `child`, a child of `parent`, continued as new.
+fn continued(conn: &Connection, parent: &RunId, child: &RunId) -> StoreResult<bool> {
+    let found: Option<i64> = optional(
+        conn.prepare_cached(
+            "SELECT 1 FROM runs WHERE id = ?1 AND parent_run_id = ?2 AND status = 'continued'",
+        )
+        .map_err(db)?
+        .query_row(params![child.as_str(), parent.as_str()], |r| r.get(0)),
+    )?;
+    Ok(found.is_some())
+}
+
+/// Cancels the live child of run `parent` that `which` (a condition on `?1`, the child's id)
+/// picks: waiting, it ends `cancelled`; running, it goes `cancelling`.
+fn cancel_child(
+    conn: &Connection,
+    parent: &RunId,
+    child: &RunId,
+    which: &str,
+    now: Millis,
+) -> StoreResult<Option<Run>> {
+    let sql = format!(
+        "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
+         error = ?2, updated_at = ?3, \
+         finished_at = CASE WHEN status = 'running' THEN finished_at ELSE ?3 END, wake_at = NULL \
+         WHERE {which} AND parent_run_id = ?4 \
+         AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"
+    );
+    let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
+    let mut rows = stmt
+        .query(params![
+            child.as_str(),
+            to_json(&rules::sibling_failed(parent)),
+            now,
+            parent.as_str()
+        ])
+        .map_err(db)?;
+    match rows.next().map_err(db)? {
+        Some(row) => Ok(Some(run_from_row(row)?)),
+        None => Ok(None),
+    }
 }
 
 /// Fails the current try of remote step `seq` with `timeout`: retried by its policy (pending
