@@ -94,7 +94,7 @@ async fn measure(
         let id = RunId::parse(&format!("r{i}"))?;
         let new = NewRun::top_level(id.clone(), Namespace::default(), "wf", 1, json!({"i": i}));
         let t = Instant::now();
-        store.create_run(new, 1, Some(&claim)).await?;
+        let created = store.create_run(new, 1, Some(&claim)).await?;
         create.push(t.elapsed());
         let t = Instant::now();
         store.checkpoints(&Scope::All, &id).await?;
@@ -106,7 +106,9 @@ async fn measure(
             ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
         };
         let t = Instant::now();
-        store.commit_turn(&claim, &id, turn, 2).await?;
+        store
+            .commit_turn(&claim, &id, created.attempt, turn, 2)
+            .await?;
         commit.push(t.elapsed());
         let result = StepResult {
             run_id: id.clone(),

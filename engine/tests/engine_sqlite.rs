@@ -582,7 +582,13 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
         .expect("publish");
     tokio::time::sleep(Duration::from_millis(50)).await;
     h.store
-        .commit_turn(&claim, &id, elsewhere::sends_step(0, 4), 3)
+        .commit_turn(
+            &claim,
+            &id,
+            common::attempt_of(&h.store, &id).await,
+            elsewhere::sends_step(0, 4),
+            3,
+        )
         .await
         .expect("commit")
         .expect("still leased");
@@ -608,7 +614,13 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
     let claim = elsewhere::claim();
     let suspended = h
         .store
-        .commit_turn(&claim, &id, elsewhere::sends_step(0, 1), 2)
+        .commit_turn(
+            &claim,
+            &id,
+            common::attempt_of(&h.store, &id).await,
+            elsewhere::sends_step(0, 1),
+            2,
+        )
         .await
         .expect("commit")
         .expect("still leased")
@@ -719,7 +731,13 @@ async fn a_tenants_control_plane_never_turns_another_tenants_run_from_its_result
     acme_only.start().await.expect("engine starts");
     let id = elsewhere::creates(&store, "globex", "two", 1).await;
     store
-        .commit_turn(&elsewhere::claim(), &id, elsewhere::sends_step(0, 1), 2)
+        .commit_turn(
+            &elsewhere::claim(),
+            &id,
+            common::attempt_of(&store, &id).await,
+            elsewhere::sends_step(0, 1),
+            2,
+        )
         .await
         .expect("commit")
         .expect("still leased");

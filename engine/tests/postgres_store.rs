@@ -81,7 +81,13 @@ async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock()
     let id = elsewhere::creates(&store, "acme", "two", 1).await;
     let claim = elsewhere::claim();
     let suspended = store
-        .commit_turn(&claim, &id, elsewhere::sends_step(0, 1), 2)
+        .commit_turn(
+            &claim,
+            &id,
+            common::attempt_of(&store, &id).await,
+            elsewhere::sends_step(0, 1),
+            2,
+        )
         .await
         .expect("commit")
         .expect("still leased")

@@ -319,7 +319,12 @@ async fn persist_turn(
     let write = async {
         let claim = shared.claim();
         match &with_result {
-            None => shared.store.commit_turn(&claim, &run.id, commit, now).await,
+            None => {
+                shared
+                    .store
+                    .commit_turn(&claim, &run.id, run.attempt, commit, now)
+                    .await
+            }
             Some(result) => {
                 shared
                     .store

@@ -15,6 +15,16 @@ use crate::model::{
     StepOutcome, StepResult,
 };
 
+/// The attempt `id` is at now: what a turn of the claim that holds it commits with.
+async fn attempt_of(store: &Arc<dyn Store>, id: &RunId) -> u32 {
+    store
+        .get_run(&Scope::All, id)
+        .await
+        .expect("read")
+        .expect("the run exists")
+        .attempt
+}
+
 fn ns(s: &str) -> Namespace {
     Namespace::parse(s).expect("test namespace")
 }
@@ -86,7 +96,13 @@ async fn suspended_on_a_step_sent_by(
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     store
-        .commit_turn(&lease(owner), &run.id, commit, 2)
+        .commit_turn(
+            &lease(owner),
+            &run.id,
+            attempt_of(store, &run.id).await,
+            commit,
+            2,
+        )
         .await
         .expect("commit")
         .expect("held")
@@ -237,6 +253,40 @@ pub async fn list_filters_apply(store: Arc<dyn Store>) {
     );
 }
 
+/// A turn computed under a claim whose lease lapsed cannot commit, even when the same owner has
+/// claimed the run again since: the commit names the attempt its claim gave it.
+pub async fn a_turn_that_outlived_its_claim_cannot_commit(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("o1", "acme"), 1, None)
+        .await
+        .expect("create");
+    let first = store
+        .claim_runs(&Scope::All, "a", 10, 100, 10, 5)
+        .await
+        .expect("claim");
+    let again = store
+        .claim_runs(&Scope::All, "a", 111, 100, 10, 5)
+        .await
+        .expect("claim");
+    assert_eq!((first.len(), again.len()), (1, 1));
+    assert!(again[0].attempt > first[0].attempt);
+    let id = &first[0].id;
+    let commit = TurnCommit::new(TurnOutcome::Complete(json!("stale")));
+    let stale = store
+        .commit_turn(&lease("a"), id, first[0].attempt, commit, 120)
+        .await
+        .expect("commit");
+    assert!(stale.is_none(), "the outlived turn must be refused");
+    let commit = TurnCommit::new(TurnOutcome::Complete(json!("current")));
+    let done = store
+        .commit_turn(&lease("a"), id, again[0].attempt, commit, 121)
+        .await
+        .expect("commit")
+        .expect("the current claim commits")
+        .run;
+    assert_eq!(done.output, Some(json!("current")));
+}
+
 /// A claimed run is leased to one owner; nobody else claims it until the lease expires, and
 /// only the owner can commit its turn.
 pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
@@ -266,12 +316,12 @@ pub async fn leases_are_exclusive_until_they_expire(store: Arc<dyn Store>) {
     assert_eq!(b.len(), 1, "an expired lease is taken over");
     let commit = TurnCommit::new(TurnOutcome::Complete(json!(1)));
     let stale = store
-        .commit_turn(&lease("a"), &b[0].id, commit.clone(), 120)
+        .commit_turn(&lease("a"), &b[0].id, a[0].attempt, commit.clone(), 120)
         .await
         .expect("commit");
     assert!(stale.is_none(), "the old owner's commit must be refused");
     let done = store
-        .commit_turn(&lease("b"), &b[0].id, commit, 121)
+        .commit_turn(&lease("b"), &b[0].id, b[0].attempt, commit, 121)
         .await
         .expect("commit")
         .expect("owner commits")
@@ -304,7 +354,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     let run = store
-        .commit_turn(&lease("a"), &id, commit, 20)
+        .commit_turn(&lease("a"), &id, attempt_of(&store, &id).await, commit, 20)
         .await
         .expect("commit")
         .expect("held")
@@ -374,6 +424,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         .commit_turn(
             &lease("a"),
             &id,
+            attempt_of(&store, &id).await,
             TurnCommit {
                 checkpoints: vec![pending_step(0)],
                 ..TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(15) })
@@ -398,6 +449,7 @@ pub async fn results_during_a_turn_wake_the_run(store: Arc<dyn Store>) {
         .commit_turn(
             &lease("a"),
             &id,
+            attempt_of(&store, &id).await,
             TurnCommit::new(TurnOutcome::Suspend { wake_at: None }),
             23,
         )
@@ -513,7 +565,13 @@ pub async fn a_committed_turn_resets_the_recovery_count(store: Arc<dyn Store>) {
         wake_at: Some(t - 5),
     });
     store
-        .commit_turn(&lease("a"), &run.id, commit, t - 8)
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            attempt_of(&store, &run.id).await,
+            commit,
+            t - 8,
+        )
         .await
         .expect("commit")
         .expect("held");
@@ -726,6 +784,7 @@ pub async fn cancelling_a_continued_child_cancels_its_successor(store: Arc<dyn S
         .commit_turn(
             &lease("a"),
             &id("k1.child.0"),
+            attempt_of(&store, &id("k1.child.0")).await,
             TurnCommit::new(TurnOutcome::Continue(Box::new(successor))),
             3,
         )
@@ -738,7 +797,13 @@ pub async fn cancelling_a_continued_child_cancels_its_successor(store: Arc<dyn S
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     store
-        .commit_turn(&lease("a"), &id("k1"), cancel, 4)
+        .commit_turn(
+            &lease("a"),
+            &id("k1"),
+            attempt_of(&store, &id("k1")).await,
+            cancel,
+            4,
+        )
         .await
         .expect("commit")
         .expect("held");
@@ -825,6 +890,7 @@ pub async fn a_due_timer_keeps_the_run_claimed(store: Arc<dyn Store>) {
         .commit_turn(
             &lease("a"),
             &run.id,
+            attempt_of(&store, &run.id).await,
             TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(50) }),
             2,
         )
@@ -843,6 +909,7 @@ pub async fn a_due_timer_keeps_the_run_claimed(store: Arc<dyn Store>) {
         .commit_turn(
             &lease("a"),
             &run.id,
+            attempt_of(&store, &run.id).await,
             TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(51) }),
             60,
         )
@@ -865,6 +932,7 @@ pub async fn blocked_runs_unpark_when_their_version_is_served(store: Arc<dyn Sto
         .commit_turn(
             &lease("a"),
             &run.id,
+            attempt_of(&store, &run.id).await,
             TurnCommit::new(TurnOutcome::Block {
                 reason,
                 recheck_at: None,
@@ -913,7 +981,13 @@ pub async fn blocked_runs_with_a_recheck_time_wake_when_it_passes(store: Arc<dyn
                     .with_code("capability.unavailable");
             let outcome = TurnOutcome::Block { reason, recheck_at };
             let parked = store
-                .commit_turn(&lease("a"), &run.id, TurnCommit::new(outcome), 2)
+                .commit_turn(
+                    &lease("a"),
+                    &run.id,
+                    attempt_of(&store, &run.id).await,
+                    TurnCommit::new(outcome),
+                    2,
+                )
                 .await
                 .expect("commit")
                 .expect("held")
@@ -995,7 +1069,13 @@ pub async fn a_parked_run_keeps_results_of_steps_still_out(store: Arc<dyn Store>
         })
     };
     store
-        .commit_turn(&lease("a"), &run.id, commit, 2)
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            attempt_of(&store, &run.id).await,
+            commit,
+            2,
+        )
         .await
         .expect("commit")
         .expect("held");
@@ -1041,7 +1121,13 @@ pub async fn sticky_turns_commit_only_an_untouched_run(store: Arc<dyn Store>) {
                 ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
             };
             let committed = store
-                .commit_turn(&lease("a"), &run.id, commit, 2)
+                .commit_turn(
+                    &lease("a"),
+                    &run.id,
+                    attempt_of(&store, &run.id).await,
+                    commit,
+                    2,
+                )
                 .await
                 .expect("commit")
                 .expect("held");
@@ -1148,7 +1234,13 @@ pub async fn sticky_turns_commit_only_an_untouched_run(store: Arc<dyn Store>) {
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     let fanned = store
-        .commit_turn(&lease("a"), &run.id, fan_out, 2)
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            attempt_of(&store, &run.id).await,
+            fan_out,
+            2,
+        )
         .await
         .expect("commit")
         .expect("held")
@@ -1561,7 +1653,13 @@ pub async fn driver_scans_stay_inside_their_namespace(store: Arc<dyn Store>) {
             ..TurnCommit::new(TurnOutcome::Suspend { wake_at: Some(500) })
         };
         store
-            .commit_turn(&lease("crashed"), &run.id, commit, 2)
+            .commit_turn(
+                &lease("crashed"),
+                &run.id,
+                attempt_of(&store, &run.id).await,
+                commit,
+                2,
+            )
             .await
             .expect("commit")
             .expect("held");
@@ -1664,7 +1762,7 @@ pub async fn concurrent_writes_keep_their_own_outcomes(store: Arc<dyn Store>) {
             let (owner, output) = if i % 2 == 0 { ("a", 1) } else { ("b", 2) };
             let commit = TurnCommit::new(TurnOutcome::Complete(json!(output)));
             let turned = store
-                .commit_turn(&lease(owner), &id, commit, 5)
+                .commit_turn(&lease(owner), &id, attempt_of(&store, &id).await, commit, 5)
                 .await
                 .expect("commit");
             let again = store
@@ -1965,7 +2063,13 @@ pub async fn step_events_checkpoint_only_open_runs_in_scope(store: Arc<dyn Store
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     store
-        .commit_turn(&lease("a"), &run.id, commit, 5)
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            attempt_of(&store, &run.id).await,
+            commit,
+            5,
+        )
         .await
         .expect("commit")
         .expect("held");
@@ -2092,7 +2196,13 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     store
-        .commit_turn(&lease("a"), &run.id, commit, 2)
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            attempt_of(&store, &run.id).await,
+            commit,
+            2,
+        )
         .await
         .expect("commit")
         .expect("held");
@@ -2174,7 +2284,13 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     store
-        .commit_turn(&lease("a"), &run.id, commit, 3)
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            attempt_of(&store, &run.id).await,
+            commit,
+            3,
+        )
         .await
         .expect("commit")
         .expect("held");
@@ -2410,7 +2526,13 @@ pub async fn a_derived_history_is_the_stored_one(store: Arc<dyn Store>) {
     };
     assert!(commit.only_appends());
     let committed = store
-        .commit_turn(&lease("a"), &run.id, commit, 5)
+        .commit_turn(
+            &lease("a"),
+            &run.id,
+            attempt_of(&store, &run.id).await,
+            commit,
+            5,
+        )
         .await
         .expect("commit")
         .expect("held");
@@ -2444,7 +2566,13 @@ pub async fn a_derived_history_is_the_stored_one(store: Arc<dyn Store>) {
     };
     assert!(!commit.only_appends());
     let committed = store
-        .commit_turn(&lease("a"), &other.id, commit, 5)
+        .commit_turn(
+            &lease("a"),
+            &other.id,
+            attempt_of(&store, &other.id).await,
+            commit,
+            5,
+        )
         .await
         .expect("commit")
         .expect("held");
@@ -2476,6 +2604,7 @@ macro_rules! store_conformance {
             released_leases_are_claimable_at_once,
             exhausted_recoveries_bury_the_run,
             a_committed_turn_resets_the_recovery_count,
+            a_turn_that_outlived_its_claim_cannot_commit,
             cancelling_a_continued_child_cancels_its_successor,
             starts_claim_their_run_inside_the_scope,
             a_start_commits_its_first_turn_with_the_insert,

@@ -113,7 +113,9 @@ pub trait Store: Send + Sync + 'static {
     async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64>;
 
     /// Persists the outcome of a turn atomically: new checkpoints (existing `seq`s are kept) and
-    /// the run's next status. `None` when `lease.owner` no longer holds the run's lease.
+    /// the run's next status. `None` when `lease.owner` no longer holds the run's lease at
+    /// `attempt`, the attempt of the claim the turn was computed under: a turn that outlived its
+    /// lease cannot commit, even if the same owner has claimed the run again since.
     ///
     /// A run that would suspend but was woken during the turn (a result or signal landed, or its
     /// timer is already due) stays `running` under `lease` instead: the caller runs its next
@@ -122,6 +124,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         lease: &Claim,
         id: &RunId,
+        attempt: u32,
         commit: TurnCommit,
         now: Millis,
     ) -> StoreResult<Option<Committed>>;

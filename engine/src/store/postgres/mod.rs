@@ -222,15 +222,20 @@ impl Store for PgStore {
         &self,
         lease: &Claim,
         id: &RunId,
+        attempt: u32,
         commit: TurnCommit,
         now: Millis,
     ) -> StoreResult<Option<Committed>> {
         let one_statement = turn::is_one_statement(id, &commit);
-        let args = (lease.clone(), id.clone(), commit, now);
+        let args = (lease.clone(), id.clone(), attempt, commit, now);
         self.group
-            .write_as(one_statement, args, |conn, (lease, id, commit, now)| {
-                Box::pin(turn::commit_turn(conn, lease, id, commit, *now))
-            })
+            .write_as(
+                one_statement,
+                args,
+                |conn, (lease, id, attempt, commit, now)| {
+                    Box::pin(turn::commit_turn(conn, lease, id, *attempt, commit, *now))
+                },
+            )
             .await
     }
 

@@ -29,10 +29,12 @@ pub(super) async fn commit_turn(
     conn: &mut PgConnection,
     lease: &Claim,
     id: &RunId,
+    attempt: u32,
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    let Some(run) = move_run(conn, lease, id, Holder::Lease, None, commit, now).await? else {
+    let holder = Holder::Lease { attempt };
+    let Some(run) = move_run(conn, lease, id, holder, None, commit, now).await? else {
         return Ok(None);
     };
     finish_turn(conn, run, id, &lease.owner, commit, now).await
@@ -53,12 +55,14 @@ pub(super) async fn create_run_and_commit(
 ) -> StoreResult<Option<Option<Committed>>> {
     if !is_one_statement(&run.id, commit) {
         let held = Some((lease.owner.as_str(), lease.until));
-        if insert_run(conn, run, now, false, held).await?.is_none() {
+        let Some(inserted) = insert_run(conn, run, now, false, held).await? else {
             return Ok(Some(None));
-        }
-        return Ok(commit_turn(conn, lease, &run.id, commit, now)
-            .await?
-            .map(Some));
+        };
+        return Ok(
+            commit_turn(conn, lease, &run.id, inserted.attempt, commit, now)
+                .await?
+                .map(Some),
+        );
     }
     let mut next = 23;
     let mut param = || {
@@ -136,8 +140,8 @@ fn insert_checkpoints_sql(n: usize, param: &mut impl FnMut() -> String) -> Strin
 /// Who may move the run in a turn's commit.
 #[derive(Clone, Copy)]
 enum Holder {
-    /// The lease holder of a `running` run.
-    Lease,
+    /// The lease holder of a `running` run, claimed `attempt` times when the turn began.
+    Lease { attempt: u32 },
     /// Whoever holds the run exactly as the sticky cache left it: `suspended`, not woken since,
     /// claimed `attempt` times, in the lease's scope. It is claimed and moved on in the same
     /// update.
@@ -410,11 +414,11 @@ fn update_run_sql(holder: Holder, scope: &Scope, gate: &str) -> (String, usize) 
     let woken = "$1 = 'suspended' AND (needs_wake OR $10 OR ($2::BIGINT IS NOT NULL AND $2 <= $3))";
     // Taking an untouched run counts as one more claim, and it is then held by `lease`.
     let (claimed, held_by, holds, next) = match holder {
-        Holder::Lease => (
+        Holder::Lease { .. } => (
             "0",
             "locked_by",
-            "status = 'running' AND locked_by = $9".to_owned(),
-            11,
+            "status = 'running' AND locked_by = $9 AND attempt = $11".to_owned(),
+            12,
         ),
         Holder::Untouched { .. } => (
             "1",
@@ -510,13 +514,16 @@ fn bind_update_run<'q>(
         .bind(id.as_str())
         .bind(&lease.owner)
         .bind(!commit.timed_out_steps.is_empty());
-    if let Holder::Untouched { attempt } = holder {
-        query = query.bind(attempt as i32);
-        if let Some(ns) = scope_namespace(&lease.scope) {
-            query = query.bind(ns);
+    match holder {
+        Holder::Lease { attempt } => query.bind(attempt as i32),
+        Holder::Untouched { attempt } => {
+            query = query.bind(attempt as i32);
+            if let Some(ns) = scope_namespace(&lease.scope) {
+                query = query.bind(ns);
+            }
+            query
         }
     }
-    query
 }
 
 /// ` AND <namespace matches scope>` with the namespace as `$12` (see [`scope_namespace`]); the

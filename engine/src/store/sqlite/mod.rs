@@ -251,12 +251,13 @@ impl Store for SqliteStore {
         &self,
         lease: &Claim,
         id: &RunId,
+        attempt: u32,
         commit: TurnCommit,
         now: Millis,
     ) -> StoreResult<Option<Committed>> {
         let (lease, id) = (lease.clone(), id.clone());
         self.writer
-            .write(move |conn| turn::commit_turn(conn, &lease, &id, &commit, now))
+            .write(move |conn| turn::commit_turn(conn, &lease, &id, Some(attempt), &commit, now))
             .await
     }
 
@@ -278,7 +279,7 @@ impl Store for SqliteStore {
                     return Err(StoreError::Conflict(format!("run `{}`", run.id)));
                 }
                 Ok(
-                    match turn::commit_turn(conn, &lease, &run.id, &commit, now)? {
+                    match turn::commit_turn(conn, &lease, &run.id, None, &commit, now)? {
                         Wrote::Keep(Some(committed)) => Wrote::Keep(Some(committed)),
                         Wrote::Keep(None) | Wrote::Discard(_) => Wrote::Discard(None),
                     },

@@ -100,7 +100,7 @@ pub(super) fn apply_result_and_commit(
     if sql.execute(conn)? == 0 || record_result(conn, result, now)?.is_none() {
         return Ok(Wrote::Discard(None));
     }
-    match turn::commit_turn(conn, lease, &result.run_id, commit, now)? {
+    match turn::commit_turn(conn, lease, &result.run_id, None, commit, now)? {
         Wrote::Keep(committed) => Ok(Wrote::Keep(committed)),
         Wrote::Discard(_) => Ok(Wrote::Discard(None)),
     }

@@ -13,15 +13,17 @@ use crate::model::{
 };
 use crate::store::{Claim, Committed, NewCheckpoint, StoreResult, TurnCommit, TurnOutcome, rules};
 
-/// [`crate::store::Store::commit_turn`] inside the writer's transaction.
+/// [`crate::store::Store::commit_turn`] inside the writer's transaction; `attempt` is `None`
+/// for a run the same transaction just claimed or inserted.
 pub(super) fn commit_turn(
     conn: &Connection,
     lease: &Claim,
     id: &RunId,
+    attempt: Option<u32>,
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Wrote<Option<Committed>>> {
-    let Some(run) = update_run(conn, lease, id, commit, now)? else {
+    let Some(run) = update_run(conn, lease, id, attempt, commit, now)? else {
         return Ok(Wrote::Keep(None));
     };
     insert_checkpoints(conn, id, &commit.checkpoints, Some(&lease.owner))?;
@@ -97,13 +99,15 @@ pub(super) fn commit_turn(
     Ok(Wrote::Keep(Some(Committed { run, history })))
 }
 
-/// Moves the run to its next status if `lease` still holds it. A run woken during the turn (a
-/// result or signal landed, the timer is already due, or a step try timed out here) stays
-/// `running` under the same lease instead of suspending: the caller turns again at once.
+/// Moves the run to its next status if `lease` still holds it (at `attempt`, if given). A run
+/// woken during the turn (a result or signal landed, the timer is already due, or a step try
+/// timed out here) stays `running` under the same lease instead of suspending: the caller turns
+/// again at once.
 fn update_run(
     conn: &Connection,
     lease: &Claim,
     id: &RunId,
+    attempt: Option<u32>,
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
@@ -125,7 +129,8 @@ fn update_run(
          locked_until = CASE WHEN {woken} THEN ?6 ELSE NULL END, \
          locked_by = CASE WHEN {woken} THEN locked_by ELSE NULL END, \
          needs_wake = 0, recoveries = 0, updated_at = ?3, finished_at = ?7 \
-         WHERE id = ?8 AND status = 'running' AND locked_by = ?9 RETURNING {RUN_COLS}"
+         WHERE id = ?8 AND status = 'running' AND locked_by = ?9 \
+         AND (?11 IS NULL OR attempt = ?11) RETURNING {RUN_COLS}"
     );
     let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
     let mut rows = stmt
@@ -140,6 +145,7 @@ fn update_run(
             id.as_str(),
             lease.owner,
             !commit.timed_out_steps.is_empty(),
+            attempt,
         ])
         .map_err(db)?;
     rows.next().map_err(db)?.map(run_from_row).transpose()
