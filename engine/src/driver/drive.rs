@@ -445,11 +445,10 @@ pub(super) struct AfterCommit {
     /// Whether the commit suspends the run.
     suspends: bool,
     children_started: Vec<RunId>,
-    cancelled: Vec<RunId>,
 }
 
 /// Screens a turn's outgoing tasks with the dispatch guard (which may hold some back and park
-/// the run) and notes what the commit will start and cancel. `replayed` is the history the turn
+/// the run) and notes what the commit will start. `replayed` is the history the turn
 /// replayed.
 pub(super) async fn prepare(
     shared: &Shared,
@@ -472,7 +471,6 @@ pub(super) async fn prepare(
         appended,
         suspends: matches!(commit.outcome, TurnOutcome::Suspend { .. }),
         children_started,
-        cancelled: commit.cancel_runs.clone(),
     };
     (commit, after)
 }
@@ -512,8 +510,9 @@ impl AfterCommit {
         let Committed {
             run: updated,
             history,
+            cancelled,
         } = committed;
-        for id in &self.cancelled {
+        for id in &cancelled {
             shared.announce_cancel(id).await;
         }
         // Cached before the dispatch, so that even the fastest result finds it.

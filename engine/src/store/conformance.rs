@@ -796,7 +796,7 @@ pub async fn cancelling_a_continued_child_cancels_its_successor(store: Arc<dyn S
         cancel_runs: vec![id("k1.child.0")],
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
-    store
+    let committed = store
         .commit_turn(
             &lease("a"),
             &id("k1"),
@@ -807,6 +807,11 @@ pub async fn cancelling_a_continued_child_cancels_its_successor(store: Arc<dyn S
         .await
         .expect("commit")
         .expect("held");
+    assert_eq!(
+        committed.cancelled,
+        [id("k1.child.0:c1")],
+        "the commit names the run it cancelled, to announce"
+    );
     let status = |run: &'static str| {
         let store = store.clone();
         async move {

@@ -328,6 +328,10 @@ pub struct Committed {
     /// `None` for a suspended run whose commit [`TurnCommit::only_appends`]: the caller derives
     /// it with [`History::appended`].
     pub history: Option<History>,
+    /// The runs the commit cancelled or set `cancelling` (a fail-fast gather's children, a
+    /// child that continued as new as its live successor): the ones whose steps in flight are
+    /// told to stop.
+    pub cancelled: Vec<RunId>,
 }
 
 /// A result that was accepted, with the run it woke.

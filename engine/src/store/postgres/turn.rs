@@ -221,6 +221,7 @@ pub(super) async fn finish_turn(
     if let TurnOutcome::Continue(next) = &commit.outcome {
         insert_run(conn, next, now, true, None).await?;
     }
+    let mut cancelled = Vec::new();
     for child in &commit.cancel_runs {
         // Only this run's own children, never anything else. A child that continued as new is
         // cancelled as its live successor (`<child>:c<n>`): looked for only once the child is
@@ -231,10 +232,11 @@ pub(super) async fn finish_turn(
             let successor = "left(id, length($3) + 2) = $3 || ':c'";
             row = cancel_child(conn, id, child, successor, now).await?;
         }
-        if let Some(child) = row
-            && settles_parent(child.status)
-        {
-            settle_parent(conn, id, &child, now).await?;
+        if let Some(child) = row {
+            if settles_parent(child.status) {
+                settle_parent(conn, id, &child, now).await?;
+            }
+            cancelled.push(child.id);
         }
     }
     if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
@@ -246,7 +248,11 @@ pub(super) async fn finish_turn(
         RunStatus::Suspended if !commit.only_appends() => Some(history(conn, id).await?),
         _ => None,
     };
-    Ok(Some(Committed { run, history }))
+    Ok(Some(Committed {
+        run,
+        history,
+        cancelled,
+    }))
 }
 
 /// [`crate::store::Store::record_local_step`] inside a transaction; `Some` when it wrote.

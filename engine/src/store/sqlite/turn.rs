@@ -86,7 +86,7 @@ pub(super) fn commit_turn(
     if let TurnOutcome::Continue(next) = &commit.outcome {
         insert_run(conn, next, now, true, None)?;
     }
-    cancel_children(conn, id, &commit.cancel_runs, now)?;
+    let cancelled = cancel_children(conn, id, &commit.cancel_runs, now)?;
     if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
         settle_parent(conn, parent, &run, now)?;
     }
@@ -96,7 +96,11 @@ pub(super) fn commit_turn(
         RunStatus::Suspended if !commit.only_appends() => Some(history(conn, id)?),
         _ => None,
     };
-    Ok(Wrote::Keep(Some(Committed { run, history })))
+    Ok(Wrote::Keep(Some(Committed {
+        run,
+        history,
+        cancelled,
+    })))
 }
 
 /// Moves the run to its next status if `lease` still holds it (at `attempt`, if given). A run
@@ -213,15 +217,14 @@ fn insert_checkpoints(
 /// Cancels `children` of run `id` (a fail-fast gather): waiting ones end `cancelled` and settle
 /// the parent's wait, running ones go `cancelling`. A child that continued as new is cancelled
 /// as its live successor (`<child>:c<n>`). Never touches a run that is not `id`'s child.
+/// Returns the runs it cancelled or set cancelling.
 fn cancel_children(
     conn: &Connection,
     id: &RunId,
     children: &[RunId],
     now: Millis,
-) -> StoreResult<()> {
-    if children.is_empty() {
-        return Ok(());
-    }
+) -> StoreResult<Vec<RunId>> {
+    let mut changed = Vec::new();
     for child in children {
         // A child that continued as new is cancelled as its live successor, looked for only
         // then (a scan of the parent's children).
@@ -230,13 +233,14 @@ fn cancel_children(
             let successor = "substr(id, 1, length(?1) + 2) = ?1 || ':c'";
             cancelled = cancel_child(conn, id, child, successor, now)?;
         }
-        if let Some(child) = cancelled
-            && settles_parent(child.status)
-        {
-            settle_parent(conn, id, &child, now)?;
+        if let Some(child) = cancelled {
+            if settles_parent(child.status) {
+                settle_parent(conn, id, &child, now)?;
+            }
+            changed.push(child.id);
         }
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// Whether `child`, a child of `parent`, continued as new.
