@@ -106,8 +106,9 @@ impl RunRequestResponder {
                 let started = data
                     .get("runId")
                     .and_then(Value::as_str)
-                    .unwrap_or_default();
-                Some(RunReply::ok(started, data.clone()))
+                    .unwrap_or_default()
+                    .to_owned();
+                Some(RunReply::ok(started, data))
             }
             Err(error) => {
                 tracing::warn!(%tenant, run_id, error = %error.message, "refused a start-run message");
