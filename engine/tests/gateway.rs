@@ -248,6 +248,40 @@ async fn boundary(transport: Arc<dyn Transport>) {
         .expect_err("forged token");
     assert_eq!(refused.code.as_deref(), Some("unauthorized"));
 
+    // A fan-out wider than a page of the family is answered whole.
+    let wide = durable::model::RunId::parse("run-wide").expect("id");
+    store
+        .create_run(
+            durable::store::NewRun::top_level(wide.clone(), ns("acme"), "approval", 1, json!({})),
+            1,
+            None,
+        )
+        .await
+        .expect("create");
+    let fan_out = durable::model::MAX_PAGE_SIZE as usize + 5;
+    for n in 0..fan_out {
+        let mut child = durable::store::NewRun::top_level(
+            durable::runtime::child_run_id(&wide, n as u32),
+            ns("acme"),
+            "approval",
+            1,
+            json!({}),
+        );
+        child.parent_run_id = Some(wide.clone());
+        child.root_run_id = wide.clone();
+        child.nesting_depth = 1;
+        store.create_run(child, 2, None).await.expect("create");
+    }
+    let reply = pod
+        .ask(&acme, json!({ "kind": "getRunChildren", "runId": wide }))
+        .await;
+    let listed = reply.result.data.expect("data");
+    assert_eq!(
+        listed.as_array().map(Vec::len),
+        Some(fan_out),
+        "every child"
+    );
+
     // A signal name no wait could match, and a list filter the store could not keep, are
     // refused as bad requests (not blamed on the database).
     for body in [

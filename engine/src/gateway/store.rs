@@ -314,21 +314,28 @@ impl StoreGateway {
     }
 }
 
-/// The ids of `run`'s direct children.
+/// The ids of `run`'s direct children, newest first: its family (the runs under its root) read
+/// page by page, so a wide fan-out is answered whole.
 async fn children(reads: &ScopedStore, run: &crate::model::Run) -> Result<Vec<RunId>, Refusal> {
-    let family = reads
-        .list_runs(&RunQuery {
-            family: Some(run.root_run_id.clone()),
-            limit: MAX_PAGE_SIZE,
-            ..RunQuery::default()
-        })
-        .await?;
-    Ok(family
-        .runs
-        .into_iter()
-        .filter(|r| r.parent_run_id.as_ref() == Some(&run.id))
-        .map(|r| r.id)
-        .collect())
+    let mut query = RunQuery {
+        family: Some(run.root_run_id.clone()),
+        limit: MAX_PAGE_SIZE,
+        ..RunQuery::default()
+    };
+    let mut children = Vec::new();
+    loop {
+        let page = reads.list_runs(&query).await?;
+        children.extend(
+            page.runs
+                .into_iter()
+                .filter(|r| r.parent_run_id.as_ref() == Some(&run.id))
+                .map(|r| r.id),
+        );
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => return Ok(children),
+        }
+    }
 }
 
 /// A start as the wire spells it (the `start` verb's body, or a start-run message): `workflow`
