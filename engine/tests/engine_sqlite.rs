@@ -585,7 +585,7 @@ async fn a_result_that_beats_another_control_planes_commit_is_applied_when_it_la
         .commit_turn(
             &claim,
             &id,
-            common::attempt_of(&h.store, &id).await,
+            durable::store::conformance::attempt_of(&h.store, &id).await,
             elsewhere::sends_step(0, 4),
             3,
         )
@@ -617,7 +617,7 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
         .commit_turn(
             &claim,
             &id,
-            common::attempt_of(&h.store, &id).await,
+            durable::store::conformance::attempt_of(&h.store, &id).await,
             elsewhere::sends_step(0, 1),
             2,
         )
@@ -734,7 +734,7 @@ async fn a_tenants_control_plane_never_turns_another_tenants_run_from_its_result
         .commit_turn(
             &elsewhere::claim(),
             &id,
-            common::attempt_of(&store, &id).await,
+            durable::store::conformance::attempt_of(&store, &id).await,
             elsewhere::sends_step(0, 1),
             2,
         )

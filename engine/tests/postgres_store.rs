@@ -84,7 +84,7 @@ async fn a_result_ahead_of_its_steps_commit_waits_without_taking_the_runs_lock()
         .commit_turn(
             &claim,
             &id,
-            common::attempt_of(&store, &id).await,
+            durable::store::conformance::attempt_of(&store, &id).await,
             elsewhere::sends_step(0, 1),
             2,
         )

@@ -178,8 +178,7 @@ impl StoreGateway {
                     .get("key")
                     .and_then(Value::as_str)
                     .ok_or_else(|| Refusal::bad("runValueFacets needs `key`"))?;
-                // The key rule of attribute filters (any value passes it).
-                crate::model::AttributeFilter::new(key, Value::Bool(true))
+                crate::model::AttributeFilter::check_key(key)
                     .map_err(|e| Refusal::bad(e.to_string()))?;
                 Ok(to_json(&reads.value_facets(key).await?))
             }

@@ -62,16 +62,24 @@ impl AttributeFilter {
         Self::new(key.trim(), value)
     }
 
-    /// A filter on `key = value`, refusing keys and values a store cannot index.
-    pub fn new(key: &str, value: serde_json::Value) -> Result<Self, RunQueryError> {
+    /// Refuses an attribute name a store cannot index: empty, longer than 64, or with
+    /// characters other than letters, digits, `_`, `-` and `.`.
+    pub fn check_key(key: &str) -> Result<(), RunQueryError> {
         let key_ok = !key.is_empty()
             && key.len() <= 64
             && key
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if !key_ok {
-            return Err(RunQueryError::AttributeKey(key.chars().take(64).collect()));
+        if key_ok {
+            Ok(())
+        } else {
+            Err(RunQueryError::AttributeKey(key.chars().take(64).collect()))
         }
+    }
+
+    /// A filter on `key = value`, refusing keys and values a store cannot index.
+    pub fn new(key: &str, value: serde_json::Value) -> Result<Self, RunQueryError> {
+        Self::check_key(key)?;
         if !(value.is_string() || value.is_number() || value.is_boolean()) {
             return Err(RunQueryError::AttributeValue(key.to_owned()));
         }

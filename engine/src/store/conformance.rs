@@ -15,8 +15,9 @@ use crate::model::{
     StepOutcome, StepResult,
 };
 
-/// The attempt `id` is at now: what a turn of the claim that holds it commits with.
-async fn attempt_of(store: &Arc<dyn Store>, id: &RunId) -> u32 {
+/// The attempt `id` is at now: what a turn of the claim that holds it commits with. Shared
+/// with the integration tests, which commit turns as another control plane.
+pub async fn attempt_of(store: &Arc<dyn Store>, id: &RunId) -> u32 {
     store
         .get_run(&Scope::All, id)
         .await

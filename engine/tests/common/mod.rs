@@ -61,17 +61,6 @@ pub async fn wait_for_signal_wait(store: &Arc<dyn Store>, id: &RunId) {
     }
 }
 
-/// The attempt run `id` is at now: what a turn of the claim that holds it commits with.
-#[allow(dead_code)]
-pub async fn attempt_of(store: &Arc<dyn Store>, id: &RunId) -> u32 {
-    store
-        .get_run(&Scope::All, id)
-        .await
-        .expect("read")
-        .expect("the run exists")
-        .attempt
-}
-
 /// Another control plane on the same store, played by the test: its lease, and what its turns
 /// write and its workers answer, for runs of [`elsewhere::two_steps`].
 #[allow(dead_code)]
