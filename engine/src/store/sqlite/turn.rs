@@ -280,10 +280,7 @@ fn cancel_child(
             parent.as_str()
         ])
         .map_err(db)?;
-    match rows.next().map_err(db)? {
-        Some(row) => Ok(Some(run_from_row(row)?)),
-        None => Ok(None),
-    }
+    rows.next().map_err(db)?.map(run_from_row).transpose()
 }
 
 /// Fails the current try of remote step `seq` with `timeout`: retried by its policy (pending
