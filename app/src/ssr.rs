@@ -51,7 +51,7 @@ pub fn app_state() -> Result<AppState, AppError> {
 pub fn engine_error(e: durable::driver::EngineError) -> AppError {
     use durable::driver::EngineError;
     match e {
-        EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => {
+        EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) | EngineError::RunExists(_) => {
             AppError::Invalid(e.to_string())
         }
         other => internal(other),
@@ -86,6 +86,15 @@ pub async fn acting_user() -> Result<(AppState, User), AppError> {
         return Err(AppError::Forbidden);
     }
     Ok((state, user))
+}
+
+/// The command that starts a worker for `tenant`'s steps: on a namespaced control plane every
+/// queue is its namespace's own, so its workers are started with that namespace.
+pub fn worker_command(state: &AppState, tenant: &str) -> String {
+    match state.engine.namespace() {
+        Some(ns) => format!("durable worker --namespace {ns}"),
+        None => format!("durable worker --tenant {tenant}"),
+    }
 }
 
 /// The live worker groups `scope` may see.

@@ -63,6 +63,8 @@ pub struct RunView {
     pub family_truncated: bool,
     /// The live worker groups the reader may see, to tell whether a waiting step has a worker.
     pub workers: Vec<WorkerGroup>,
+    /// The command that starts a worker for the run's steps (see `ssr::worker_command`).
+    pub worker_command: String,
 }
 
 /// Everything the operator screen shows.
@@ -72,6 +74,8 @@ pub struct OperatorView {
     pub loads: Vec<NamespaceLoad>,
     /// Every live worker group.
     pub workers: Vec<WorkerGroup>,
+    /// The command that starts a worker, with `NAME` for the tenant.
+    pub worker_command: String,
     /// When the "last hour" window starts.
     pub failed_since: durable::model::Millis,
 }

@@ -171,6 +171,15 @@ fn python() -> Option<String> {
 /// Starts the Python billing worker (`tests/python/billing_worker.py`) on `prefix` and
 /// partition `acme`; returns once it consumes.
 async fn python_worker(python: &str, prefix: &str) -> tokio::process::Child {
+    python_worker_on(python, prefix, &[("DURABLE_PARTITION", "acme")]).await
+}
+
+/// [`python_worker`] with `tenancy` (its `DURABLE_PARTITION` and `DURABLE_NAMESPACE`).
+async fn python_worker_on(
+    python: &str,
+    prefix: &str,
+    tenancy: &[(&str, &str)],
+) -> tokio::process::Child {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/billing_worker.py"
@@ -179,7 +188,9 @@ async fn python_worker(python: &str, prefix: &str) -> tokio::process::Child {
         .arg(script)
         .env("REDIS_URL", test_url())
         .env("DURABLE_PREFIX", prefix)
-        .env("DURABLE_PARTITION", "acme")
+        .env_remove("DURABLE_PARTITION")
+        .env_remove("DURABLE_NAMESPACE")
+        .envs(tenancy.iter().copied())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -199,6 +210,21 @@ async fn python_worker(python: &str, prefix: &str) -> tokio::process::Child {
     child
 }
 
+/// A registry with `interop.invoice`: a Rust workflow whose one step, `billing.invoice`, the
+/// Python worker serves.
+fn invoicing() -> Registry {
+    let mut registry = Registry::new();
+    registry.workflow(
+        "interop.invoice",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let invoice: Value = ctx.step("billing.invoice", &input).await?;
+            Ok::<_, WorkflowError>(json!({ "invoice": invoice }))
+        },
+    );
+    registry
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
     let Some(transport) = fresh_transport().await else {
@@ -210,15 +236,7 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
     let mut python_worker = python_worker(&python, transport.prefix()).await;
     let dir = tempfile::tempdir().expect("tmp");
     let store = sqlite(&dir).await;
-    let mut registry = Registry::new();
-    registry.workflow(
-        "interop.invoice",
-        1,
-        |ctx: WorkflowContext, input: Value| async move {
-            let invoice: Value = ctx.step("billing.invoice", &input).await?;
-            Ok::<_, WorkflowError>(json!({ "invoice": invoice }))
-        },
-    );
+    let mut registry = invoicing();
     // The same step, requiring what the run names: the guard reads the Python worker's
     // descriptor (the v1 baseline, which has `saga` and lacks `search-attr-v2`).
     registry.workflow(
@@ -305,6 +323,134 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
             .expect("checkpoints")
             .is_empty(),
         "the step was not queued for a worker that cannot take it"
+    );
+    engine.shutdown().await;
+    python_worker.kill().await.expect("stop the Python worker");
+}
+
+/// A control plane started with a namespace keeps every name under `P-<namespace>` and spells
+/// its own tokens bare there, as the SDKs do: the unmodified Python `Worker(namespace="blue")`
+/// serves its step, and nothing reaches the shared prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_python_worker_serves_a_namespaced_control_plane() {
+    let Some(shared) = fresh_transport().await else {
+        return;
+    };
+    let Some(python) = python() else {
+        return;
+    };
+    let blue = ns("blue");
+    let transport = RedisTransport::connect(RedisConfig {
+        prefix: shared.prefix().to_owned(),
+        namespace: Some(blue.clone()),
+        ..RedisConfig::new(test_url())
+    })
+    .await
+    .expect("redis");
+    assert_eq!(transport.prefix(), format!("{}-blue", shared.prefix()));
+    let tenancy = [("DURABLE_PARTITION", ""), ("DURABLE_NAMESPACE", "blue")];
+    let mut python_worker = python_worker_on(&python, shared.prefix(), &tenancy).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = sqlite(&dir).await;
+    let registry = invoicing();
+    let engine = Engine::new(
+        store.clone(),
+        Arc::new(transport.clone()),
+        Arc::new(registry),
+        EngineConfig {
+            namespace: Some(blue.clone()),
+            ..EngineConfig::default()
+        },
+    );
+    engine.start().await.expect("engine");
+
+    let run = engine
+        .start_run(StartRun {
+            workflow: "interop.invoice".into(),
+            input: json!({ "orderId": 5, "amount": 30 }),
+            ..StartRun::default()
+        })
+        .await
+        .expect("start");
+    assert_eq!(run.namespace, blue);
+    let done = wait_for(&store, &run.id, RunStatus::Completed).await;
+    assert_eq!(
+        done.output,
+        Some(json!({ "invoice": { "invoiceId": "inv_5", "amount": 30 } }))
+    );
+    let checkpoints = store
+        .checkpoints(&Scope::All, &run.id)
+        .await
+        .expect("checkpoints");
+    assert_eq!(
+        checkpoints[0].worker_group.as_deref(),
+        Some("billing.invoice@blue"),
+        "the engine names the token as ever; only the wire leaves the namespace out"
+    );
+
+    // The Python worker announced the bare token under the namespaced prefix, which reads back
+    // as blue's; the shared prefix heard of no worker at all.
+    let mut redis = raw_redis().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}-worker-heartbeat:*", transport.prefix()))
+        .query_async(&mut redis)
+        .await
+        .expect("keys");
+    assert!(
+        keys.iter().any(|k| k.starts_with(&format!(
+            "{}-worker-heartbeat:billing.invoice:py-",
+            transport.prefix()
+        ))),
+        "{keys:?}"
+    );
+    let groups = transport
+        .worker_groups(&Scope::Only(blue.clone()))
+        .await
+        .expect("groups");
+    assert!(
+        groups
+            .iter()
+            .any(|g| g.token() == "billing.invoice@blue" && g.workers == 1),
+        "{groups:?}"
+    );
+    assert_eq!(
+        shared.worker_groups(&Scope::All).await.expect("groups"),
+        Vec::new()
+    );
+    // The directory is re-read every few seconds: an earlier read may predate the worker's
+    // first announcement.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let descriptors = loop {
+        let descriptors = transport
+            .worker_descriptors("billing.invoice@blue")
+            .await
+            .expect("descriptors");
+        if !descriptors.is_empty() || std::time::Instant::now() > deadline {
+            break descriptors;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(descriptors.len(), 1, "{descriptors:?}");
+    assert_eq!(descriptors[0].namespace.as_deref(), Some("blue"));
+
+    // Another tenant's token cannot be routed under blue's prefix.
+    let refused = transport
+        .dispatch(durable::model::RemoteTask {
+            run_id: run.id.clone(),
+            seq: 9,
+            name: "billing.invoice".into(),
+            step_id: durable::model::step_id(&run.id, 9),
+            group: "billing.invoice@acme".into(),
+            input: None,
+            context: None,
+            attempt: 1,
+            reply_to: None,
+        })
+        .await
+        .expect_err("refused");
+    assert!(
+        refused.to_string().contains("namespace `blue` only"),
+        "{refused}"
     );
     engine.shutdown().await;
     python_worker.kill().await.expect("stop the Python worker");

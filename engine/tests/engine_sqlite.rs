@@ -16,7 +16,7 @@ use durable::model::{
 };
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::store::{SqliteStore, Store, StoreError};
+use durable::store::{SqliteStore, Store};
 use durable::transport::{EventDelivery, MemoryTransport, Partitions, Subscription, Transport};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -847,7 +847,7 @@ async fn a_refused_start_runs_nothing() {
     for (workflow, input) in [("sum3", json!(1)), ("local-first", json!(null))] {
         let again = h.engine.start_run(start_as(workflow, input)).await;
         assert!(
-            matches!(again, Err(EngineError::Store(StoreError::Conflict(_)))),
+            matches!(&again, Err(EngineError::RunExists(id)) if id.as_str() == format!("fixed-{workflow}")),
             "a reused id is refused: {again:?}"
         );
     }

@@ -103,6 +103,10 @@ pub struct RunArgs {
     /// Only act on this tenant's runs; a run of another tenant is "not found".
     #[arg(long, global = true)]
     pub tenant: Option<String>,
+    /// Act for the control plane started with this `--namespace`: only its runs, and notices on
+    /// its own `<prefix>-<namespace>` queues (instead of `--tenant`).
+    #[arg(long, global = true, env = "DURABLE_NAMESPACE")]
+    pub namespace: Option<String>,
     /// On a cluster, events and cancel notices also go out on its Redis.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -220,11 +224,13 @@ pub struct ControlPlaneArgs {
 /// `durable worker` options.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// The tenant whose steps this worker runs: it becomes the worker's partition.
+    /// The tenant whose steps this worker runs: it becomes the worker's partition on the
+    /// cluster's shared prefix, where a control plane without a namespace sends them.
     #[arg(long, env = "DURABLE_TENANT")]
     pub tenant: Option<String>,
-    /// Refused: a worker has a partition (its tenant), not a namespace.
-    #[arg(long, env = "DURABLE_NAMESPACE", hide = true)]
+    /// Instead of `--tenant`: serve the control plane started with this `--namespace`, whose
+    /// queues and keys all live under `<prefix>-<namespace>`.
+    #[arg(long, env = "DURABLE_NAMESPACE")]
     pub namespace: Option<String>,
     /// Steps run at once.
     #[arg(long, env = "DURABLE_CONCURRENCY", default_value_t = 64)]
@@ -290,26 +296,37 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             .await
         }
         Command::Worker(args) => {
-            if args.namespace.is_some() {
-                bail!(
-                    "a worker has a partition, not a namespace: drop DURABLE_NAMESPACE/--namespace \
-                     and give its tenant with --tenant NAME"
-                );
-            }
             if cli.db.database_url.is_some() {
                 bail!(
                     "a tenant worker is store-less and talks to the control plane only through \
                      Redis: unset DATABASE_URL"
                 );
             }
-            let Some(tenant) = args.tenant else {
-                bail!("name the tenant this worker serves: --tenant NAME (or DURABLE_TENANT)");
+            let mut namespaced = None;
+            let tenant = match (args.tenant, args.namespace) {
+                (Some(_), Some(_)) => bail!(
+                    "a worker serves either a tenant's partition or a namespace, not both: keep \
+                     --tenant NAME (DURABLE_TENANT) for a control plane without a namespace, or \
+                     --namespace NAME (DURABLE_NAMESPACE) for one started with that namespace"
+                ),
+                (Some(tenant), None) => Namespace::tenant(&tenant).context("invalid --tenant")?,
+                (None, Some(namespace)) => {
+                    let namespace = Namespace::tenant(&namespace).context("invalid --namespace")?;
+                    namespaced = Some(namespace.clone());
+                    namespace
+                }
+                (None, None) => bail!(
+                    "name the tenant this worker serves: --tenant NAME (or DURABLE_TENANT), or \
+                     --namespace NAME for a control plane started with that namespace"
+                ),
             };
-            let tenant = Namespace::tenant(&tenant).context("invalid --tenant")?;
             roles::worker(roles::WorkerRole {
                 tenant,
                 concurrency: args.concurrency.max(1),
-                redis: args.cluster.redis("worker")?,
+                redis: durable::transport::RedisConfig {
+                    namespace: namespaced,
+                    ..args.cluster.redis("worker")?
+                },
             })
             .await
         }
@@ -403,9 +420,21 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     use durable::store::SignalSent;
     use durable::transport::MemoryTransport;
 
-    let scope = match &args.tenant {
-        Some(t) => Scope::Only(Namespace::tenant(t)?),
-        None => Scope::All,
+    let mut redis = args.cluster.redis_if_set();
+    let scope = match (&args.tenant, &args.namespace) {
+        (Some(_), Some(_)) => bail!(
+            "give either --tenant NAME (one tenant's runs) or --namespace NAME (a namespaced \
+             control plane's runs), not both"
+        ),
+        (Some(t), None) => Scope::Only(Namespace::tenant(t).context("invalid --tenant")?),
+        (None, Some(ns)) => {
+            let ns = Namespace::tenant(ns).context("invalid --namespace")?;
+            if let Some(redis) = &mut redis {
+                redis.namespace = Some(ns.clone());
+            }
+            Scope::Only(ns)
+        }
+        (None, None) => Scope::All,
     };
     let json = |what: &str, raw: &str| -> anyhow::Result<serde_json::Value> {
         serde_json::from_str(raw).with_context(|| format!("--{what} is not valid JSON"))
@@ -415,7 +444,7 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     // cluster (REDIS_URL set) the events and cancel notices go out on Redis too, so live
     // dashboards and in-flight steps hear them at once.
     let db = roles::open_store(database_url).await?;
-    let transport: Arc<dyn durable::transport::Transport> = match args.cluster.redis_if_set() {
+    let transport: Arc<dyn durable::transport::Transport> = match redis {
         Some(redis) => Arc::new(durable::transport::RedisTransport::connect(redis).await?),
         None => Arc::new(MemoryTransport::new()),
     };

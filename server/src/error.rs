@@ -51,9 +51,7 @@ pub fn engine_error(e: durable::driver::EngineError) -> ApiError {
         EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => {
             ApiError::BadRequest(e.to_string())
         }
-        EngineError::Store(durable::store::StoreError::Conflict(_)) => ApiError::BadRequest(
-            "a run with this id already exists; pick another id or omit it".into(),
-        ),
+        EngineError::RunExists(_) => ApiError::Conflict(e.to_string()),
         EngineError::ShuttingDown => ApiError::Unavailable(e.to_string()),
         other => internal(other),
     }

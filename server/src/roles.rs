@@ -4,8 +4,9 @@
 //!   API in one process;
 //! - control plane (`control-plane`): the same without a worker, on the Redis transport, so
 //!   store-less workers anywhere execute the steps;
-//! - tenant worker (`worker --tenant NAME`): no store, only the Redis transport and the step
-//!   handlers, consuming its tenant's partition.
+//! - tenant worker (`worker --tenant NAME`, or `worker --namespace NAME` for a namespaced
+//!   control plane): no store, only the Redis transport and the step handlers, consuming its
+//!   tenant's steps.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,16 +50,17 @@ pub struct ServeConfig {
 
 /// `durable worker` settings.
 pub struct WorkerRole {
-    /// Its tenant, which is its partition.
+    /// Its tenant: its partition, and under a namespaced control plane its namespace too.
     pub tenant: Namespace,
     /// Steps at once.
     pub concurrency: usize,
-    /// The cluster's Redis.
+    /// The cluster's Redis; with a namespace, that of the namespaced control plane it serves.
     pub redis: RedisConfig,
 }
 
 /// Runs a store-less tenant worker until SIGINT/SIGTERM: it consumes the tenant's step queues
-/// (`<name>@<tenant>`) and announces itself so dashboards list it.
+/// (`<name>@<tenant>` on the shared prefix, or `<name>` under a namespaced control plane's
+/// `<prefix>-<tenant>`) and announces itself so dashboards list it.
 pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
     let transport = RedisTransport::connect(cfg.redis)
         .await
@@ -147,10 +149,15 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let registry = Arc::new(demo::registry());
     let transport: Arc<dyn Transport> = match &cfg.cluster {
         Cluster::Standalone => Arc::new(MemoryTransport::new()),
+        // A namespaced control plane's queues and keys are its namespace's own
+        // (`<prefix>-<namespace>`, spec §6), served by workers started with that namespace.
         Cluster::Redis(redis) => Arc::new(
-            RedisTransport::connect(redis.clone())
-                .await
-                .context("connecting to Redis")?,
+            RedisTransport::connect(RedisConfig {
+                namespace: cfg.namespace.clone(),
+                ..redis.clone()
+            })
+            .await
+            .context("connecting to Redis")?,
         ),
     };
     let engine = Engine::new(

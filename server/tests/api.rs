@@ -178,6 +178,21 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
     // Nothing was created by any of it.
     let page: Value = get_json(&client, &server, &acme, "/api/v1/runs").await;
     assert_eq!(page["runs"].as_array().unwrap().len(), 0);
+
+    // A chosen id is an idempotency key: its second use is a conflict that names the fix, and
+    // starts nothing.
+    let keyed = "{\"workflow\": \"demo.order\", \"id\": \"order-77\"}";
+    assert_eq!(post(keyed, Some(acme.clone())).await.unwrap().status(), 201);
+    let r = post(keyed, Some(acme.clone())).await.unwrap();
+    assert_eq!(r.status(), 409);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "conflict");
+    assert_eq!(
+        err["error"]["message"],
+        "a run with id `order-77` already exists; pick another id or omit it"
+    );
+    let page: Value = get_json(&client, &server, &acme, "/api/v1/runs").await;
+    assert_eq!(page["runs"].as_array().unwrap().len(), 1);
 }
 
 #[tokio::test]

@@ -7,11 +7,11 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{Server, WorkerProcess, cli, get_json, refused, start_run, tempdir};
+use common::{Server, WorkerProcess, cli, get_json, refused, start_run, tempdir, wait_status};
 use durable::model::{Namespace, Scope};
 use durable::store::postgres_testing;
-use durable::transport::Transport;
 use durable::transport::redis_testing::{fresh_transport, test_url};
+use durable::transport::{RedisConfig, RedisTransport, Transport};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -40,7 +40,7 @@ fn misconfigured_roles_refuse_to_start_and_say_what_to_set() {
                 ("REDIS_URL", "redis://127.0.0.1:6379"),
                 ("DURABLE_NAMESPACE", "acme"),
             ],
-            "a partition, not a namespace",
+            "not both",
         ),
         (&["worker", "--tenant", "acme"], &[], "set REDIS_URL"),
         (
@@ -68,24 +68,126 @@ fn misconfigured_roles_refuse_to_start_and_say_what_to_set() {
     assert!(said.contains("set DURABLE_NAMESPACE instead"), "{said}");
 }
 
+/// A control plane on a fresh PostgreSQL database and Redis prefix, its demo steps logging to
+/// `effects`, and the environment its workers share.
+struct Cluster {
+    /// A transport on the cluster's shared prefix.
+    transport: RedisTransport,
+    effects: std::path::PathBuf,
+    env: Vec<(&'static str, String)>,
+    control_plane: Server,
+}
+
+impl Cluster {
+    /// `None` where the suites of PostgreSQL or Redis are skipped.
+    async fn start(control_plane_env: &[(&'static str, String)]) -> Option<Cluster> {
+        let transport = fresh_transport().await?;
+        let url = postgres_testing::fresh_database().await?;
+        cli(&url, &["migrate"]);
+        let effects = tempdir();
+        let env = vec![
+            ("REDIS_URL", test_url()),
+            ("DURABLE_PREFIX", transport.prefix().to_owned()),
+            ("DURABLE_DEMO_EFFECTS", effects.display().to_string()),
+        ];
+        let mut cp_env = env.clone();
+        cp_env.push(("DATABASE_URL", url));
+        cp_env.extend(control_plane_env.iter().cloned());
+        let control_plane = Server::start_role(&tempdir(), "control-plane", &cp_env).await;
+        Some(Cluster {
+            transport,
+            effects,
+            env,
+            control_plane,
+        })
+    }
+}
+
+/// A control plane started with `--namespace blue` keeps its traffic under `<prefix>-blue`
+/// (spec §6): `durable worker --namespace blue` runs its steps, and a tenant worker of `blue` on
+/// the shared prefix never sees them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_control_plane_keeps_its_traffic_under_its_own_prefix() {
+    let Some(Cluster {
+        transport: shared,
+        effects,
+        env: cluster,
+        control_plane,
+    }) = Cluster::start(&[("DURABLE_NAMESPACE", "blue".into())]).await
+    else {
+        return;
+    };
+    let namespaced = WorkerProcess::start_as(&["--namespace", "blue"], &cluster);
+    let partitioned = WorkerProcess::start("blue", &cluster);
+    let blue = Namespace::tenant("blue").expect("ns");
+    let under_blue = RedisTransport::connect(RedisConfig {
+        prefix: shared.prefix().to_owned(),
+        namespace: Some(blue.clone()),
+        ..RedisConfig::new(test_url())
+    })
+    .await
+    .expect("redis");
+
+    // Each worker announces itself under its own prefix.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let announced = |groups: Vec<durable::model::WorkerGroup>| {
+            groups
+                .iter()
+                .any(|g| g.token() == "order.charge@blue" && g.workers == 1)
+        };
+        if announced(under_blue.worker_groups(&Scope::All).await.expect("groups"))
+            && announced(shared.worker_groups(&Scope::All).await.expect("groups"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "workers never announced");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let client = reqwest::Client::new();
+    let token = control_plane.token("blue");
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let run = start_run(
+            &client,
+            &control_plane,
+            &token,
+            json!({ "workflow": "demo.order", "input": { "item": format!("blue-{i}"), "delay_ms": 0 } }),
+        )
+        .await;
+        assert_eq!(run["namespace"], "blue", "{run}");
+        ids.push(run["id"].as_str().expect("id").to_owned());
+    }
+    for id in &ids {
+        let run = wait_status(&client, &control_plane, &token, id, "completed").await;
+        assert_eq!(run["run"]["status"], "completed", "{run}");
+    }
+
+    // Every step ran on the namespaced worker, none on the shared prefix's.
+    let log = std::fs::read_to_string(effects.join("executions.log")).expect("log");
+    let pids: Vec<&str> = log.lines().filter_map(|l| l.split('\t').nth(2)).collect();
+    assert_eq!(pids.len(), ids.len() * 3, "three steps per run: {log}");
+    assert!(
+        pids.iter().all(|pid| *pid == namespaced.pid()),
+        "a step left blue's prefix: {log} (namespaced {}, partitioned {})",
+        namespaced.pid(),
+        partitioned.pid()
+    );
+    drop((namespaced, partitioned, control_plane));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
-    let Some(redis) = fresh_transport().await else {
+    let Some(Cluster {
+        transport: redis,
+        effects,
+        env: cluster,
+        control_plane,
+    }) = Cluster::start(&[]).await
+    else {
         return;
     };
-    let Some(url) = postgres_testing::fresh_database().await else {
-        return;
-    };
-    cli(&url, &["migrate"]);
-    let effects = tempdir();
-    let cluster = [
-        ("REDIS_URL", test_url()),
-        ("DURABLE_PREFIX", redis.prefix().to_owned()),
-        ("DURABLE_DEMO_EFFECTS", effects.display().to_string()),
-    ];
-    let mut cp_env = cluster.to_vec();
-    cp_env.push(("DATABASE_URL", url.clone()));
-    let control_plane = Server::start_role(&tempdir(), "control-plane", &cp_env).await;
     let acme = WorkerProcess::start("acme", &cluster);
     let globex = WorkerProcess::start("globex", &cluster);
 

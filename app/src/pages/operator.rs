@@ -20,7 +20,9 @@ pub async fn operator_overview() -> Result<OperatorView, AppError> {
             use durable::model::Role;
             use durable::runtime::{Clock, SystemClock};
 
-            use crate::ssr::{app_state, internal, live_workers, reads_for, session_user};
+            use crate::ssr::{
+                app_state, internal, live_workers, reads_for, session_user, worker_command,
+            };
 
             let state = app_state()?;
             let user = session_user().await?;
@@ -37,6 +39,7 @@ pub async fn operator_overview() -> Result<OperatorView, AppError> {
                 loads,
                 workers,
                 failed_since,
+                worker_command: worker_command(&state, "NAME"),
             })
         }
         .await,
@@ -147,7 +150,7 @@ fn OperatorBody(view: OperatorView) -> impl IntoView {
             {if workers_empty {
                 view! {
                     <div class="rounded-lg border border-dashed border-slate-300 bg-white p-6 text-center text-slate-600" data-testid="workers-empty">
-                        "No worker is connected. Start one with `durable worker --tenant NAME`; remote steps wait until one serves them."
+                        {format!("No worker is connected. Start one with `{}`; remote steps wait until one serves them.", view.worker_command)}
                     </div>
                 }
                     .into_any()

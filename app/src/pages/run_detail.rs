@@ -21,7 +21,9 @@ pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunView>), AppErro
         async move {
             use durable::model::{RunDetail, RunId, RunQuery};
 
-            use crate::ssr::{app_state, internal, live_workers, me, reads_for, session_user};
+            use crate::ssr::{
+                app_state, internal, live_workers, me, reads_for, session_user, worker_command,
+            };
 
             let state = app_state()?;
             let user = session_user().await?;
@@ -45,6 +47,7 @@ pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunView>), AppErro
             Ok((
                 me(&user),
                 Some(RunView {
+                    worker_command: worker_command(&state, run.namespace.as_str()),
                     detail: RunDetail { run, checkpoints },
                     family_truncated: family.next_cursor.is_some(),
                     family: family.runs,
@@ -120,6 +123,7 @@ fn DetailBody(me: Me, view: RunView) -> impl IntoView {
         family,
         family_truncated,
         workers,
+        worker_command,
     } = view;
     let waiting = detail.waiting_for();
     let no_worker_for = |w: &Waiting| match w {
@@ -220,10 +224,9 @@ fn DetailBody(me: Me, view: RunView) -> impl IntoView {
                                             <li data-testid="waiting">
                                                 {text.clone()}
                                                 {no_worker.clone().map(|token| {
-                                                    let tenant = token.split_once('@').map(|(_, t)| t.to_owned()).unwrap_or_default();
                                                     view! {
                                                         <span class="ml-1 font-semibold text-red-800" data-testid="no-worker">
-                                                            {format!("— no live worker serves `{token}`; start one with `durable worker --tenant {tenant}`")}
+                                                            {format!("— no live worker serves `{token}`; start one with `{worker_command}`")}
                                                         </span>
                                                     }
                                                 })}

@@ -70,6 +70,10 @@ pub enum EngineError {
     /// The transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// A start chose the id of a run that exists (an idempotency key used before); nothing
+    /// was started.
+    #[error("a run with id `{0}` already exists; pick another id or omit it")]
+    RunExists(RunId),
     /// The request itself is wrong (a blank workflow name, input the store cannot keep); nothing
     /// was changed. The message says what to fix.
     #[error("{0}")]
@@ -244,6 +248,11 @@ impl Engine {
                 tracing::warn!(error = %e, "could not release leases; they expire on their own")
             }
         }
+    }
+
+    /// The namespace this engine polls, `None` for an operator (every namespace).
+    pub fn namespace(&self) -> Option<&Namespace> {
+        self.shared.config.namespace.as_ref()
     }
 
     /// The namespace a start that names none is stamped with.
@@ -507,10 +516,12 @@ impl Engine {
             Some(id) => (id, start::IdOrigin::Chosen),
             None => (RunId::generate(), start::IdOrigin::Generated),
         };
-        let mut new = NewRun::top_level(id, namespace, &req.workflow, version, req.input);
+        let mut new = NewRun::top_level(id.clone(), namespace, &req.workflow, version, req.input);
         new.tags = req.tags;
         new.search_attributes = req.search_attributes;
-        let run = self.create(new, origin).await?;
-        Ok(run)
+        match self.create(new, origin).await {
+            Err(EngineError::Store(StoreError::Conflict(_))) => Err(EngineError::RunExists(id)),
+            started => started,
+        }
     }
 }

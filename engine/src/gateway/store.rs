@@ -30,12 +30,7 @@ impl From<EngineError> for Refusal {
         let code = match e {
             EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => "bad-request",
             EngineError::ShuttingDown => "unavailable",
-            EngineError::Store(crate::store::StoreError::Conflict(_)) => {
-                return Refusal {
-                    message: "a run with this id already exists; pick another id or omit it".into(),
-                    code: Some("conflict"),
-                };
-            }
+            EngineError::RunExists(_) => "conflict",
             // The pod cannot act on the database's or broker's own words, and they are not its
             // business: they stay in this control plane's log. Only a failure that may pass is
             // worth trying again.
@@ -116,14 +111,10 @@ impl StoreGateway {
             match self.engine.start_run(req.clone()).await {
                 Ok(run) => Ok(json!({ "runId": run.id, "status": run.status })),
                 // A delivery of the same message that started it meanwhile.
-                Err(EngineError::Store(crate::store::StoreError::Conflict(c))) => {
-                    match self.started_before(&req).await? {
-                        Some(run) => Ok(json!({ "runId": run.id, "status": run.status })),
-                        None => {
-                            Err(EngineError::Store(crate::store::StoreError::Conflict(c)).into())
-                        }
-                    }
-                }
+                Err(EngineError::RunExists(id)) => match self.started_before(&req).await? {
+                    Some(run) => Ok(json!({ "runId": run.id, "status": run.status })),
+                    None => Err(EngineError::RunExists(id).into()),
+                },
                 Err(e) => Err(e.into()),
             }
         };

@@ -29,6 +29,68 @@ pub fn routing_token(name: &str, partition: Option<&Namespace>) -> String {
     }
 }
 
+/// How routing tokens are spelled on the wire under a transport's namespace.
+///
+/// Under the bare prefix a token is the engine's own, `name@partition`. Under `P-<namespace>`
+/// the prefix already names the tenant: the SDK workers of that namespace
+/// (`Worker(namespace=…)`) consume bare tokens, and the TypeScript transport refuses `@`
+/// tokens there. So the namespace's own partition is left out on the way out and put back on
+/// the way in, and a token of any other partition cannot be routed: the engine keeps reasoning
+/// in `name@partition` whatever the transport.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenSpace {
+    /// The transport's namespace, `None` on the bare prefix.
+    namespace: Option<Namespace>,
+}
+
+impl TokenSpace {
+    /// The token space of a transport of `namespace` (`None` or `default`: the bare prefix).
+    pub fn new(namespace: Option<&Namespace>) -> Self {
+        TokenSpace {
+            namespace: namespace.filter(|ns| !ns.is_default()).cloned(),
+        }
+    }
+
+    /// The transport's namespace, `None` on the bare prefix.
+    pub fn namespace(&self) -> Option<&Namespace> {
+        self.namespace.as_ref()
+    }
+
+    /// `token` as it goes on the wire (always a prefix of it), or why it cannot go out under
+    /// this namespace.
+    pub fn to_wire<'a>(&self, token: &'a str) -> Result<&'a str, String> {
+        let Some(ns) = &self.namespace else {
+            return Ok(token);
+        };
+        match token.rsplit_once('@') {
+            // A run-scoped heartbeat names no token.
+            None if token.is_empty() => Ok(token),
+            Some((name, partition)) if partition == ns.as_str() => Ok(name),
+            _ => Err(format!(
+                "`{token}` is another tenant's token, but this transport carries namespace \
+                 `{ns}` only; run other tenants' work through a control plane without a \
+                 namespace"
+            )),
+        }
+    }
+
+    /// [`TokenSpace::to_wire`] on an owned token, which is only ever shortened.
+    pub fn into_wire(&self, token: &mut String) -> Result<(), String> {
+        let wire = self.to_wire(token)?.len();
+        token.truncate(wire);
+        Ok(())
+    }
+
+    /// A token read off the wire, as the engine names it: a bare token under a namespace is
+    /// that namespace's.
+    pub fn from_wire(&self, token: &str) -> String {
+        match &self.namespace {
+            Some(ns) if !token.contains('@') => format!("{token}@{ns}"),
+            _ => token.to_owned(),
+        }
+    }
+}
+
 /// Splits a token back into its sanitized name and partition (`default` when bare).
 pub fn split_token(token: &str) -> (&str, Namespace) {
     match token.rsplit_once('@') {
@@ -239,6 +301,31 @@ mod tests {
             bull_key("durable-results", "wait"),
             "bull:durable-results:wait"
         );
+    }
+
+    #[test]
+    fn a_namespaced_transport_spells_its_own_tokens_bare() {
+        let blue = TokenSpace::new(Some(&ns("blue")));
+        assert_eq!(blue.to_wire("billing.invoice@blue"), Ok("billing.invoice"));
+        assert_eq!(blue.to_wire(""), Ok(""));
+        // Another partition's token, or the default partition's bare one, would reach blue's
+        // workers.
+        for other in ["billing.invoice@acme", "billing.invoice"] {
+            let refused = blue.to_wire(other).unwrap_err();
+            assert!(refused.contains("namespace `blue` only"), "{refused}");
+        }
+        let mut owned = String::from("billing.invoice@blue");
+        blue.into_wire(&mut owned).unwrap();
+        assert_eq!(owned, "billing.invoice");
+        assert_eq!(blue.from_wire("billing.invoice"), "billing.invoice@blue");
+        assert_eq!(
+            blue.from_wire("billing.invoice@acme"),
+            "billing.invoice@acme"
+        );
+        for bare in [TokenSpace::new(None), TokenSpace::new(Some(&ns("default")))] {
+            assert_eq!(bare.to_wire("x@acme"), Ok("x@acme"));
+            assert_eq!(bare.from_wire("x"), "x");
+        }
     }
 
     #[test]

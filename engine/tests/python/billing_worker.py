@@ -1,5 +1,6 @@
 """An unmodified `durable-worker` (PyPI) worker for the interop tests, on partition
-$DURABLE_PARTITION under wire prefix $DURABLE_PREFIX. It serves:
+$DURABLE_PARTITION (empty for none) of namespace $DURABLE_NAMESPACE (default: none) under wire
+prefix $DURABLE_PREFIX. It serves:
 
 - step `billing.invoice` (a Python step of a Rust workflow);
 - workflows `billing.close-month` (a clock read, a step, a sleep, a signal wait and a child)
@@ -16,8 +17,11 @@ from durable_worker.redis_runner import run_redis_worker
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 PARTITION = os.environ.get("DURABLE_PARTITION", "acme") or None
 PREFIX = os.environ.get("DURABLE_PREFIX", "durable")
+NAMESPACE = os.environ.get("DURABLE_NAMESPACE", "default")
 
-worker = Worker(PARTITION, redis=REDIS_URL, prefix=PREFIX, auto_register=False)
+worker = Worker(
+    PARTITION, namespace=NAMESPACE, redis=REDIS_URL, prefix=PREFIX, auto_register=False
+)
 
 
 @worker.step("billing.invoice")
@@ -45,7 +49,12 @@ def receipt(ctx, inp):
 
 async def main():
     handle = await run_redis_worker(
-        worker, partition=PARTITION, connection=REDIS_URL, prefix=PREFIX, concurrency=4
+        worker,
+        partition=PARTITION,
+        connection=REDIS_URL,
+        prefix=PREFIX,
+        concurrency=4,
+        namespace=NAMESPACE,
     )
     print("READY", flush=True)
     try:

@@ -146,8 +146,16 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     pub fn start(tenant: &str, envs: &[(&str, String)]) -> WorkerProcess {
+        Self::start_as(&["--tenant", tenant], envs)
+    }
+
+    /// `durable worker ARGS` (say `--namespace blue`) with `envs`.
+    pub fn start_as(args: &[&str], envs: &[(&str, String)]) -> WorkerProcess {
         let mut cmd = Command::new(BIN);
-        cmd.args(["worker", "--tenant", tenant])
+        cmd.arg("worker")
+            .args(args)
+            .env_remove("DURABLE_TENANT")
+            .env_remove("DURABLE_NAMESPACE")
             .env_remove("DATABASE_URL")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

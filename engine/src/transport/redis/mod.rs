@@ -20,16 +20,17 @@ pub mod testing;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use tokio::sync::{broadcast, mpsc};
 
 use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts};
 use super::naming::{
-    control_channel, decision_relay_channel, decisions_queue, effective_prefix, heartbeat_channel,
-    is_instance_char, reply_owner_key, reply_queue, reply_queue_owner, results_queue,
-    routing_token, run_reply_channel, run_request_queue, start_run_queue, step_events_queue,
-    tasks_queue, tenant_events_channel, tenant_events_pattern,
+    TokenSpace, control_channel, decision_relay_channel, decisions_queue, effective_prefix,
+    heartbeat_channel, is_instance_char, reply_owner_key, reply_queue, reply_queue_owner,
+    results_queue, routing_token, run_reply_channel, run_request_queue, start_run_queue,
+    step_events_queue, tasks_queue, tenant_events_channel, tenant_events_pattern,
 };
 use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
@@ -72,6 +73,8 @@ struct Shared {
     conn: ConnectionManager,
     /// The effective prefix `P`.
     p: String,
+    /// How routing tokens are spelled under `P`.
+    tokens: TokenSpace,
     /// This process on the wire (`rs-<host>-<pid>-<uuid>`).
     instance: String,
     /// This process's own results queue, named in the tasks it sends, once it consumes
@@ -143,6 +146,7 @@ impl RedisTransport {
                 client,
                 conn,
                 p: effective_prefix(&config.prefix, config.namespace.as_ref()),
+                tokens: TokenSpace::new(config.namespace.as_ref()),
                 instance: format!(
                     "rs-{host}-{}-{}",
                     std::process::id(),
@@ -160,6 +164,15 @@ impl RedisTransport {
     /// The effective prefix every name of this transport starts with.
     pub fn prefix(&self) -> &str {
         &self.shared.p
+    }
+
+    /// `token` as this transport's wire spells it (see [`TokenSpace`]).
+    fn wire_token(&self, token: &str) -> TransportResult<String> {
+        self.shared
+            .tokens
+            .to_wire(token)
+            .map(str::to_owned)
+            .map_err(TransportError::Unsupported)
     }
 
     /// This process's instance id on the wire.
@@ -276,16 +289,25 @@ impl RedisTransport {
                     .into(),
             ));
         };
-        let tokens: Vec<String> = partitions
+        let tokens = partitions
             .iter()
             .flat_map(|p| names.iter().map(move |name| routing_token(name, Some(p))))
-            .collect();
+            .map(|token| self.wire_token(&token))
+            .collect::<TransportResult<Vec<String>>>()?;
         let queues = tokens
             .iter()
             .map(|t| tasks_queue(&self.shared.p, t))
             .collect();
         let (items, alive) = self.consume::<T>(queues, what);
-        let descriptor = subscription.descriptor(&self.shared.instance, self.shared.started_at);
+        let mut descriptor = subscription.descriptor(&self.shared.instance, self.shared.started_at);
+        // Under a namespace, as the SDK workers describe themselves: the namespace named, its
+        // own partition left out as in the tokens.
+        if let Some(ns) = self.shared.tokens.namespace() {
+            if descriptor.partition.as_deref() == Some(ns.as_str()) {
+                descriptor.partition = None;
+            }
+            descriptor.namespace = Some(ns.to_string());
+        }
         registry::announce(
             self.shared.clone(),
             tokens,
@@ -324,6 +346,10 @@ impl RedisTransport {
 #[async_trait]
 impl Transport for RedisTransport {
     async fn dispatch(&self, mut task: RemoteTask) -> TransportResult<()> {
+        self.shared
+            .tokens
+            .into_wire(&mut task.group)
+            .map_err(TransportError::Unsupported)?;
         let queue = tasks_queue(&self.shared.p, &task.group);
         task.reply_to = self.shared.reply_queue.get().cloned();
         let data = serde_json::to_string(&task)
@@ -336,7 +362,12 @@ impl Transport for RedisTransport {
         subscription: TaskSubscription,
     ) -> TransportResult<Subscription<RemoteTask>> {
         let names = subscription.names.clone();
-        self.consume_announced(subscription, &names, "task")
+        let tokens = self.shared.tokens.clone();
+        let tasks = self.consume_announced::<RemoteTask>(subscription, &names, "task")?;
+        Ok(Box::pin(tasks.map(move |mut task| {
+            task.group = tokens.from_wire(&task.group);
+            task
+        })))
     }
 
     async fn consume_turns(
@@ -344,7 +375,14 @@ impl Transport for RedisTransport {
         subscription: TaskSubscription,
     ) -> TransportResult<Subscription<serde_json::Value>> {
         let names = subscription.workflows.clone();
-        self.consume_announced(subscription, &names, "turn")
+        let tokens = self.shared.tokens.clone();
+        let turns = self.consume_announced::<serde_json::Value>(subscription, &names, "turn")?;
+        Ok(Box::pin(turns.map(move |mut turn| {
+            if let Some(group) = turn.get("group").and_then(serde_json::Value::as_str) {
+                turn["group"] = tokens.from_wire(group).into();
+            }
+            turn
+        })))
     }
 
     async fn publish_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
@@ -493,14 +531,16 @@ impl Transport for RedisTransport {
             .map_err(|e| TransportError::Unavailable(format!("reading worker descriptors: {e}")))
     }
 
-    async fn dispatch_turn(&self, task: serde_json::Value) -> TransportResult<()> {
+    async fn dispatch_turn(&self, mut task: serde_json::Value) -> TransportResult<()> {
         let group = task
             .get("group")
             .and_then(serde_json::Value::as_str)
             .ok_or_else(|| {
                 TransportError::Unsupported("a workflow task needs its `group`".into())
             })?;
-        let queue = tasks_queue(&self.shared.p, group);
+        let group = self.wire_token(group)?;
+        let queue = tasks_queue(&self.shared.p, &group);
+        task["group"] = group.into();
         self.add(&queue, "workflow", task.to_string(), Retention::Message)
             .await
     }
@@ -526,7 +566,11 @@ impl Transport for RedisTransport {
             .await
     }
 
-    async fn publish_heartbeat(&self, beat: Heartbeat) -> TransportResult<()> {
+    async fn publish_heartbeat(&self, mut beat: Heartbeat) -> TransportResult<()> {
+        self.shared
+            .tokens
+            .into_wire(&mut beat.group)
+            .map_err(TransportError::Unsupported)?;
         let payload = serde_json::to_string(&beat)
             .map_err(|e| TransportError::Unavailable(format!("encoding a heartbeat: {e}")))?;
         self.publish(&heartbeat_channel(&self.shared.p), payload)
@@ -534,7 +578,17 @@ impl Transport for RedisTransport {
     }
 
     async fn subscribe_heartbeats(&self) -> TransportResult<Subscription<Heartbeat>> {
-        self.listen_json(heartbeat_channel(&self.shared.p)).await
+        let tokens = self.shared.tokens.clone();
+        let beats = self
+            .listen_json::<Heartbeat>(heartbeat_channel(&self.shared.p))
+            .await?;
+        Ok(Box::pin(beats.map(move |mut beat| {
+            // A run-scoped beat has no group to translate.
+            if !beat.group.is_empty() {
+                beat.group = tokens.from_wire(&beat.group);
+            }
+            beat
+        })))
     }
 
     async fn consume_step_events(&self) -> TransportResult<Subscription<serde_json::Value>> {

@@ -140,6 +140,7 @@ async fn liveness(shared: &Shared) -> redis::RedisResult<Vec<(String, String, St
 pub(super) async fn groups(shared: &Shared, scope: &Scope) -> redis::RedisResult<Vec<WorkerGroup>> {
     let mut by_token: BTreeMap<String, WorkerGroup> = BTreeMap::new();
     for (token, _instance, value) in liveness(shared).await? {
+        let token = shared.tokens.from_wire(&token);
         let (name, partition) = split_token(&token);
         if !scope.admits(&partition) {
             continue;
@@ -224,6 +225,10 @@ impl Directory {
                 }
                 snapshot.by_token
             }
+        };
+        // A token this namespace cannot route has no workers here.
+        let Ok(token) = shared.tokens.to_wire(token) else {
+            return Ok(Vec::new());
         };
         Ok(by_token
             .get(token)
