@@ -100,7 +100,8 @@ pub enum Command {
 /// `durable run …`
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Only act on this tenant's runs; a run of another tenant is "not found".
+    /// Only act on this tenant's runs (`default` for those a standalone server stamps when
+    /// nobody names a tenant); a run of another tenant is "not found".
     #[arg(long, global = true)]
     pub tenant: Option<String>,
     /// Act for the control plane started with this `--namespace`: only its runs, and notices on
@@ -426,7 +427,8 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
             "give either --tenant NAME (one tenant's runs) or --namespace NAME (a namespaced \
              control plane's runs), not both"
         ),
-        (Some(t), None) => Scope::Only(Namespace::tenant(t).context("invalid --tenant")?),
+        // Any namespace, `default` included: this only narrows what the operator acts on.
+        (Some(t), None) => Scope::Only(Namespace::parse(t).context("invalid --tenant")?),
         (None, Some(ns)) => {
             let ns = Namespace::tenant(ns).context("invalid --namespace")?;
             if let Some(redis) = &mut redis {

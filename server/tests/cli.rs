@@ -245,16 +245,18 @@ async fn run_verbs_on_the_cli_respect_the_tenant_and_report_clearly() {
         }
     };
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    // Another tenant's view cannot see it; bad JSON is refused.
-    let out = cli(s(&[
-        "run", "--tenant", "globex", "signal", &id, "--name", "approve",
-    ]))
-    .await;
-    assert!(
-        !out.status.success() && stderr(&out).contains("visible"),
-        "{}",
-        stderr(&out)
-    );
+    // Another tenant's view cannot see it (`default`'s neither); bad JSON is refused.
+    for other in ["globex", "default"] {
+        let out = cli(s(&[
+            "run", "--tenant", other, "signal", &id, "--name", "approve",
+        ]))
+        .await;
+        assert!(
+            !out.status.success() && stderr(&out).contains("visible"),
+            "{other}: {}",
+            stderr(&out)
+        );
+    }
     let out = cli(s(&[
         "run",
         "signal",

@@ -288,7 +288,7 @@ pub(super) async fn compute(
         }
     };
     let alike = replays_alike(&replayed, &commit);
-    let (commit, mut after) = prepare(shared, &run.id, replayed, commit, outgoing, now).await;
+    let (commit, mut after) = prepare(shared, run, replayed, commit, outgoing, now).await;
     let early = if shared.alone() && alike {
         after.take_new_steps(&commit)
     } else {
@@ -448,17 +448,19 @@ pub(super) struct AfterCommit {
 }
 
 /// Screens a turn's outgoing tasks with the dispatch guard (which may hold some back and park
-/// the run) and notes what the commit will start. `replayed` is the history the turn
-/// replayed.
+/// the run) and notes what the commit will start. `run` is the run as the turn found it, and
+/// `replayed` the history the turn replayed.
 pub(super) async fn prepare(
     shared: &Shared,
-    id: &RunId,
+    run: &Run,
     replayed: History,
     mut commit: TurnCommit,
     outgoing: Vec<Outgoing>,
     now: Millis,
 ) -> (TurnCommit, AfterCommit) {
-    let tasks = super::guard::screen(shared, &mut commit, outgoing, now).await;
+    let before = run.error.as_ref();
+    let tasks = super::guard::screen(shared, &mut commit, outgoing, before, now).await;
+    let id = &run.id;
     let appended = commit
         .only_appends()
         .then(|| replayed.appended(id, &commit.checkpoints));

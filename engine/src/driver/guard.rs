@@ -2,18 +2,26 @@
 //! step whose token has live workers that announced themselves, none of them able to take it
 //! (a capability it requires is missing, or they speak another protocol), is not queued where
 //! it would wait forever. The run parks `blocked` with the reason and looks again after
-//! [`RECHECK`] (or at its next timer, if sooner); the turn's other effects (local steps it ran,
-//! timers, steps that can go) are kept, and results of steps still out are recorded while it is
-//! parked.
+//! [`RECHECK`], then after as long as it has been parked for that reason, at most
+//! [`MAX_RECHECK`] (or at its next timer, if sooner): a run waiting for a worker nobody starts
+//! costs a turn a minute, not one every few seconds, and "continue" looks again at once. The
+//! turn's other effects (local steps it ran, timers, steps that can go) are kept, and results of
+//! steps still out are recorded while it is parked.
 
 use std::time::Duration;
 
 use super::shared::Shared;
-use crate::model::{Incompatibility, Millis, Protocol, RemoteTask, check_dispatch};
+use crate::model::{Incompatibility, Millis, Protocol, RemoteTask, StepFailure, check_dispatch};
 use crate::store::{TurnCommit, TurnOutcome};
 
-/// How long a run parked by the guard waits before its next turn looks again.
+/// How long a run parked by the guard waits before its next turn looks again, at first.
 pub(crate) const RECHECK: Duration = Duration::from_secs(5);
+
+/// The longest a run parked by the guard waits between two looks.
+pub(crate) const MAX_RECHECK: Duration = Duration::from_secs(60);
+
+/// The detail of a parked run's reason that says since when it has been parked for it.
+const BLOCKED_SINCE: &str = "blockedSince";
 
 /// A task a turn sends, with what its worker must be able to do.
 pub(crate) struct Outgoing {
@@ -23,11 +31,13 @@ pub(crate) struct Outgoing {
 
 /// Keeps the tasks of `outgoing` a live worker can take, and takes the others out of `commit`
 /// (their checkpoints, or their redispatch). If any was held back while the run would suspend,
-/// the run parks `blocked` with the first reason (see [`park`]).
+/// the run parks `blocked` with the first reason (see [`park`]; `before` is the run's reason
+/// until now).
 pub(crate) async fn screen(
     shared: &Shared,
     commit: &mut TurnCommit,
     outgoing: Vec<Outgoing>,
+    before: Option<&StepFailure>,
     now: Millis,
 ) -> Vec<RemoteTask> {
     let mut sent = Vec::with_capacity(outgoing.len());
@@ -44,7 +54,7 @@ pub(crate) async fn screen(
         }
     }
     if let (Some(why), TurnOutcome::Suspend { wake_at }) = (held, &commit.outcome) {
-        commit.outcome = park(&why, now, *wake_at);
+        commit.outcome = park(&why, before, now, *wake_at);
     }
     sent
 }
@@ -67,11 +77,83 @@ pub(crate) async fn admits(
     check_dispatch(token, requires, &live, &Protocol::default())
 }
 
-/// How a run parks for `why`: until the recheck, or until `timer` if that is due sooner.
-pub(crate) fn park(why: &Incompatibility, now: Millis, timer: Option<Millis>) -> TurnOutcome {
-    let recheck = now.saturating_add(RECHECK.as_millis() as Millis);
+/// How a run whose reason until now is `before` parks for `why`: until the recheck, or until
+/// `timer` if that is due sooner. Parked again for the same reason, it keeps the time it was
+/// first parked, and waits as long as it has been parked since (between [`RECHECK`] and
+/// [`MAX_RECHECK`]).
+pub(crate) fn park(
+    why: &Incompatibility,
+    before: Option<&StepFailure>,
+    now: Millis,
+    timer: Option<Millis>,
+) -> TurnOutcome {
+    let mut reason = why.to_failure();
+    let since = blocked_since(before, &reason).unwrap_or(now);
+    if let Some(serde_json::Value::Object(details)) = &mut reason.details {
+        details.insert(BLOCKED_SINCE.into(), since.into());
+    }
+    let wait = now.saturating_sub(since).clamp(
+        RECHECK.as_millis() as Millis,
+        MAX_RECHECK.as_millis() as Millis,
+    );
+    let recheck = now.saturating_add(wait);
     TurnOutcome::Block {
-        reason: why.to_failure(),
+        reason,
         recheck_at: Some(timer.map_or(recheck, |at| at.min(recheck))),
+    }
+}
+
+/// Since when a run parked for `before` has been parked, if `reason` is the same one.
+fn blocked_since(before: Option<&StepFailure>, reason: &StepFailure) -> Option<Millis> {
+    let before = before.filter(|b| b.code == reason.code && b.message == reason.message)?;
+    before.details.as_ref()?.get(BLOCKED_SINCE)?.as_i64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn missing(capability: &str) -> Incompatibility {
+        Incompatibility::MissingCapability {
+            token: "geocode@acme".into(),
+            requires: vec![capability.into()],
+            missing: vec![capability.into()],
+            live: 1,
+        }
+    }
+
+    fn parked(outcome: TurnOutcome) -> (StepFailure, Millis) {
+        match outcome {
+            TurnOutcome::Block {
+                reason,
+                recheck_at: Some(at),
+            } => (reason, at),
+            other => panic!("not parked with a recheck: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_run_parked_longer_looks_again_less_often() {
+        let why = missing("geo-v2");
+        let (first, at) = parked(park(&why, None, 1_000, None));
+        assert_eq!(at, 6_000, "the first look comes after RECHECK");
+        let details = first.details.as_ref().expect("details");
+        assert_eq!(details[BLOCKED_SINCE], 1_000);
+        // Parked again 5 s, 40 s and 10 minutes on: it waits as long as it has been parked, up
+        // to a minute; the reason is unchanged, so the parks are not news.
+        for (now, wait) in [(6_000, 5_000), (41_000, 40_000), (601_000, 60_000)] {
+            let (again, at) = parked(park(&why, Some(&first), now, None));
+            assert_eq!(at - now, wait, "at {now}");
+            assert_eq!(again, first);
+        }
+        // A timer due sooner still wins.
+        let (_, at) = parked(park(&why, Some(&first), 601_000, Some(602_000)));
+        assert_eq!(at, 602_000);
+        // Another reason, or none (after "continue"), starts over.
+        let (other, at) = parked(park(&missing("geo-v3"), Some(&first), 601_000, None));
+        assert_eq!(at, 606_000);
+        assert_eq!(other.details.expect("details")[BLOCKED_SINCE], 601_000);
+        let (_, at) = parked(park(&why, None, 601_000, None));
+        assert_eq!(at, 606_000);
     }
 }

@@ -61,7 +61,7 @@ pub(crate) async fn turn(
     }
     let group = routing_token(&run.workflow, Some(&run.namespace));
     if let Err(why) = guard::admits(shared, &group, &[]).await {
-        return Err(guard::park(&why, now, None));
+        return Err(guard::park(&why, run.error.as_ref(), now, None));
     }
     let prepared = prepare(&history, now);
     for _ in 0..SENDS {

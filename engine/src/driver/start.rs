@@ -67,7 +67,7 @@ pub(super) async fn with_first_turn(
     let (commit, outgoing) = drive::plan(&view, decision, now, &shared.registry);
     let alike = drive::replays_alike(&History::default(), &commit);
     let (commit, mut after) =
-        drive::prepare(shared, &new.id, History::default(), commit, outgoing, now).await;
+        drive::prepare(shared, &view, History::default(), commit, outgoing, now).await;
     // A generated id is on no run yet, so the insert is not refused: the first steps may leave
     // while it commits, as a turn's do (see `drive::replays_alike`). A caller's id may be taken,
     // and a refused start must have sent nothing.
