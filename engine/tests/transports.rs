@@ -125,6 +125,132 @@ mod redis {
             runs
         }
 
+        /// A try of a step sent again while its job still waits, or runs on an SDK worker (in
+        /// BullMQ's active list, unfinished), stays one job: a backlog or a long step is not
+        /// copied at every redispatch. Another try is a job of its own, and a try whose job
+        /// finished (a failed one is kept a day) can be queued again.
+        #[tokio::test]
+        async fn a_try_sent_again_while_its_job_waits_or_runs_is_queued_once() {
+            let Some(transport) = fresh_transport().await else {
+                return;
+            };
+            let mut conn = redis::Client::open(test_url())
+                .expect("url")
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect");
+            let acme = Namespace::tenant("acme").expect("ns");
+            let queue = format!("bull:{}-tasks-charge@acme", transport.prefix());
+            let task = |attempt: u32| durable::model::RemoteTask {
+                run_id: RunId::parse("run_t:c1").expect("id"),
+                seq: 2,
+                name: "charge".into(),
+                step_id: "run_t:c1:2".into(),
+                group: "charge@acme".into(),
+                input: Some(serde_json::json!(attempt)),
+                context: None,
+                attempt,
+                reply_to: None,
+            };
+            let waiting = |conn: &mut redis::aio::MultiplexedConnection| {
+                let mut conn = conn.clone();
+                let key = format!("{queue}:wait");
+                async move {
+                    redis::cmd("LRANGE")
+                        .arg(key)
+                        .arg(0)
+                        .arg(-1)
+                        .query_async::<Vec<String>>(&mut conn)
+                        .await
+                        .expect("wait list")
+                }
+            };
+            transport.dispatch(task(1)).await.expect("send");
+            transport.dispatch(task(1)).await.expect("send again");
+            assert_eq!(waiting(&mut conn).await, ["run_t~c1@2@1"]);
+            transport.dispatch(task(2)).await.expect("second try");
+            assert_eq!(waiting(&mut conn).await, ["run_t~c1@2@2", "run_t~c1@2@1"]);
+
+            // An SDK worker takes try 1 (BullMQ moves it to its active list): sent again, it is
+            // not queued beside the running one.
+            let first = format!("{queue}:run_t~c1@2@1");
+            let _: () = redis::pipe()
+                .cmd("LREM")
+                .arg(format!("{queue}:wait"))
+                .arg(0)
+                .arg("run_t~c1@2@1")
+                .cmd("LPUSH")
+                .arg(format!("{queue}:active"))
+                .arg("run_t~c1@2@1")
+                .query_async(&mut conn)
+                .await
+                .expect("activate");
+            transport
+                .dispatch(task(1))
+                .await
+                .expect("send while running");
+            assert_eq!(waiting(&mut conn).await, ["run_t~c1@2@2"]);
+            // It fails, and BullMQ keeps the failed job: the same try can go out again.
+            let _: () = redis::pipe()
+                .cmd("LREM")
+                .arg(format!("{queue}:active"))
+                .arg(0)
+                .arg("run_t~c1@2@1")
+                .cmd("HSET")
+                .arg(&first)
+                .arg("finishedOn")
+                .arg(1)
+                .arg("failedReason")
+                .arg("boom")
+                .cmd("ZADD")
+                .arg(format!("{queue}:failed"))
+                .arg(1)
+                .arg("run_t~c1@2@1")
+                .query_async(&mut conn)
+                .await
+                .expect("fail");
+            transport
+                .dispatch(task(1))
+                .await
+                .expect("send after it failed");
+            assert_eq!(waiting(&mut conn).await, ["run_t~c1@2@1", "run_t~c1@2@2"]);
+            let (finished, failed): (bool, Option<f64>) = redis::pipe()
+                .cmd("HEXISTS")
+                .arg(&first)
+                .arg("finishedOn")
+                .cmd("ZSCORE")
+                .arg(format!("{queue}:failed"))
+                .arg("run_t~c1@2@1")
+                .query_async(&mut conn)
+                .await
+                .expect("read");
+            assert_eq!(
+                (finished, failed),
+                (false, None),
+                "a fresh job, not the failed one"
+            );
+
+            // A worker gets each queued try once.
+            let mut tasks = transport
+                .consume_tasks(TaskSubscription {
+                    names: vec!["charge".into()],
+                    partitions: Partitions::Only(vec![acme]),
+                    concurrency: 1,
+                    workflows: Vec::new(),
+                    capabilities: Vec::new(),
+                })
+                .await
+                .expect("tasks");
+            let mut tries = Vec::new();
+            while let Ok(Some(t)) =
+                tokio::time::timeout(Duration::from_millis(500), tasks.next()).await
+            {
+                tries.push(t.attempt);
+            }
+            tries.sort_unstable();
+            assert_eq!(tries, [1, 2]);
+        }
+
         /// With two control planes on one Redis, a worker answers each task on the queue of the
         /// control plane that sent it: that one applies the result with the run's history in
         /// memory, and the other never sees it.

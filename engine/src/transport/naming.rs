@@ -1,7 +1,7 @@
 //! The only place queue, channel and key names are built (aviary wire §1), so a typo can never
 //! split a tenant's traffic.
 
-use crate::model::Namespace;
+use crate::model::{Namespace, RunId};
 
 /// The default prefix of every queue and key.
 pub const DEFAULT_PREFIX: &str = "durable";
@@ -97,6 +97,13 @@ pub fn split_token(token: &str) -> (&str, Namespace) {
         Some((name, p)) => (name, Namespace::from_stored(Some(p))),
         None => (token, Namespace::default_ns()),
     }
+}
+
+/// The BullMQ job id of try `attempt` of step `seq` of run `run`: `<run>@<seq>@<attempt>`, the
+/// run id's `:` spelled `~` (BullMQ keys are `:`-separated). Run ids never hold `@` or `~`, so
+/// two tries of steps never share one.
+pub fn task_job_id(run: &RunId, seq: u32, attempt: u32) -> String {
+    format!("{}@{seq}@{attempt}", run.as_str().replace(':', "~"))
 }
 
 /// A worker's task queue for `token` (`P-tasks-<token>`).
@@ -326,6 +333,17 @@ mod tests {
             assert_eq!(bare.to_wire("x@acme"), Ok("x@acme"));
             assert_eq!(bare.from_wire("x"), "x");
         }
+    }
+
+    #[test]
+    fn each_try_of_a_step_has_its_own_job_id() {
+        let run = |s: &str| RunId::parse(s).unwrap();
+        assert_eq!(task_job_id(&run("run_1:c2"), 3, 1), "run_1~c2@3@1");
+        assert_ne!(
+            task_job_id(&run("a:b"), 1, 1),
+            task_job_id(&run("a-b"), 1, 1)
+        );
+        assert_ne!(task_job_id(&run("a"), 1, 1), task_job_id(&run("a"), 1, 2));
     }
 
     #[test]

@@ -30,7 +30,7 @@ use super::naming::{
     TokenSpace, control_channel, decision_relay_channel, decisions_queue, effective_prefix,
     heartbeat_channel, is_instance_char, reply_owner_key, reply_queue, reply_queue_owner,
     results_queue, routing_token, run_reply_channel, run_request_queue, start_run_queue,
-    step_events_queue, tasks_queue, tenant_events_channel, tenant_events_pattern,
+    step_events_queue, task_job_id, tasks_queue, tenant_events_channel, tenant_events_pattern,
 };
 use super::{
     EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
@@ -201,15 +201,21 @@ impl RedisTransport {
         data: String,
         retention: Retention,
     ) -> TransportResult<()> {
-        let mut conn = self.shared.conn.clone();
-        let job = NewJob {
+        self.add_job(NewJob {
             queue,
             unless_gone,
             name,
             data: &data,
             retention,
             priority: None,
-        };
+            job_id: None,
+        })
+        .await
+    }
+
+    async fn add_job(&self, job: NewJob<'_>) -> TransportResult<()> {
+        let (queue, name) = (job.queue, job.name);
+        let mut conn = self.shared.conn.clone();
         self.shared
             .scripts
             .add(&mut conn, &job)
@@ -354,7 +360,20 @@ impl Transport for RedisTransport {
         task.reply_to = self.shared.reply_queue.get().cloned();
         let data = serde_json::to_string(&task)
             .map_err(|e| TransportError::Unavailable(format!("encoding a task: {e}")))?;
-        self.add(&queue, "task", data, Retention::Task).await
+        // One job per try of a step: sent again while its job still waits or runs (a backlog,
+        // a long step on an SDK worker, which holds BullMQ's lock on it), the job stays as it
+        // is instead of a second copy running beside it.
+        let id = task_job_id(&task.run_id, task.seq, task.attempt);
+        self.add_job(NewJob {
+            queue: &queue,
+            unless_gone: None,
+            name: "task",
+            data: &data,
+            retention: Retention::Task,
+            priority: None,
+            job_id: Some(&id),
+        })
+        .await
     }
 
     async fn consume_tasks(

@@ -12,13 +12,33 @@ use crate::transport::naming::bull_key;
 /// The Lua function both adding scripts share: `add(k, ...)` adds a job to the queue whose
 /// eight keys are `KEYS[k + 1]` to `KEYS[k + 8]`: id, wait, prioritized, pc, marker, meta,
 /// paused and events. Returns its id.
+///
+/// With a `custom` id, as BullMQ's own add does with `jobId`, a job of that id still waiting or
+/// running (its hash exists and has no `finishedOn`) is kept and nothing is added; a finished
+/// one (failed jobs are kept a day) is cleared first, so its id can run again.
 macro_rules! add_function {
     () => {
         r#"
-local function add(k, name, data, opts, timestamp, priority)
-  local id = redis.call("INCR", KEYS[k + 1])
+local function add(k, name, data, opts, timestamp, priority, custom)
   -- "bull:<queue>:id" without its "id" is the job key prefix
-  local job = string.sub(KEYS[k + 1], 1, -3) .. id
+  local prefix = string.sub(KEYS[k + 1], 1, -3)
+  local id
+  if custom and custom ~= "" then
+    id = custom
+    local old = prefix .. id
+    if redis.call("EXISTS", old) == 1 then
+      if redis.call("HEXISTS", old, "finishedOn") == 0 then
+        redis.call("XADD", KEYS[k + 8], "MAXLEN", "~", 10000, "*", "event", "duplicated", "jobId", id)
+        return id
+      end
+      redis.call("ZREM", prefix .. "failed", id)
+      redis.call("ZREM", prefix .. "completed", id)
+      redis.call("DEL", old, old .. ":logs", old .. ":lock")
+    end
+  else
+    id = redis.call("INCR", KEYS[k + 1])
+  end
+  local job = prefix .. id
   redis.call("HSET", job, "name", name, "data", data, "opts", opts,
     "timestamp", timestamp, "delay", 0, "priority", priority)
   redis.call("XADD", KEYS[k + 8], "MAXLEN", "~", 10000, "*", "event", "added", "jobId", id, "name", name)
@@ -43,13 +63,13 @@ end
 /// Adds a job; returns its id. KEYS: the queue's eight keys (see [`add_function`]); for a
 /// job meant for one consumer's own queue, then that consumer's liveness key and the eight keys
 /// of the queue to use instead while the key is missing (checked here, atomically with the
-/// add). ARGV: name, data, opts, timestamp, priority (0 = none).
+/// add). ARGV: name, data, opts, timestamp, priority (0 = none), custom id ("" = none).
 const ADD: &str = concat!(
     add_function!(),
     r#"
 local k = 0
 if #KEYS > 8 and redis.call("EXISTS", KEYS[9]) == 0 then k = 9 end
-return add(k, ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))
+return add(k, ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6])
 "#
 );
 
@@ -155,6 +175,9 @@ pub struct NewJob<'a> {
     pub retention: Retention,
     /// The engine priority, if any.
     pub priority: Option<i64>,
+    /// A job id of the caller's (BullMQ's `jobId`): a job of that id still waiting or running
+    /// is kept instead of adding another (see [`add_function`]).
+    pub job_id: Option<&'a str>,
 }
 
 /// The queue scripts, loaded once per transport.
@@ -190,12 +213,16 @@ fn queue_keys(queue: &str) -> [String; 8] {
 }
 
 impl Scripts {
-    /// Adds `job`; returns its id.
+    /// Adds `job`; returns its id (that of the job kept, for a custom id still queued).
     pub async fn add<C: redis::aio::ConnectionLike + Send>(
         &self,
         conn: &mut C,
         job: &NewJob<'_>,
-    ) -> redis::RedisResult<i64> {
+    ) -> redis::RedisResult<String> {
+        let mut opts = job.retention.opts();
+        if let Some(id) = job.job_id {
+            opts["jobId"] = id.into();
+        }
         let mut add = self.add.prepare_invoke();
         add.key(&queue_keys(job.queue));
         if let Some((alive, otherwise)) = job.unless_gone {
@@ -203,9 +230,10 @@ impl Scripts {
         }
         add.arg(job.name)
             .arg(job.data)
-            .arg(job.retention.opts().to_string())
+            .arg(opts.to_string())
             .arg(super::now_ms())
             .arg(broker_priority(job.priority))
+            .arg(job.job_id.unwrap_or(""))
             .invoke_async(conn)
             .await
     }
@@ -327,6 +355,7 @@ mod tests {
                 retention: Retention::Message,
                 priority: None,
                 unless_gone: None,
+                job_id: None,
             };
             scripts.add(&mut conn, &job).await.expect("add");
         }

@@ -57,7 +57,7 @@ pub async fn add_raw_job(
     queue: &str,
     name: &str,
     data: &str,
-) -> redis::RedisResult<i64> {
+) -> redis::RedisResult<String> {
     let mut conn = transport.shared.conn.clone();
     let job = NewJob {
         queue,
@@ -66,6 +66,7 @@ pub async fn add_raw_job(
         retention: Retention::Message,
         priority: None,
         unless_gone: None,
+        job_id: None,
     };
     transport.shared.scripts.add(&mut conn, &job).await
 }
