@@ -34,7 +34,10 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>, tx: mpsc::Send
             if tx.is_closed() {
                 return;
             }
-            let mut conn = match shared.blocking_connection().await {
+            let mut conn = match shared
+                .blocking_connection(Duration::from_secs_f64(BLOCK_SECS))
+                .await
+            {
                 Ok(conn) => conn,
                 Err(e) => {
                     tracing::warn!(error = %e, queues = ?queues, "cannot reach Redis to consume; retrying");
@@ -43,7 +46,6 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>, tx: mpsc::Send
                     continue 'connect;
                 }
             };
-            backoff = Duration::from_millis(100);
             // The first take after (re)connecting does not wait: jobs may be queued already.
             let mut drained = false;
             loop {
@@ -73,10 +75,16 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>, tx: mpsc::Send
                 let jobs = match taken {
                     Ok(jobs) => jobs,
                     Err(e) => {
+                        // Waited out before reconnecting, and longer each time until a take
+                        // succeeds: an error that persists (Redis still loading, a read-only
+                        // replica after a failover) must not spin a connection per turn.
                         tracing::warn!(error = %e, queues = ?queues, "taking jobs failed; reconnecting");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
                         continue 'connect;
                     }
                 };
+                backoff = Duration::from_millis(100);
                 // A short batch drained every queue: a job added since set a marker.
                 drained = jobs.len() < BATCH;
                 for data in jobs {
@@ -121,5 +129,37 @@ mod tests {
             .await
             .expect("llen");
         assert_eq!(waiting, 1, "the stopped consumer took the job");
+    }
+
+    /// A take that keeps failing (here the queue's wait key holds the wrong type) is tried
+    /// again, backing off, for as long as it fails: once it can take again, the consumer
+    /// delivers.
+    #[tokio::test]
+    async fn a_consumer_outlasts_an_error_that_persists() {
+        let Some(transport) = testing::fresh_transport().await else {
+            return;
+        };
+        let queue = format!("{}-broken", transport.prefix());
+        let mut conn = transport.shared.conn.clone();
+        let wait = bull_key(&queue, "wait");
+        let _: () = redis::cmd("SET")
+            .arg(&wait)
+            .arg("not a list")
+            .query_async(&mut conn)
+            .await
+            .expect("break the queue");
+        let (tx, mut jobs) = channel();
+        spawn(transport.shared.clone(), vec![queue.clone()], tx);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let _: () = redis::cmd("DEL")
+            .arg(&wait)
+            .query_async(&mut conn)
+            .await
+            .expect("mend the queue");
+        testing::add_raw_job(&transport, &queue, "task", "{\"n\":1}")
+            .await
+            .expect("add");
+        let got = tokio::time::timeout(Duration::from_secs(15), jobs.recv()).await;
+        assert_eq!(got, Ok(Some("{\"n\":1}".to_owned())));
     }
 }

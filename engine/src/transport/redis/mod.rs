@@ -90,10 +90,16 @@ struct Shared {
 }
 
 impl Shared {
-    /// A connection for blocking commands: its own, with no response timeout (the default one
-    /// would cut a `BZPOPMIN` short).
-    async fn blocking_connection(&self) -> redis::RedisResult<MultiplexedConnection> {
-        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    /// A connection for blocking commands that wait up to `block`: its own, with a response
+    /// timeout longer than that wait (the default one would cut a `BZPOPMIN` short), so a
+    /// connection that died without a reset (a dropped route, an idle timeout on the way) is
+    /// noticed and replaced instead of waited on forever.
+    async fn blocking_connection(
+        &self,
+        block: std::time::Duration,
+    ) -> redis::RedisResult<MultiplexedConnection> {
+        let timeout = block + std::time::Duration::from_secs(5);
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(timeout));
         self.client
             .get_multiplexed_async_connection_with_config(&config)
             .await
