@@ -136,6 +136,9 @@ pub fn ActionsPanel(run: Run, redispatchable: bool) -> impl IntoView {
             .and_then(|r| r.err())
             .map(|e| e.to_string())
     };
+    // While one action is on its way, the buttons wait: a second click would act twice (a
+    // retry with input would start two runs).
+    let busy = move || act.pending().get();
     let id = run.id.to_string();
     let (id_signal, id_cancel, id_retry) = (id.clone(), id.clone(), id.clone());
     let (id_continue, id_redispatch, id_edit) = (id.clone(), id.clone(), id);
@@ -168,7 +171,7 @@ pub fn ActionsPanel(run: Run, redispatchable: bool) -> impl IntoView {
                                 "Signal payload (JSON)"
                                 <input class=field name="payload" placeholder="{}" />
                             </label>
-                            <button type="submit" class=format!("{button} bg-indigo-700 text-white hover:bg-indigo-800")>
+                            <button type="submit" class=format!("{button} bg-indigo-700 text-white hover:bg-indigo-800") disabled=busy>
                                 "Send signal"
                             </button>
                         </div>
@@ -181,7 +184,7 @@ pub fn ActionsPanel(run: Run, redispatchable: bool) -> impl IntoView {
                             <p class="mt-2 text-slate-600">
                                 "Cancelling ends the run; steps in flight are told to stop and their results are dropped."
                             </p>
-                            <button type="submit" class=format!("{button} mt-2 bg-red-700 text-white hover:bg-red-800")>
+                            <button type="submit" class=format!("{button} mt-2 bg-red-700 text-white hover:bg-red-800") disabled=busy>
                                 "Yes, cancel it"
                             </button>
                         </ActionForm>
@@ -191,7 +194,7 @@ pub fn ActionsPanel(run: Run, redispatchable: bool) -> impl IntoView {
                     <ActionForm action=act>
                         <input type="hidden" name="id" value=id_retry.clone() />
                         <input type="hidden" name="verb" value="retry" />
-                        <button type="submit" class=format!("{button} bg-slate-800 text-white hover:bg-slate-900")>
+                        <button type="submit" class=format!("{button} bg-slate-800 text-white hover:bg-slate-900") disabled=busy>
                             "Retry from the last good checkpoint"
                         </button>
                     </ActionForm>
@@ -203,7 +206,7 @@ pub fn ActionsPanel(run: Run, redispatchable: bool) -> impl IntoView {
                         <p class="mb-2 text-sm text-slate-600">
                             "Continue drives the run again now, after its cause is fixed (a worker serving its version started, a quota was raised). If the cause remains, it parks again with the reason."
                         </p>
-                        <button type="submit" class=format!("{button} bg-slate-800 text-white hover:bg-slate-900") data-testid="continue">
+                        <button type="submit" class=format!("{button} bg-slate-800 text-white hover:bg-slate-900") data-testid="continue" disabled=busy>
                             "Continue"
                         </button>
                     </ActionForm>
@@ -212,7 +215,7 @@ pub fn ActionsPanel(run: Run, redispatchable: bool) -> impl IntoView {
                     <ActionForm action=act>
                         <input type="hidden" name="id" value=id_redispatch.clone() />
                         <input type="hidden" name="verb" value="redispatch" />
-                        <button type="submit" class=format!("{button} border border-slate-300 text-slate-800 hover:bg-slate-100") data-testid="redispatch" title="Send its waiting remote steps again now, with the same step ids">
+                        <button type="submit" class=format!("{button} border border-slate-300 text-slate-800 hover:bg-slate-100") data-testid="redispatch" title="Send its waiting remote steps again now, with the same step ids" disabled=busy>
                             "Redispatch waiting steps"
                         </button>
                     </ActionForm>
@@ -276,7 +279,7 @@ fn RetryWithInput(action: ServerAction<ActOnRun>, id: String, original: Value) -
             <button
                 type="submit"
                 class="mt-2 rounded-md bg-indigo-700 px-3 py-1.5 text-sm font-medium text-white hover:bg-indigo-800 focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2 disabled:opacity-60"
-                disabled=move || invalid().is_some()
+                disabled=move || invalid().is_some() || action.pending().get()
                 data-testid="retry-with-input"
             >
                 {move || match changes.with(Vec::len) {

@@ -114,7 +114,7 @@ impl Filters {
 }
 
 /// Percent-encodes a query value.
-fn encode(raw: &str) -> String {
+pub(crate) fn encode(raw: &str) -> String {
     raw.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

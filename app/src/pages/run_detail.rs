@@ -248,7 +248,7 @@ fn DetailBody(me: Me, view: RunView) -> impl IntoView {
                                 {tags
                                     .iter()
                                     .map(|t| view! {
-                                        <a class="rounded-full bg-slate-100 px-2 py-0.5 text-xs text-slate-800 hover:underline" href=format!("/?tag={t}") data-testid="run-tag">{t.clone()}</a>
+                                        <a class="rounded-full bg-slate-100 px-2 py-0.5 text-xs text-slate-800 hover:underline" href=format!("/?tag={}", crate::pages::filters::encode(t)) data-testid="run-tag">{t.clone()}</a>
                                     })
                                     .collect_view()}
                             </div>

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tower_http::trace::TraceLayer;
 use tower_sessions::SessionStore;
 use tower_sessions::cookie::SameSite;
+use tower_sessions::session_store::ExpiredDeletion;
 use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::sqlx::postgres::PgPoolOptions;
 use tower_sessions_sqlx_store::sqlx::sqlite::SqlitePoolOptions;
@@ -54,7 +55,8 @@ pub enum Sessions {
     Postgres(SessionManagerLayer<PostgresSessions>),
 }
 
-/// Sessions in the configured database, expiring after 12 idle hours.
+/// Sessions in the configured database, expiring after 12 idle hours; expired ones are
+/// deleted every hour.
 pub async fn session_layer(database_url: &str) -> anyhow::Result<Sessions> {
     if crate::roles::is_postgres(database_url) {
         let pool = PgPoolOptions::new()
@@ -67,6 +69,7 @@ pub async fn session_layer(database_url: &str) -> anyhow::Result<Sessions> {
             .migrate()
             .await
             .context("creating the session table")?;
+        delete_expired(store.clone());
         return Ok(Sessions::Postgres(configure(store)));
     }
     let pool = SqlitePoolOptions::new()
@@ -79,7 +82,21 @@ pub async fn session_layer(database_url: &str) -> anyhow::Result<Sessions> {
         .migrate()
         .await
         .context("creating the session table")?;
+    delete_expired(store.clone());
     Ok(Sessions::Sqlite(configure(store)))
+}
+
+/// Deletes expired sessions every hour, so the table holds live ones only.
+fn delete_expired<S: ExpiredDeletion>(store: S) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(3600));
+        loop {
+            every.tick().await;
+            if let Err(e) = store.delete_expired().await {
+                tracing::warn!(error = %e, "deleting expired sessions failed; trying again in an hour");
+            }
+        }
+    });
 }
 
 fn configure<S: SessionStore>(store: S) -> SessionManagerLayer<S> {
@@ -87,6 +104,8 @@ fn configure<S: SessionStore>(store: S) -> SessionManagerLayer<S> {
         .with_name("durable_session")
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
+        // Saved on every request, so the 12 hours count from the last one, not from the login.
+        .with_always_save(true)
         .with_secure(std::env::var("DURABLE_SECURE_COOKIES").is_ok_and(|v| v == "true"))
         .with_expiry(Expiry::OnInactivity(
             tower_sessions::cookie::time::Duration::hours(12),
