@@ -73,17 +73,7 @@ impl RunRequestResponder {
     /// its id; a refused message only when it names a `runId` to answer to (as the aviary
     /// control plane does). Nothing else a message says about tenants is read.
     pub async fn answer_start(&self, raw: &str) -> Option<RunReply> {
-        let message: Value = match serde_json::from_str(raw) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) => {
-                tracing::warn!("dropped a start-run message that is not a JSON object");
-                return None;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "dropped a start-run message that is not JSON");
-                return None;
-            }
-        };
+        let message = json_object(raw, "start-run message")?;
         let run_id = message.get("runId").and_then(Value::as_str);
         let Some(tenant) = self.tenant_of(&message) else {
             tracing::warn!(
@@ -102,24 +92,10 @@ impl RunRequestResponder {
             .start_once(&message)
             .await
         {
-            Ok(data) => {
-                let started = data
-                    .get("runId")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                Some(RunReply::ok(started, data))
-            }
+            Ok(run) => Some(RunReply::ok(run.id.as_str(), super::store::started(&run))),
             Err(error) => {
                 tracing::warn!(%tenant, run_id, error = %error.message, "refused a start-run message");
-                run_id.map(|id| RunReply {
-                    request_id: id.to_owned(),
-                    result: crate::model::ReplyResult {
-                        ok: false,
-                        data: None,
-                        error: Some(error),
-                    },
-                })
+                run_id.map(|id| RunReply::failed(id, error))
             }
         }
     }
@@ -133,13 +109,7 @@ impl RunRequestResponder {
     /// The reply to one raw request; `None` when it has no `requestId` to answer to (it is
     /// logged and dropped).
     pub async fn answer(&self, raw: &str) -> Option<RunReply> {
-        let request: Value = match serde_json::from_str(raw) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(error = %e, "dropped a run request that is not JSON");
-                return None;
-            }
-        };
+        let request = json_object(raw, "run request")?;
         let Some(request_id) = request.get("requestId").and_then(Value::as_str) else {
             tracing::warn!("dropped a run request without a requestId");
             return None;
@@ -155,14 +125,22 @@ impl RunRequestResponder {
         let gateway = StoreGateway::new(self.engine.clone(), tenant);
         Some(match gateway.request(body).await {
             Ok(data) => RunReply::ok(request_id, data),
-            Err(e) => RunReply {
-                request_id: request_id.to_owned(),
-                result: crate::model::ReplyResult {
-                    ok: false,
-                    data: None,
-                    error: Some(e),
-                },
-            },
+            Err(e) => RunReply::failed(request_id, e),
         })
+    }
+}
+
+/// `raw` parsed as a JSON object; anything else is logged as a dropped `what` and `None`.
+fn json_object(raw: &str, what: &str) -> Option<Value> {
+    match serde_json::from_str(raw) {
+        Ok(v @ Value::Object(_)) => Some(v),
+        Ok(_) => {
+            tracing::warn!(what, "dropped a message that is not a JSON object");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(what, error = %e, "dropped a message that is not JSON");
+            None
+        }
     }
 }

@@ -100,22 +100,21 @@ impl StoreGateway {
     /// Starts the run a start-run message (wire §4.1) asks for, in this gateway's tenant.
     /// Idempotent on `runId`: a redelivered message answers with the run it started before,
     /// if that run is the tenant's and of the same workflow.
-    pub async fn start_once(&self, message: &Value) -> Result<Value, ReplyError> {
+    pub async fn start_once(&self, message: &Value) -> Result<Run, ReplyError> {
         let started = async {
             let req = start_request(&self.tenant, message)?;
             // Answered from the run a first delivery started, before anything else is checked:
             // its workflow may no longer be served, and it still started.
             if let Some(run) = self.started_before(&req).await? {
-                return Ok(json!({ "runId": run.id, "status": run.status }));
+                return Ok(run);
             }
             match self.engine.start_run(req.clone()).await {
-                Ok(run) => Ok(json!({ "runId": run.id, "status": run.status })),
                 // A delivery of the same message that started it meanwhile.
-                Err(EngineError::RunExists(id)) => match self.started_before(&req).await? {
-                    Some(run) => Ok(json!({ "runId": run.id, "status": run.status })),
-                    None => Err(EngineError::RunExists(id).into()),
-                },
-                Err(e) => Err(e.into()),
+                Err(EngineError::RunExists(id)) => self
+                    .started_before(&req)
+                    .await?
+                    .ok_or_else(|| EngineError::RunExists(id).into()),
+                started => Ok(started?),
             }
         };
         started.await.map_err(|r: Refusal| ReplyError {
@@ -204,7 +203,7 @@ impl StoreGateway {
             }
             "start" => {
                 let run = engine.start_run(start_request(tenant, body)?).await?;
-                Ok(json!({ "runId": run.id, "status": run.status }))
+                Ok(started(&run))
             }
             "getRun"
             | "getRunDetail"
@@ -326,6 +325,11 @@ async fn children(reads: &ScopedStore, run: &crate::model::Run) -> Result<Vec<Ru
             None => return Ok(children),
         }
     }
+}
+
+/// What the wire answers a start with: the run's id and status.
+pub(super) fn started(run: &Run) -> Value {
+    json!({ "runId": run.id, "status": run.status })
 }
 
 /// A start as the wire spells it (the `start` verb's body, or a start-run message): `workflow`

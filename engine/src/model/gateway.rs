@@ -57,15 +57,21 @@ impl RunReply {
         message: impl Into<String>,
         code: Option<&str>,
     ) -> Self {
+        let error = ReplyError {
+            message: message.into(),
+            code: code.map(str::to_owned),
+        };
+        RunReply::failed(request_id, error)
+    }
+
+    /// A failed reply carrying `error`.
+    pub fn failed(request_id: impl Into<String>, error: ReplyError) -> Self {
         RunReply {
             request_id: request_id.into(),
             result: ReplyResult {
                 ok: false,
                 data: None,
-                error: Some(ReplyError {
-                    message: message.into(),
-                    code: code.map(str::to_owned),
-                }),
+                error: Some(error),
             },
         }
     }
