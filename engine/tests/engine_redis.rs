@@ -53,6 +53,18 @@ async fn control_plane(
     engine
 }
 
+/// [`control_plane`] on a fresh SQLite file, in the returned directory (which must outlive
+/// it).
+async fn control_plane_on_sqlite(
+    transport: &RedisTransport,
+    registry: Arc<Registry>,
+) -> (tempfile::TempDir, Arc<dyn Store>, Engine) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = sqlite(&dir).await;
+    let engine = control_plane(&store, transport, registry).await;
+    (dir, store, engine)
+}
+
 fn counting_registry(executions: Arc<AtomicU32>) -> Registry {
     let mut r = Registry::new();
     r.step("add", move |_ctx: StepContext, n: i64| {
@@ -99,15 +111,12 @@ async fn each_tenants_steps_run_only_on_its_own_pool() {
     let Some(transport) = fresh_transport().await else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = sqlite(&dir).await;
     let (acme_runs, globex_runs, bare_runs) = (
         Arc::new(AtomicU32::new(0)),
         Arc::new(AtomicU32::new(0)),
         Arc::new(AtomicU32::new(0)),
     );
-    let engine = control_plane(
-        &store,
+    let (_dir, store, engine) = control_plane_on_sqlite(
         &transport,
         Arc::new(counting_registry(Arc::new(AtomicU32::new(0)))),
     )
@@ -234,8 +243,6 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
         return;
     };
     let mut python_worker = python_worker(&python, transport.prefix()).await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = sqlite(&dir).await;
     let mut registry = invoicing();
     // The same step, requiring what the run names: the guard reads the Python worker's
     // descriptor (the v1 baseline, which has `saga` and lacks `search-attr-v2`).
@@ -248,7 +255,7 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
             Ok::<_, WorkflowError>(json!({ "invoice": invoice }))
         },
     );
-    let engine = control_plane(&store, &transport, Arc::new(registry)).await;
+    let (_dir, store, engine) = control_plane_on_sqlite(&transport, Arc::new(registry)).await;
     let start = |input: Value| StartRun {
         workflow: "interop.invoice".into(),
         input,
@@ -488,9 +495,8 @@ async fn a_python_start_run_starts_a_run_in_its_tokens_tenant() {
         return;
     };
     let mut python_worker = python_worker(&python, transport.prefix()).await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = sqlite(&dir).await;
-    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
+    let (_dir, store, engine) =
+        control_plane_on_sqlite(&transport, Arc::new(Registry::new())).await;
     let signer = TokenSigner::new(vec![9u8; 32]).expect("signer");
     tokio::spawn(RunRequestResponder::new(engine.clone(), signer.clone()).serve());
 
@@ -535,10 +541,9 @@ async fn our_control_plane_drives_a_python_workflow_to_completion() {
         return;
     };
     let mut python_worker = python_worker(&python, transport.prefix()).await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = sqlite(&dir).await;
     // Nothing registered here: every turn of these workflows runs on the Python worker.
-    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
+    let (_dir, store, engine) =
+        control_plane_on_sqlite(&transport, Arc::new(Registry::new())).await;
     let acme = ns("acme");
     let run = engine
         .start_run(StartRun {
@@ -647,10 +652,9 @@ async fn a_rust_worker_runs_the_turns_of_a_workflow_the_control_plane_lacks() {
         Ok::<_, WorkflowError>(n * 2)
     });
     let worker = worker_on(&transport, worker_registry, "acme").await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = sqlite(&dir).await;
     // The control plane registers nothing: every turn and step runs on the worker.
-    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
+    let (_dir, store, engine) =
+        control_plane_on_sqlite(&transport, Arc::new(Registry::new())).await;
     let acme = ns("acme");
     let run = engine
         .start_run(StartRun {
@@ -685,9 +689,8 @@ async fn malformed_worker_messages_are_dropped_and_change_nothing() {
     let Some(transport) = fresh_transport().await else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = sqlite(&dir).await;
-    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
+    let (_dir, store, engine) =
+        control_plane_on_sqlite(&transport, Arc::new(Registry::new())).await;
     let id = RunId::parse("run-garbage").expect("id");
     store
         .create_run(
@@ -814,9 +817,7 @@ async fn step_beats_keep_a_slow_step_from_timing_out() {
     )
     .await
     .expect("worker");
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = sqlite(&dir).await;
-    let engine = control_plane(&store, &transport, registry).await;
+    let (_dir, store, engine) = control_plane_on_sqlite(&transport, registry).await;
     let start = |n: i64| {
         engine.start_run(StartRun {
             workflow: "beaten".into(),
@@ -936,9 +937,8 @@ async fn a_run_parked_while_its_workers_were_gone_resumes_when_one_returns() {
         r
     };
     let worker = worker_on(&transport, waiting(), "acme").await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = sqlite(&dir).await;
-    let engine = control_plane(&store, &transport, Arc::new(Registry::new())).await;
+    let (_dir, store, engine) =
+        control_plane_on_sqlite(&transport, Arc::new(Registry::new())).await;
     let acme = ns("acme");
     let run = engine
         .start_run(StartRun {

@@ -462,28 +462,28 @@ async fn start_runs(transport: Arc<dyn Transport>) {
     engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_run_messages_pass_the_boundary_on_the_in_process_transport() {
-    start_runs(Arc::new(MemoryTransport::new())).await;
-}
+/// Runs the case `case` (an async fn taking the transport) as two tests: `$in_process` on the
+/// in-process transport and `$over_redis` on a fresh Redis prefix.
+macro_rules! on_both_transports {
+    ($case:ident: $in_process:ident, $over_redis:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $in_process() {
+            $case(Arc::new(MemoryTransport::new())).await;
+        }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_run_messages_pass_the_boundary_over_redis() {
-    let Some(transport) = durable::transport::redis_testing::fresh_transport().await else {
-        return;
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $over_redis() {
+            let Some(transport) = durable::transport::redis_testing::fresh_transport().await else {
+                return;
+            };
+            $case(Arc::new(transport)).await;
+        }
     };
-    start_runs(Arc::new(transport)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_boundary_holds_on_the_in_process_transport() {
-    boundary(Arc::new(MemoryTransport::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_boundary_holds_over_redis() {
-    let Some(transport) = durable::transport::redis_testing::fresh_transport().await else {
-        return;
-    };
-    boundary(Arc::new(transport)).await;
-}
+on_both_transports!(start_runs:
+    start_run_messages_pass_the_boundary_on_the_in_process_transport,
+    start_run_messages_pass_the_boundary_over_redis);
+on_both_transports!(boundary:
+    the_boundary_holds_on_the_in_process_transport,
+    the_boundary_holds_over_redis);
