@@ -183,6 +183,15 @@ async fn python_worker(python: &str, prefix: &str) -> tokio::process::Child {
     python_worker_on(python, prefix, &[("DURABLE_PARTITION", "acme")]).await
 }
 
+/// A fresh Redis prefix, the Python interpreter and the billing worker on the prefix;
+/// `None` where the Redis or the Python suite is skipped.
+async fn python_on_a_fresh_prefix() -> Option<(RedisTransport, String, tokio::process::Child)> {
+    let transport = fresh_transport().await?;
+    let python = python()?;
+    let worker = python_worker(&python, transport.prefix()).await;
+    Some((transport, python, worker))
+}
+
 /// [`python_worker`] with `tenancy` (its `DURABLE_PARTITION` and `DURABLE_NAMESPACE`).
 async fn python_worker_on(
     python: &str,
@@ -236,13 +245,9 @@ fn invoicing() -> Registry {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
-    let Some(transport) = fresh_transport().await else {
+    let Some((transport, _, mut python_worker)) = python_on_a_fresh_prefix().await else {
         return;
     };
-    let Some(python) = python() else {
-        return;
-    };
-    let mut python_worker = python_worker(&python, transport.prefix()).await;
     let mut registry = invoicing();
     // The same step, requiring what the run names: the guard reads the Python worker's
     // descriptor (the v1 baseline, which has `saga` and lacks `search-attr-v2`).
@@ -488,13 +493,9 @@ async fn python_start_run(python: &str, prefix: &str, token: &str, run_id: &str)
 /// whose token is not signed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_start_run_starts_a_run_in_its_tokens_tenant() {
-    let Some(transport) = fresh_transport().await else {
+    let Some((transport, python, mut python_worker)) = python_on_a_fresh_prefix().await else {
         return;
     };
-    let Some(python) = python() else {
-        return;
-    };
-    let mut python_worker = python_worker(&python, transport.prefix()).await;
     let (_dir, store, engine) =
         control_plane_on_sqlite(&transport, Arc::new(Registry::new())).await;
     let signer = TokenSigner::new(vec![9u8; 32]).expect("signer");
@@ -534,13 +535,9 @@ async fn a_python_start_run_starts_a_run_in_its_tokens_tenant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_control_plane_drives_a_python_workflow_to_completion() {
-    let Some(transport) = fresh_transport().await else {
+    let Some((transport, _, mut python_worker)) = python_on_a_fresh_prefix().await else {
         return;
     };
-    let Some(python) = python() else {
-        return;
-    };
-    let mut python_worker = python_worker(&python, transport.prefix()).await;
     // Nothing registered here: every turn of these workflows runs on the Python worker.
     let (_dir, store, engine) =
         control_plane_on_sqlite(&transport, Arc::new(Registry::new())).await;
