@@ -49,12 +49,10 @@ pub fn app_state() -> Result<AppState, AppError> {
 /// Maps what the engine refused onto a form's error: the user's mistakes with the engine's
 /// message (which names the fix), anything else as [`internal`].
 pub fn engine_error(e: durable::driver::EngineError) -> AppError {
-    use durable::driver::EngineError;
-    match e {
-        EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) | EngineError::RunExists(_) => {
-            AppError::Invalid(e.to_string())
-        }
-        other => internal(other),
+    if e.is_callers() {
+        AppError::Invalid(e.to_string())
+    } else {
+        internal(e)
     }
 }
 

@@ -48,10 +48,8 @@ impl ApiError {
 pub fn engine_error(e: durable::driver::EngineError) -> ApiError {
     use durable::driver::EngineError;
     match e {
-        EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => {
-            ApiError::BadRequest(e.to_string())
-        }
         EngineError::RunExists(_) => ApiError::Conflict(e.to_string()),
+        e if e.is_callers() => ApiError::BadRequest(e.to_string()),
         EngineError::ShuttingDown => ApiError::Unavailable(e.to_string()),
         other => internal(other),
     }

@@ -89,6 +89,17 @@ pub enum EngineError {
     ShuttingDown,
 }
 
+impl EngineError {
+    /// Whether the request itself was wrong (the caller can fix it, and the message says how),
+    /// as opposed to a failure on the engine's side: what every door answers as the caller's.
+    pub fn is_callers(&self) -> bool {
+        matches!(
+            self,
+            EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) | EngineError::RunExists(_)
+        )
+    }
+}
+
 /// What a control verb (cancel, retry, retry with input) did.
 #[derive(Clone, Debug)]
 pub enum Control {

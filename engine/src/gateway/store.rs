@@ -27,6 +27,7 @@ impl Refusal {
 
 impl From<EngineError> for Refusal {
     fn from(e: EngineError) -> Self {
+        // Exhaustive, unlike `EngineError::is_callers`: a new variant must be given its code.
         let code = match e {
             EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => "bad-request",
             EngineError::ShuttingDown => "unavailable",
