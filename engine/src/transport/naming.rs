@@ -81,12 +81,15 @@ impl TokenSpace {
         Ok(())
     }
 
-    /// A token read off the wire, as the engine names it: a bare token under a namespace is
-    /// that namespace's.
-    pub fn from_wire(&self, token: &str) -> String {
-        match &self.namespace {
-            Some(ns) if !token.contains('@') => format!("{token}@{ns}"),
-            _ => token.to_owned(),
+    /// A token read off the wire, made the engine's: a bare token under a namespace is that
+    /// namespace's (on the bare prefix, and for an empty token, nothing changes).
+    pub fn from_wire(&self, token: &mut String) {
+        if let Some(ns) = &self.namespace
+            && !token.is_empty()
+            && !token.contains('@')
+        {
+            token.push('@');
+            token.push_str(ns.as_str());
         }
     }
 }
@@ -324,14 +327,17 @@ mod tests {
         let mut owned = String::from("billing.invoice@blue");
         blue.into_wire(&mut owned).unwrap();
         assert_eq!(owned, "billing.invoice");
-        assert_eq!(blue.from_wire("billing.invoice"), "billing.invoice@blue");
-        assert_eq!(
-            blue.from_wire("billing.invoice@acme"),
-            "billing.invoice@acme"
-        );
+        let read = |space: &TokenSpace, wire: &str| {
+            let mut token = wire.to_owned();
+            space.from_wire(&mut token);
+            token
+        };
+        assert_eq!(read(&blue, "billing.invoice"), "billing.invoice@blue");
+        assert_eq!(read(&blue, "billing.invoice@acme"), "billing.invoice@acme");
+        assert_eq!(read(&blue, ""), "");
         for bare in [TokenSpace::new(None), TokenSpace::new(Some(&ns("default")))] {
             assert_eq!(bare.to_wire("x@acme"), Ok("x@acme"));
-            assert_eq!(bare.from_wire("x"), "x");
+            assert_eq!(read(&bare, "x"), "x");
         }
     }
 

@@ -390,7 +390,7 @@ impl Transport for RedisTransport {
         let tokens = self.shared.tokens.clone();
         let tasks = self.consume_announced::<RemoteTask>(subscription, &names, "task")?;
         Ok(Box::pin(tasks.map(move |mut task| {
-            task.group = tokens.from_wire(&task.group);
+            tokens.from_wire(&mut task.group);
             task
         })))
     }
@@ -403,8 +403,8 @@ impl Transport for RedisTransport {
         let tokens = self.shared.tokens.clone();
         let turns = self.consume_announced::<serde_json::Value>(subscription, &names, "turn")?;
         Ok(Box::pin(turns.map(move |mut turn| {
-            if let Some(group) = turn.get("group").and_then(serde_json::Value::as_str) {
-                turn["group"] = tokens.from_wire(group).into();
+            if let Some(serde_json::Value::String(group)) = turn.get_mut("group") {
+                tokens.from_wire(group);
             }
             turn
         })))
@@ -608,10 +608,7 @@ impl Transport for RedisTransport {
             .listen_json::<Heartbeat>(heartbeat_channel(&self.shared.p))
             .await?;
         Ok(Box::pin(beats.map(move |mut beat| {
-            // A run-scoped beat has no group to translate.
-            if !beat.group.is_empty() {
-                beat.group = tokens.from_wire(&beat.group);
-            }
+            tokens.from_wire(&mut beat.group);
             beat
         })))
     }

@@ -139,8 +139,8 @@ async fn liveness(shared: &Shared) -> redis::RedisResult<Vec<(String, String, St
 /// The live worker groups whose partition `scope` admits, one per token, counting instances.
 pub(super) async fn groups(shared: &Shared, scope: &Scope) -> redis::RedisResult<Vec<WorkerGroup>> {
     let mut by_token: BTreeMap<String, WorkerGroup> = BTreeMap::new();
-    for (token, _instance, value) in liveness(shared).await? {
-        let token = shared.tokens.from_wire(&token);
+    for (mut token, _instance, value) in liveness(shared).await? {
+        shared.tokens.from_wire(&mut token);
         let (name, partition) = split_token(&token);
         if !scope.admits(&partition) {
             continue;
