@@ -20,7 +20,7 @@ use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::store::NewRun;
 use durable::store::{SqliteStore, Store};
-use durable::transport::redis_testing::{add_raw_job, fresh_transport, test_url};
+use durable::transport::redis_testing::{add_raw_job, fresh_transport, python, test_url};
 use durable::transport::{Partitions, RedisConfig, RedisTransport, Transport, naming};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -159,22 +159,6 @@ async fn each_tenants_steps_run_only_on_its_own_pool() {
         w.shutdown().await;
     }
     engine.shutdown().await;
-}
-
-/// The Python interpreter with `durable-worker` installed, if this machine has one.
-fn python() -> Option<String> {
-    match std::env::var("DURABLE_PYTHON") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("DURABLE_PYTHON is not set: `make test` creates the durable-worker virtualenv")
-        }
-        _ => {
-            eprintln!(
-                "!!! DURABLE_PYTHON is not set: SKIPPING the Python interop test (run it through `make test`) !!!"
-            );
-            None
-        }
-    }
 }
 
 /// Starts the Python billing worker (`tests/python/billing_worker.py`) on `prefix` and

@@ -7,7 +7,9 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{Server, WorkerProcess, cli, get_json, refused, start_run, tempdir, wait_status};
+use common::{
+    PythonWorker, Server, WorkerProcess, cli, get_json, refused, start_run, tempdir, wait_status,
+};
 use durable::model::{Namespace, Scope};
 use durable::store::postgres_testing;
 use durable::transport::redis_testing::{fresh_transport, test_url};
@@ -190,6 +192,14 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
     };
     let acme = WorkerProcess::start("acme", &cluster);
     let globex = WorkerProcess::start("globex", &cluster);
+    // An un-partitioned worker (the unmodified Python SDK's, serving the same step names on
+    // bare tokens) must never receive a tenant's step.
+    let bare_log = effects.join("bare.log");
+    let bare = durable::transport::redis_testing::python().map(|python| {
+        let mut env = cluster.to_vec();
+        env.push(("DURABLE_BARE_LOG", bare_log.display().to_string()));
+        PythonWorker::start(&python, "bare_worker.py", &env)
+    });
 
     // Both pools announce themselves on the wire's registry before any work is sent.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -201,8 +211,10 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
             .iter()
             .map(|g| g.token())
             .collect();
+        let bare_token = bare.as_ref().map(|_| "order.charge@default");
         if ["order.charge@acme", "order.charge@globex"]
             .iter()
+            .chain(&bare_token)
             .all(|t| tokens.iter().any(|have| have == t))
         {
             break;
@@ -287,6 +299,34 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
         tenant_of.len() * 3,
         "three steps per run, each once"
     );
+    if bare.is_some() {
+        let ran = std::fs::read_to_string(&bare_log).unwrap_or_default();
+        assert_eq!(ran, "", "the un-partitioned worker ran a tenant's steps");
+        // It does run what is sent to its bare token: it would have logged a misrouted step.
+        let run_id = durable::model::RunId::parse("run-bare-probe").expect("id");
+        redis
+            .dispatch(durable::model::RemoteTask {
+                step_id: durable::model::step_id(&run_id, 0),
+                run_id,
+                seq: 0,
+                name: "order.charge".into(),
+                group: "order.charge".into(),
+                input: Some(json!({})),
+                context: None,
+                attempt: 1,
+                reply_to: None,
+            })
+            .await
+            .expect("send");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::read_to_string(&bare_log).unwrap_or_default() != "order.charge\n" {
+            assert!(
+                Instant::now() < deadline,
+                "the bare worker never ran its own step"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 
     // A store-less pod's only door is the control plane's responder, over Redis: its own runs
     // it may read; another tenant's it may not.
@@ -328,5 +368,5 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
             assert_eq!(reply.code(), Some("cross-tenant"), "{reply:?}");
         }
     }
-    drop((acme, globex, control_plane));
+    drop((acme, globex, bare, control_plane));
 }

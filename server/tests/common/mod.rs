@@ -272,3 +272,43 @@ pub async fn two_tenants() -> (Server, reqwest::Client, String, String) {
     let (acme, globex) = (server.token("acme"), server.token("globex"));
     (server, reqwest::Client::new(), acme, globex)
 }
+
+/// An unmodified Python SDK worker process (`tests/python/<script>`), killed when dropped.
+pub struct PythonWorker {
+    child: Child,
+    /// Kept open, so a line it prints later does not fail on a closed pipe.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl PythonWorker {
+    /// Starts `script` with `python` and `envs`; returns once it prints `READY`.
+    pub fn start(python: &str, script: &str, envs: &[(&str, String)]) -> PythonWorker {
+        use std::io::{BufRead, BufReader};
+        let path = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
+        let mut child = Command::new(python)
+            .arg(path)
+            .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the Python worker");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let ready = (&mut stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.trim() == "READY");
+        let worker = PythonWorker {
+            child,
+            _stdout: stdout,
+        };
+        assert!(ready, "the Python worker {script} did not start");
+        worker
+    }
+}
+
+impl Drop for PythonWorker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

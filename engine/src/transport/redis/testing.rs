@@ -49,6 +49,24 @@ pub async fn fresh_transport() -> Option<RedisTransport> {
     Some(transport)
 }
 
+/// The Python interpreter with `durable-worker[redis]` installed (`DURABLE_PYTHON`, which
+/// `make test` sets up), for the interop tests. Without it a test skips with one loud line,
+/// except in CI, where it fails.
+pub fn python() -> Option<String> {
+    match std::env::var("DURABLE_PYTHON") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("DURABLE_PYTHON is not set: `make test` creates the durable-worker virtualenv")
+        }
+        _ => {
+            eprintln!(
+                "!!! DURABLE_PYTHON is not set: SKIPPING a Python interop test (run it through `make test`) !!!"
+            );
+            None
+        }
+    }
+}
+
 /// Queues `data` verbatim as job `name` on BullMQ queue `queue` (a name from
 /// [`crate::transport::naming`]), as another SDK or a broken worker might: for tests of what the
 /// engine does with messages it did not write.
