@@ -179,6 +179,43 @@ async fn a_namespaced_control_plane_keeps_its_traffic_under_its_own_prefix() {
     drop((namespaced, partitioned, control_plane));
 }
 
+/// Logs `email` in on `server` as a browser without wasm does (a plain post of the login
+/// form to its own action) and returns the session cookie it was given.
+async fn session_cookie(server: &Server, email: &str, password: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let login = client
+        .get(server.url("/login"))
+        .send()
+        .await
+        .expect("GET /login")
+        .text()
+        .await
+        .expect("html");
+    let action = login
+        .split(r#"action=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the login form's action");
+    let answer = client
+        .post(server.url(action))
+        .form(&[("email", email), ("password", password)])
+        .send()
+        .await
+        .expect("POST the login form");
+    answer
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("durable_session="))
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_else(|| panic!("no session after logging in: {}", answer.status()))
+        .to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
     let Some(Cluster {
@@ -326,6 +363,41 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    // The operator view of this control plane lists both tenants' loads (each has a run
+    // sleeping now) and both pools.
+    for tenant in ["acme", "globex"] {
+        let body = json!({ "workflow": "demo.sleepy", "input": { "seconds": 600 } });
+        start_run(&client, &control_plane, &control_plane.token(tenant), body).await;
+    }
+    let operator = "op@cluster.test";
+    let added = cli(
+        &control_plane.db_url,
+        &["user", "add", "--role", "operator", "--email", operator],
+    );
+    let password = added
+        .lines()
+        .find_map(|l| l.strip_prefix("password: "))
+        .expect("a generated password");
+    let cookie = session_cookie(&control_plane, operator, password).await;
+    let page = client
+        .get(control_plane.url("/operator"))
+        .header(reqwest::header::COOKIE, &cookie)
+        .send()
+        .await
+        .expect("GET /operator")
+        .text()
+        .await
+        .expect("html");
+    for shown in [
+        "operator · all namespaces",
+        r#"data-namespace="acme""#,
+        r#"data-namespace="globex""#,
+        r#"data-token="order.charge@acme""#,
+        r#"data-token="order.charge@globex""#,
+    ] {
+        assert!(page.contains(shown), "the operator view lacks {shown}");
     }
 
     // A store-less pod's only door is the control plane's responder, over Redis: its own runs
