@@ -245,18 +245,37 @@ async fn run_verbs_on_the_cli_respect_the_tenant_and_report_clearly() {
         }
     };
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    // Another tenant's view cannot see it (`default`'s neither); bad JSON is refused.
-    for other in ["globex", "default"] {
-        let out = cli(s(&[
-            "run", "--tenant", other, "signal", &id, "--name", "approve",
-        ]))
-        .await;
+    // Another tenant's view cannot see it (`default`'s neither, nor a namespaced control
+    // plane's); bad JSON is refused.
+    for (flag, other) in [
+        ("--tenant", "globex"),
+        ("--tenant", "default"),
+        ("--namespace", "globex"),
+    ] {
+        let out = cli(s(&["run", flag, other, "signal", &id, "--name", "approve"])).await;
         assert!(
             !out.status.success() && stderr(&out).contains("visible"),
-            "{other}: {}",
+            "{flag} {other}: {}",
             stderr(&out)
         );
     }
+    let out = cli(s(&[
+        "run",
+        "--tenant",
+        "acme",
+        "--namespace",
+        "acme",
+        "signal",
+        &id,
+        "--name",
+        "approve",
+    ]))
+    .await;
+    assert!(
+        !out.status.success() && stderr(&out).contains("not both"),
+        "{}",
+        stderr(&out)
+    );
     let out = cli(s(&[
         "run",
         "signal",
