@@ -6,7 +6,7 @@ use std::sync::Arc;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::FromRef;
-use durable::driver::Engine;
+use durable::Engine;
 use durable::model::Role;
 use durable::store::{Accounts, ScopedStore, User};
 use leptos::prelude::*;
@@ -48,7 +48,7 @@ pub fn app_state() -> Result<AppState, AppError> {
 
 /// Maps what the engine refused onto a form's error: the user's mistakes with the engine's
 /// message (which names the fix), anything else as [`internal`].
-pub fn engine_error(e: durable::driver::EngineError) -> AppError {
+pub fn engine_error(e: durable::EngineError) -> AppError {
     if e.is_callers() {
         AppError::Invalid(e.to_string())
     } else {

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use durable::driver::StartRun;
+use durable::StartRun;
 use durable::model::{RunId, Scope, TenantEventKind};
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};

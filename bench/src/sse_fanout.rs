@@ -4,7 +4,7 @@
 //! with 1 subscriber and with N side by side; the server's RSS idle and under load; and the
 //! hydrate bundle's size (wasm and JS, raw and gzip).
 //!
-//! `cargo build --release -p server && cargo run --release -p durable-bench --bin sse_fanout [-- SUBSCRIBERS RUNS]`
+//! `cargo build --release -p durable-server && cargo run --release -p durable-bench --bin sse_fanout [-- SUBSCRIBERS RUNS]`
 //!
 //! The server binary is `$DURABLE_BIN`, else `$CARGO_TARGET_DIR/release/durable`; the site
 //! (for the bundle sizes) is `$LEPTOS_SITE_ROOT`, else `target/site`.

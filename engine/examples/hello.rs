@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use durable::driver::StartRun;
+use durable::StartRun;
 use durable::model::{RunStatus, Scope};
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};

@@ -27,7 +27,9 @@
 pub mod model;
 
 #[cfg(feature = "engine")]
-pub mod driver;
+mod driver;
+#[cfg(feature = "engine")]
+mod engine;
 #[cfg(feature = "engine")]
 pub mod gateway;
 #[cfg(feature = "engine")]
@@ -38,10 +40,15 @@ pub mod store;
 pub mod transport;
 pub mod url;
 
+#[cfg(feature = "engine")]
+pub use engine::{Control, Engine, EngineConfig, EngineError, StartRun};
+#[cfg(feature = "engine")]
+pub use runtime::Registry;
+
 /// The names most programs need, in one import.
 #[cfg(feature = "engine")]
 pub mod prelude {
-    pub use crate::driver::{Engine, EngineConfig};
+    pub use crate::engine::{Engine, EngineConfig};
     pub use crate::model::{Namespace, RetryPolicy, Run, RunId, RunStatus};
     pub use crate::runtime::{
         Gather, Registry, StepContext, StepError, StepOptions, WorkflowContext, WorkflowError,

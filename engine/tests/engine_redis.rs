@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use durable::driver::StartRun;
+use durable::StartRun;
 use durable::gateway::{RunRequestResponder, TokenSigner};
 use durable::model::{Heartbeat, Namespace, RetryPolicy, RunId, RunStatus, Scope};
 use durable::prelude::*;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use durable::driver::EngineError;
-use durable::driver::StartRun;
+use durable::EngineError;
+use durable::StartRun;
 use durable::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Namespace, Run, RunStatus, Scope, TenantEvent,
     TenantEventKind,
@@ -1260,7 +1260,7 @@ async fn children_fan_out_in_the_parents_namespace_and_their_failures_reach_the_
 
 #[tokio::test]
 async fn cancel_retry_and_retry_with_input_follow_the_rules() {
-    use durable::driver::Control;
+    use durable::Control;
     use std::sync::atomic::AtomicBool;
     let dir = tempfile::tempdir().expect("tmp");
     let healthy = Arc::new(AtomicBool::new(false));
@@ -1880,7 +1880,7 @@ async fn a_child_of_a_parent_recovered_by_an_operator_keeps_the_parents_namespac
 
 #[tokio::test]
 async fn redispatch_resends_waiting_steps_and_continue_retries_a_blocked_run() {
-    use durable::driver::Control;
+    use durable::Control;
     use durable::runtime::Clock;
 
     let dir = tempfile::tempdir().expect("tmp");

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use durable::driver::StartRun;
+use durable::StartRun;
 use durable::gateway::{ProxyGateway, RunGateway, RunRequestResponder, StoreGateway, TokenSigner};
 use durable::model::{Namespace, RunReply, RunStatus, Scope};
 use durable::prelude::*;

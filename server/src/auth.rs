@@ -10,7 +10,7 @@ use durable::model::Namespace;
 use tower_sessions::Session;
 
 use crate::error::ApiError;
-use crate::routes::ServerState;
+use crate::state::ServerState;
 
 /// Sends a visitor without a valid session (none, or one ended by "log out everywhere") to the
 /// login page before rendering a dashboard screen. (Server functions check the session

@@ -10,8 +10,8 @@ use clap::{Args, Parser, Subcommand};
 use durable::model::{Namespace, Role};
 use durable::store::NewUser;
 
-use crate::roles;
 use crate::secret;
+use crate::{database, roles};
 
 /// A multi-tenant durable workflow engine with a live dashboard.
 #[derive(Debug, Parser)]
@@ -332,7 +332,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             .await
         }
         Command::Migrate => {
-            roles::open_store(&cli.db.url()).await?;
+            database::open_store(&cli.db.url()).await?;
             println!("migrations applied to {}", roles::redact(&cli.db.url()));
             Ok(())
         }
@@ -359,7 +359,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 (secret::generate_password(), true)
             };
-            let db = roles::open_store(&cli.db.url()).await?;
+            let db = database::open_store(&cli.db.url()).await?;
             let hash = app::ssr::hash_password(&password)
                 .map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))?;
             let user = db
@@ -388,7 +388,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run_verb(&cli.db.url(), args).await,
         Command::Token(TokenCommand::Issue { tenant }) => {
             let tenant = Namespace::tenant(&tenant)?;
-            let db = roles::open_store(&cli.db.url()).await?;
+            let db = database::open_store(&cli.db.url()).await?;
             let signer = secret::token_signer(&*db.accounts).await?;
             println!("{}", signer.sign(&tenant));
             Ok(())
@@ -416,10 +416,10 @@ fn read_password_line() -> anyhow::Result<String> {
 async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     use std::sync::Arc;
 
-    use durable::driver::{Control, Engine, EngineConfig};
     use durable::model::{RunId, Scope};
     use durable::store::SignalSent;
     use durable::transport::MemoryTransport;
+    use durable::{Control, Engine, EngineConfig};
 
     let mut redis = args.cluster.redis_if_set();
     let scope = match (&args.tenant, &args.namespace) {
@@ -445,7 +445,7 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     // Changes are made in the database; a running server picks them up on its next poll. On a
     // cluster (REDIS_URL set) the events and cancel notices go out on Redis too, so live
     // dashboards and in-flight steps hear them at once.
-    let db = roles::open_store(database_url).await?;
+    let db = database::open_store(database_url).await?;
     let transport: Arc<dyn durable::transport::Transport> = match redis {
         Some(redis) => Arc::new(durable::transport::RedisTransport::connect(redis).await?),
         None => Arc::new(MemoryTransport::new()),

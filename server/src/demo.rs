@@ -11,10 +11,10 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Context;
-use durable::driver::{Engine, StartRun};
 use durable::model::{Namespace, Role, RunId};
 use durable::prelude::*;
 use durable::store::{Accounts, NewRun, NewUser};
+use durable::{Engine, StartRun};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -45,8 +45,8 @@ impl ApiError {
 
 /// Maps what the engine refused onto the API: the caller's mistakes are `400` with the
 /// engine's message (which names the fix), anything else is ours.
-pub fn engine_error(e: durable::driver::EngineError) -> ApiError {
-    use durable::driver::EngineError;
+pub fn engine_error(e: durable::EngineError) -> ApiError {
+    use durable::EngineError;
     match e {
         EngineError::RunExists(_) => ApiError::Conflict(e.to_string()),
         e if e.is_callers() => ApiError::BadRequest(e.to_string()),

@@ -3,11 +3,15 @@
 
 mod auth;
 mod cli;
+mod database;
 mod demo;
 mod error;
+mod live;
 mod roles;
 mod routes;
 mod secret;
+mod sessions;
+mod state;
 
 use clap::Parser;
 

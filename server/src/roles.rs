@@ -12,18 +12,20 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use app::ssr::AppState;
-use durable::driver::{Engine, EngineConfig};
 use durable::gateway::RunRequestResponder;
 use durable::model::Namespace;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::store::{Accounts, PgStore, SqliteStore, Store};
 use durable::transport::{MemoryTransport, Partitions, RedisConfig, RedisTransport, Transport};
+use durable::{Engine, EngineConfig};
 use leptos::config::get_configuration;
 use tokio::sync::watch;
 
-use crate::routes::{self, ServerState};
+use crate::database::{Database, open_store};
+use crate::routes;
+use crate::sessions::session_layer;
+use crate::state::ServerState;
 use crate::{demo, secret};
 
 /// How long shutdown may take before in-flight work is abandoned to lease expiry.
@@ -93,51 +95,6 @@ pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
         tracing::warn!("steps still running were abandoned; the control plane sends them again");
     }
     Ok(())
-}
-
-/// The configured database: runs and checkpoints, and the dashboard's accounts.
-#[derive(Clone)]
-pub struct Database {
-    pub store: Arc<dyn Store>,
-    pub accounts: Arc<dyn Accounts>,
-}
-
-/// Whether `url` names PostgreSQL.
-pub fn is_postgres(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
-/// Opens the configured database (`sqlite://PATH` or `postgres://…`) and applies migrations.
-pub async fn open_store(url: &str) -> anyhow::Result<Database> {
-    if is_postgres(url) {
-        let store = Arc::new(PgStore::connect(url).await.with_context(|| {
-            format!(
-                "opening {} (check that the server is up and the database exists; \
-                     create it with `createdb`)",
-                redact(url)
-            )
-        })?);
-        return Ok(Database {
-            store: store.clone(),
-            accounts: store,
-        });
-    }
-    if !url.starts_with("sqlite:") {
-        bail!(
-            "DATABASE_URL `{}` is not supported; use sqlite://PATH (for example \
-             sqlite://./data/durable.db) or postgres://USER@HOST/DATABASE",
-            redact(url)
-        );
-    }
-    let store = Arc::new(
-        SqliteStore::connect(url)
-            .await
-            .with_context(|| format!("opening {url}"))?,
-    );
-    Ok(Database {
-        store: store.clone(),
-        accounts: store,
-    })
 }
 
 pub use durable::url::redact;
@@ -211,7 +168,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
             .context("creating demo data")?;
     }
 
-    let sessions = routes::session_layer(&cfg.database_url).await?;
+    let sessions = session_layer(&cfg.database_url).await?;
     let mut leptos_options = get_configuration(None)
         .context("reading the Leptos configuration")?
         .leptos_options;
@@ -225,7 +182,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         },
         signer,
         shutdown: stop_rx,
-        live: routes::live::LiveHub::new(engine.transport().clone()),
+        live: crate::live::LiveHub::new(engine.transport().clone()),
     };
     let router = routes::router(state, sessions);
     let listener = tokio::net::TcpListener::bind(cfg.bind)

@@ -22,7 +22,7 @@ pub async fn act_on_run(
 ) -> Result<(), AppError> {
     crate::ssr::reply(
         async move {
-            use durable::driver::Control;
+            use durable::Control;
             use durable::model::RunId;
             use durable::store::SignalSent;
             use serde_json::Value;

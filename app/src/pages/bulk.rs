@@ -116,7 +116,7 @@ pub async fn bulk_act(
 ) -> Result<(), AppError> {
     crate::ssr::reply(
         async move {
-            use durable::driver::Control;
+            use durable::Control;
 
             use crate::pages::filters::{reads_for_filters, run_query};
             use crate::ssr::{acting_user, internal};

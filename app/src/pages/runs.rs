@@ -62,7 +62,7 @@ pub async fn list_runs(
 #[server]
 pub async fn start_run(workflow: String, input: String) -> Result<(), AppError> {
     crate::ssr::reply(async move {
-        use durable::driver::StartRun;
+        use durable::StartRun;
         use serde_json::Value;
 
         use crate::ssr::{acting_user, engine_error};

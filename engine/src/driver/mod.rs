@@ -1,22 +1,17 @@
-//! The control loops that move runs forward: drive (claim runnable runs and execute a turn),
-//! results (apply step results), redispatch (re-send steps whose dispatch was lost) and lease
-//! renewal, and the sweep that ends runs their drivers abandoned. Each loop is filtered on the engine's namespace; an operator engine filters nothing.
+//! The driver: what moves runs forward once they exist. [`loops`] are the long-running tasks
+//! (claiming due runs, applying results, redispatching, sweeping, renewing leases, hearing
+//! workers' replies); [`turn`] is the path one turn takes through its stages; [`fast_path`] is
+//! what exists only for speed; [`state`] is what they all share. Everything works inside the
+//! engine's scope: a namespaced engine sees only its namespace, an operator engine all of them.
+//!
+//! The public face is [`crate::Engine`], which starts these loops and hands them requests;
+//! [`EngineConfig`] says how they run.
 
-mod ahead;
-mod drive;
-mod engine;
-mod guard;
-mod inbox;
-mod input;
-mod lease;
+mod config;
+pub(crate) mod fast_path;
+pub(crate) mod loops;
 mod publisher;
-mod redispatch;
-mod remote;
-mod results;
-mod shared;
-mod start;
-mod sticky;
-mod sweep;
-mod turning;
+pub(crate) mod state;
+pub(crate) mod turn;
 
-pub use engine::{Control, Engine, EngineConfig, EngineError, StartRun};
+pub use config::EngineConfig;

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::{RunGateway, StoreGateway, TokenSigner};
-use crate::driver::Engine;
+use crate::Engine;
 use crate::model::RunReply;
 
 /// What reaches the responder: a run request (wire §4.2) or a start-run message (§4.1), raw.

@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::RunGateway;
-use crate::driver::{Control, Engine, EngineError, StartRun};
 use crate::model::{MAX_PAGE_SIZE, Namespace, ReplyError, Run, RunId, RunQuery, RunStatus, Scope};
 use crate::store::{ScopedStore, SignalSent};
+use crate::{Control, Engine, EngineError, StartRun};
 
 /// Why a verb could not be carried out; becomes the reply's error.
 struct Refusal {

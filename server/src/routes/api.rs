@@ -6,18 +6,19 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use durable::driver::{Control, StartRun};
 use durable::model::{
     AttributeFilter, Cursor, Millis, RunDetail, RunId, RunPage, RunQuery, RunStatus, Scope,
 };
 use durable::store::{ScopedStore, SignalSent};
+use durable::{Control, StartRun};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::{ServerState, sse};
+use super::sse;
 use crate::auth::ApiTenant;
 use crate::error::{ApiError, engine_error, internal};
+use crate::state::ServerState;
 
 pub fn router() -> Router<ServerState> {
     Router::new()

@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use durable::model::{RunQuery, Scope};
 use serde_json::{Value, json};
 
-use super::ServerState;
+use crate::state::ServerState;
 
 /// Liveness and readiness: answers 200 when the store answers.
 pub async fn healthz(State(state): State<ServerState>) -> (StatusCode, Json<Value>) {

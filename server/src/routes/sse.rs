@@ -15,9 +15,9 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tower_sessions::Session;
 
-use super::ServerState;
 use crate::auth::ApiTenant;
 use crate::error::{ApiError, internal};
+use crate::state::ServerState;
 
 /// How often a dashboard stream checks that its session still holds: the longest a revoked
 /// session keeps receiving events.

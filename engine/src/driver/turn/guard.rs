@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::shared::Shared;
+use crate::driver::state::State;
 use crate::model::{Incompatibility, Millis, Protocol, RemoteTask, StepFailure, check_dispatch};
 use crate::store::{TurnCommit, TurnOutcome};
 
@@ -34,7 +34,7 @@ pub(crate) struct Outgoing {
 /// the run parks `blocked` with the first reason (see [`park`]; `before` is the run's reason
 /// until now).
 pub(crate) async fn screen(
-    shared: &Shared,
+    state: &State,
     commit: &mut TurnCommit,
     outgoing: Vec<Outgoing>,
     before: Option<&StepFailure>,
@@ -43,7 +43,7 @@ pub(crate) async fn screen(
     let mut sent = Vec::with_capacity(outgoing.len());
     let mut held: Option<Incompatibility> = None;
     for Outgoing { task, requires } in outgoing {
-        match admits(shared, &task.group, &requires).await {
+        match admits(state, &task.group, &requires).await {
             Ok(()) => sent.push(task),
             Err(why) => {
                 tracing::info!(run_id = %task.run_id, seq = task.seq, token = task.group, reason = %why.reason(), "step held back: no live worker can take it");
@@ -62,11 +62,11 @@ pub(crate) async fn screen(
 /// Whether a live worker on `token` can take work requiring `requires`. A transport that
 /// cannot say which workers are live lets it through, as one with no announcements.
 pub(crate) async fn admits(
-    shared: &Shared,
+    state: &State,
     token: &str,
     requires: &[String],
 ) -> Result<(), Incompatibility> {
-    let live = shared
+    let live = state
         .transport
         .worker_descriptors(token)
         .await

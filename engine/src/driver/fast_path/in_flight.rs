@@ -1,13 +1,14 @@
-//! Runs this engine is working on, and the step results that arrive for them meanwhile.
+//! The in-flight registry: runs this engine is working on, and the step results that arrive
+//! for them meanwhile.
 //!
 //! A run is listed here while one of its turns executes (its lease is then renewed) and while a
 //! result of it is being applied. A result that arrives for a listed run is held, and applied
 //! once the run is no longer listed, or taken by the run's turn while its commit is in flight
-//! (see `super::ahead`), so nothing this engine does to a run races with anything else it does
+//! (see [`super::ahead`]), so nothing this engine does to a run races with anything else it does
 //! to it:
 //!
 //! - When no other control plane shares the store, and the turn would make the same steps if
-//!   it were computed again (see `drive::replays_alike`), a turn's new remote steps leave while
+//!   it were computed again (see `turn::execute::replays_alike`), a turn's new remote steps leave while
 //!   the turn's commit is still in flight (a step's trip to a worker and back then overlaps the
 //!   commit instead of following it), so a fast worker's result can arrive before the store has
 //!   the step's checkpoint. Held, it finds the step on record.
@@ -19,8 +20,12 @@
 //! off the shared queue and have to wait for the sender's commits (measured with two control
 //! planes: runs 1–5 ms slower, PostgreSQL lock waits and deadlocks when the peer wrote for them,
 //! runs left until their leases expired). A peer that joins is noticed within about a second
-//! (see [`super::lease`]); until then, a peer that takes an early result reads, finds the step
-//! not on record, writes nothing, and tries again (see [`super::results`]).
+//! (see `loops::lease`); until then, a peer that takes an early result reads, finds the step
+//! not on record, writes nothing, and tries again (see `loops::results`).
+//!
+//! What it saves: a step's trip to a worker and back overlaps the commit that records it
+//! instead of following it (the `cluster` bench's one-at-a-time latency; bench/HISTORY.md,
+//! session 11).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,7 +36,7 @@ use crate::model::{RunId, StepResult};
 
 /// Runs listed on this engine, each with the results held for it.
 #[derive(Default)]
-pub(crate) struct Turning {
+pub(crate) struct InFlight {
     runs: Mutex<HashMap<RunId, Entry>>,
 }
 
@@ -42,11 +47,11 @@ struct Entry {
     /// Results that arrived while the run was listed, oldest first.
     held: VecDeque<StepResult>,
     /// Told of each result held, so a turn whose commit is in flight can take it at once (see
-    /// [`Turning::take_held`]).
+    /// [`InFlight::take_held`]).
     arrived: Arc<Notify>,
 }
 
-impl Turning {
+impl InFlight {
     fn runs(&self) -> MutexGuard<'_, HashMap<RunId, Entry>> {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -86,7 +91,7 @@ impl Turning {
 
     /// What tells of results held for listed run `id`; `None` if the run is not listed. It
     /// keeps one wake-up, not one per result, so a waiter looks at what is held (see
-    /// [`Turning::take_held`]) before each wait.
+    /// [`InFlight::take_held`]) before each wait.
     pub fn arrivals(&self, id: &RunId) -> Option<Arc<Notify>> {
         self.runs().get(id).map(|e| e.arrived.clone())
     }
@@ -134,23 +139,23 @@ mod tests {
 
     #[test]
     fn holds_results_of_a_run_until_its_last_listing_ends() {
-        let turning = Turning::default();
+        let in_flight = InFlight::default();
         let (a, b) = (RunId::generate(), RunId::generate());
         // Applying a's result lists a; the turn it starts lists a again.
-        assert!(turning.begin_applying(result(&a, 0)).is_some());
-        turning.begin(&a);
+        assert!(in_flight.begin_applying(result(&a, 0)).is_some());
+        in_flight.begin(&a);
         // Another run's result is applied at once; a's next ones wait.
-        assert!(turning.begin_applying(result(&b, 1)).is_some());
-        assert!(turning.begin_applying(result(&a, 1)).is_none());
-        assert!(turning.begin_applying(result(&a, 2)).is_none());
-        assert_eq!(turning.end(&b).len(), 0);
-        assert_eq!(turning.ids(), vec![a.clone()]);
-        assert!(turning.end(&a).is_empty(), "the turn still holds a");
-        let held = turning.end(&a);
+        assert!(in_flight.begin_applying(result(&b, 1)).is_some());
+        assert!(in_flight.begin_applying(result(&a, 1)).is_none());
+        assert!(in_flight.begin_applying(result(&a, 2)).is_none());
+        assert_eq!(in_flight.end(&b).len(), 0);
+        assert_eq!(in_flight.ids(), vec![a.clone()]);
+        assert!(in_flight.end(&a).is_empty(), "the turn still holds a");
+        let held = in_flight.end(&a);
         assert_eq!(held.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![1, 2]);
         // Once nothing lists the run, its results are applied at once.
-        assert!(turning.begin_applying(result(&a, 3)).is_some());
-        assert_eq!(turning.end(&a).len(), 0);
-        assert!(turning.ids().is_empty());
+        assert!(in_flight.begin_applying(result(&a, 3)).is_some());
+        assert_eq!(in_flight.end(&a).len(), 0);
+        assert!(in_flight.ids().is_empty());
     }
 }

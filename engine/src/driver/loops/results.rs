@@ -1,23 +1,31 @@
-//! The results loop: apply each step result once and wake its run.
+//! The results loop: applies each step result once and wakes its run. A result of a run that
+//! is turning here is held by the in-flight registry and comes back to this loop's queue
+//! (`requeued`) once the run's turn is over, so every result is applied from here.
 
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::drive::{FirstTurn, spawn_turns};
-use super::shared::Shared;
-use super::sticky::{Parked, with_result};
-use crate::model::{
-    CheckpointStatus, Run, RunId, RunStatus, StepOutcome, StepResult, TenantEventKind, step_id,
-};
+use crate::driver::fast_path::Parked;
+use crate::driver::fast_path::parked::with_result;
+use crate::driver::state::State;
+use crate::driver::turn::record::{Recorded, record_claiming};
+use crate::driver::turn::runner::{FirstTurn, spawn_turns};
+use crate::model::{RunId, RunStatus, StepOutcome, StepResult, step_id};
 use crate::store::History;
 use crate::transport::Subscription;
 
+/// Results held for a run while it turned here, in their order, queued back for this loop.
+pub(crate) type Requeued = mpsc::UnboundedReceiver<Vec<StepResult>>;
+
+/// Applies results from the transport and from `requeued` until `stop`; then applies what
+/// already arrived, waits for the turns still executing and applies what they held.
 pub(crate) async fn results_loop(
-    shared: Arc<Shared>,
+    state: Arc<State>,
     mut results: Subscription<StepResult>,
+    mut requeued: Requeued,
     mut stop: watch::Receiver<bool>,
 ) {
     // Results are applied concurrently, so the store commits a burst of them together.
@@ -27,18 +35,50 @@ pub(crate) async fn results_loop(
             _ = stop.changed() => break,
             next = results.next() => match next {
                 Some(result) => {
-                    applying.spawn(apply(shared.clone(), result));
-                    while applying.try_join_next().is_some() {}
+                    applying.spawn(apply(state.clone(), result));
                 }
                 None => break,
             },
+            Some(held) = requeued.recv() => {
+                applying.spawn(apply_in_order(state.clone(), held));
+            }
         }
+        while applying.try_join_next().is_some() {}
     }
     // Results that already arrived are applied before stopping, so their steps do not re-run.
     while let Some(Some(result)) = results.next().now_or_never() {
-        applying.spawn(apply(shared.clone(), result));
+        applying.spawn(apply(state.clone(), result));
     }
-    while applying.join_next().await.is_some() {}
+    // Turns still executing finish and queue what they held; none starts now, so once every
+    // slot is free and nothing is being applied, what is queued is all there is.
+    let turns_over = state.turns_finished();
+    tokio::pin!(turns_over);
+    let mut over = false;
+    loop {
+        tokio::select! {
+            Some(held) = requeued.recv() => {
+                applying.spawn(apply_in_order(state.clone(), held));
+            }
+            Some(_) = applying.join_next() => {}
+            () = &mut turns_over, if !over => over = true,
+        }
+        while over && applying.is_empty() {
+            match requeued.try_recv() {
+                Ok(held) => {
+                    applying.spawn(apply_in_order(state.clone(), held));
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// Applies `held` results of one run in their order: the first may be one a turn took and held
+/// again, which must be applied before a later result of the same step.
+async fn apply_in_order(state: Arc<State>, held: Vec<StepResult>) {
+    for result in held {
+        apply(state.clone(), result).await;
+    }
 }
 
 /// How long a result whose step has no checkpoint yet waits between tries (ms), in all about
@@ -49,7 +89,7 @@ const EARLY_RESULT_WAITS: [u64; 6] = [1, 4, 16, 64, 256, 1024];
 
 /// Applies one step result (see [`apply_once`]). A result whose step is not on record yet is
 /// tried again for a while (see [`EARLY_RESULT_WAITS`]); a late or duplicate one is dropped.
-pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
+async fn apply(state: Arc<State>, result: StepResult) {
     if result.step_id != step_id(&result.run_id, result.seq) {
         tracing::warn!(step_id = %result.step_id, run_id = %result.run_id, seq = result.seq, "dropping a result whose stepId does not match runId:seq");
         return;
@@ -57,13 +97,13 @@ pub(crate) async fn apply(shared: Arc<Shared>, result: StepResult) {
     let mut result = result;
     let mut waits = EARLY_RESULT_WAITS.into_iter();
     loop {
-        let early = match apply_once(&shared, result).await {
+        let early = match apply_once(&state, result).await {
             Tried::Applied => return,
             Tried::NotOnRecord(early) => early,
             Tried::Unapplied(unapplied) => {
-                let on_record = shared
+                let on_record = state
                     .store
-                    .checkpoints(&shared.scope, &unapplied.run_id)
+                    .checkpoints(&state.scope, &unapplied.run_id)
                     .await
                     .map(|cps| cps.iter().any(|c| c.seq == unapplied.seq));
                 match on_record {
@@ -98,40 +138,25 @@ enum Tried {
     Unapplied(StepResult),
 }
 
-/// Applies one step result with its run listed here (see [`super::turning`]; a result that
+/// Applies one step result with its run listed here (see [`crate::driver::fast_path::in_flight`]; a result that
 /// arrives for a listed run is held and applied after): on the sticky path if the run is
 /// suspended with a turn slot free (see [`sticky_turn`]), else recorded in the store, which
 /// claims the run for a turn here when a slot is free.
-async fn apply_once(shared: &Arc<Shared>, result: StepResult) -> Tried {
+async fn apply_once(state: &Arc<State>, result: StepResult) -> Tried {
     let id = result.run_id.clone();
-    let Some(result) = shared.turning.begin_applying(result) else {
+    let Some(result) = state.in_flight.begin_applying(result) else {
         return Tried::Applied;
     };
-    let tried = match sticky_turn(shared, result).await {
+    let tried = match sticky_turn(state, result).await {
         Sticky::Turned => Tried::Applied,
         Sticky::NotOnRecord(result) => Tried::NotOnRecord(result),
-        Sticky::Declined(result) => match record(shared, result).await {
+        Sticky::Declined(result) => match record(state, result).await {
             Some(unapplied) => Tried::Unapplied(unapplied),
             None => Tried::Applied,
         },
     };
-    apply_later(shared, shared.turning.end(&id));
+    state.requeue(state.in_flight.end(&id));
     tried
-}
-
-/// Applies `held` results of one run, in their order (the first may be one a turn took and
-/// held again, which must be applied before a later result of the same step), in a task that
-/// shutdown waits for.
-pub(crate) fn apply_later(shared: &Arc<Shared>, held: Vec<StepResult>) {
-    if held.is_empty() {
-        return;
-    }
-    let owned = shared.clone();
-    shared.applying.spawn(async move {
-        for result in held {
-            apply(owned.clone(), result).await;
-        }
-    });
 }
 
 /// What the sticky path did with a result.
@@ -147,30 +172,30 @@ enum Sticky {
 }
 
 /// Turns the run of a completed step's `result` at once, with the result applied to the
-/// history it suspended with, and persists both in one write (see [`super::sticky`]).
+/// history it suspended with, and persists both in one write (see [`crate::driver::fast_path::parked`]).
 /// Declines when the run is not suspended, the history does not expect the result, or no turn
 /// slot is free.
 ///
 /// The history is the one cached here when this engine parked the run, unchecked: the write
 /// refuses it if a peer moved the run since, and the result is then recorded the ordinary way.
 /// With peers that costs a wasted turn now and then, never a wrong one, because a turn's steps
-/// leave before its commit only when no peer shares the store (see [`super::turning`]); and it
+/// leave before its commit only when no peer shares the store (see [`crate::driver::fast_path::in_flight`]); and it
 /// is rare, because a step's result comes back to the control plane that sent it (the task
 /// names its results queue). Otherwise the run is read from the store: the result came from a
 /// worker that answers on the shared queue, or the cache forgot the run. Three reads cost far
 /// less than the two writes (record and claim, then the turn) of the way round.
-async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Sticky {
+async fn sticky_turn(state: &Arc<State>, result: StepResult) -> Sticky {
     // Taken whatever happens next: the run moves on, so the entry would be stale.
-    let cached = shared.sticky.take(&result.run_id);
+    let cached = state.parked.take(&result.run_id);
     if !matches!(result.outcome, StepOutcome::Completed { .. }) {
         return Sticky::Declined(result);
     }
-    let Some(slot) = shared.try_turn_slot() else {
+    let Some(slot) = state.try_turn_slot() else {
         return Sticky::Declined(result);
     };
     let parked = match cached {
         Some(parked) => Some(parked),
-        None => suspended(shared, &result.run_id).await,
+        None => suspended(state, &result.run_id).await,
     };
     let Some(Parked { run, history }) = parked else {
         return Sticky::Declined(result);
@@ -178,23 +203,18 @@ async fn sticky_turn(shared: &Arc<Shared>, result: StepResult) -> Sticky {
     if !history.checkpoints.iter().any(|c| c.seq == result.seq) {
         return Sticky::NotOnRecord(result);
     }
-    let Some(history) = with_result(history, &result, shared.clock.now()) else {
+    let Some(history) = with_result(history, &result, state.clock.now()) else {
         return Sticky::Declined(result);
     };
-    spawn_turns(
-        shared.clone(),
-        run,
-        FirstTurn::Sticky(history, result),
-        slot,
-    );
+    spawn_turns(state.clone(), run, FirstTurn::Sticky(history, result), slot);
     Sticky::Turned
 }
 
 /// Run `id` and its history as the store has them, if it is suspended. The run is read first:
 /// whatever moves it after that read also bumps its `attempt` or wakes it, and the sticky
 /// write, which checks both, is refused.
-async fn suspended(shared: &Shared, id: &RunId) -> Option<Parked> {
-    let run = match shared.store.get_run(&shared.scope, id).await {
+async fn suspended(state: &State, id: &RunId) -> Option<Parked> {
+    let run = match state.store.get_run(&state.scope, id).await {
         Ok(Some(run)) if run.status == RunStatus::Suspended => run,
         Ok(_) => return None,
         Err(e) => {
@@ -203,8 +223,8 @@ async fn suspended(shared: &Shared, id: &RunId) -> Option<Parked> {
         }
     };
     let read = tokio::try_join!(
-        shared.store.checkpoints(&shared.scope, id),
-        shared.store.buffered_signals(id)
+        state.store.checkpoints(&state.scope, id),
+        state.store.buffered_signals(id)
     );
     match read {
         Ok((checkpoints, signals)) => Some(Parked {
@@ -223,59 +243,18 @@ async fn suspended(shared: &Shared, id: &RunId) -> Option<Parked> {
 
 /// Records a step result in the store, which claims its run for a turn here when a slot is
 /// free. Hands the result back if no checkpoint accepted it.
-async fn record(shared: &Arc<Shared>, result: StepResult) -> Option<StepResult> {
+async fn record(state: &Arc<State>, result: StepResult) -> Option<StepResult> {
     // With a free turn slot, the run is claimed in the same write and its turn runs here at
-    // once; otherwise the drive loop picks it up.
-    let slot = shared.try_turn_slot();
-    match (record_claiming(shared, result, slot.is_some()).await, slot) {
+    // once; otherwise the claim loop picks it up.
+    let slot = state.try_turn_slot();
+    match (record_claiming(state, result, slot.is_some()).await, slot) {
         (Recorded::Claimed(claimed), Some(slot)) => {
             let (run, history) = *claimed;
-            spawn_turns(shared.clone(), run, FirstTurn::Claimed(Some(history)), slot)
+            spawn_turns(state.clone(), run, FirstTurn::Claimed(Some(history)), slot)
         }
         (Recorded::Unapplied(result), _) => return Some(result),
-        (Recorded::Claimed(..) | Recorded::Applied, _) => shared.wake.notify_one(),
+        (Recorded::Claimed(..) | Recorded::Applied, _) => state.wake.notify_one(),
         (Recorded::Failed, _) => {}
     }
     None
-}
-
-/// What [`record_claiming`] did.
-pub(crate) enum Recorded {
-    /// Applied, and its run claimed here for a turn, which replays this history.
-    Claimed(Box<(Run, History)>),
-    /// Applied; the run is not claimed here.
-    Applied,
-    /// No checkpoint accepted it (it is late or a duplicate, or its step is not on record).
-    Unapplied(StepResult),
-    /// The store failed (logged); the step will be redispatched.
-    Failed,
-}
-
-/// Records a step result in the store and, if `claim`, claims its run for a turn here in the
-/// same write (the caller holds a turn slot for it).
-pub(crate) async fn record_claiming(shared: &Shared, result: StepResult, claim: bool) -> Recorded {
-    let claim = claim.then(|| shared.claim());
-    match shared
-        .store
-        .apply_step_result(&result, shared.clock.now(), claim.as_ref())
-        .await
-    {
-        Ok(Some(applied)) => {
-            let kind = if applied.checkpoint.status == CheckpointStatus::Completed {
-                TenantEventKind::StepCompleted
-            } else {
-                TenantEventKind::StepFailed
-            };
-            shared.emit(&applied.run, kind, Some(applied.checkpoint.seq));
-            match applied.claimed {
-                Some(history) => Recorded::Claimed(Box::new((applied.run, history))),
-                None => Recorded::Applied,
-            }
-        }
-        Ok(None) => Recorded::Unapplied(result),
-        Err(e) => {
-            tracing::warn!(run_id = %result.run_id, seq = result.seq, error = %e, "could not record a step result; the step will be redispatched");
-            Recorded::Failed
-        }
-    }
 }

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::awaiting::Pending;
 use super::guard;
-use super::inbox::Pending;
-use super::shared::Shared;
+use crate::driver::state::State;
 use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Run, Scope, StepFailure};
 use crate::runtime::{Command, Decision, DecisionStatus};
 use crate::store::{History, TurnOutcome};
@@ -26,12 +26,12 @@ const SENDS: usize = 3;
 
 /// Whether a live worker on `run`'s partition announces its workflow.
 pub(crate) async fn served(
-    shared: &Shared,
+    state: &State,
     workflow: &str,
     namespace: &crate::model::Namespace,
 ) -> bool {
     let name = sanitize(workflow);
-    shared
+    state
         .transport
         .worker_groups(&Scope::Only(namespace.clone()))
         .await
@@ -43,7 +43,7 @@ pub(crate) async fn served(
 /// workflow is live when none is (or none answered), or for a recheck when the live ones all
 /// speak another protocol (wire §6.4).
 pub(crate) async fn turn(
-    shared: &Shared,
+    state: &State,
     run: &Run,
     history: History,
     now: Millis,
@@ -56,11 +56,11 @@ pub(crate) async fn turn(
         .with_code("no_worker"),
         recheck_at: None,
     };
-    if !served(shared, &run.workflow, &run.namespace).await {
+    if !served(state, &run.workflow, &run.namespace).await {
         return Err(unserved());
     }
     let group = routing_token(&run.workflow, Some(&run.namespace));
-    if let Err(why) = guard::admits(shared, &group, &[]).await {
+    if let Err(why) = guard::admits(state, &group, &[]).await {
         return Err(guard::park(&why, run.error.as_ref(), now, None));
     }
     let prepared = prepare(&history, now);
@@ -83,16 +83,16 @@ pub(crate) async fn turn(
         if !prepared.pending_signals.is_empty() {
             task["pendingSignals"] = Value::Array(prepared.pending_signals.clone());
         }
-        let pending = shared.awaiting.insert(task_id.clone(), run.id.clone());
-        if let Err(e) = shared.transport.dispatch_turn(task).await {
-            shared.awaiting.remove(&task_id);
+        let pending = state.awaiting.insert(task_id.clone(), run.id.clone());
+        if let Err(e) = state.transport.dispatch_turn(task).await {
+            state.awaiting.remove(&task_id);
             tracing::warn!(run_id = %run.id, error = %e, "sending a workflow turn failed");
             return Err(unserved());
         }
         if let Some(raw) = await_decision(pending).await {
             return Ok(decision(raw, &prepared, now));
         }
-        shared.awaiting.remove(&task_id);
+        state.awaiting.remove(&task_id);
         tracing::warn!(run_id = %run.id, task_id, "no decision within the silence window; sending the turn again");
     }
     Err(unserved())

@@ -8,16 +8,16 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
-use super::shared::Shared;
+use crate::driver::state::State;
 
 /// How often the driver beats, at most. The beat also counts the other live drivers; a control
-/// plane that believes it is alone sends steps before their commits (see [`super::turning`]),
+/// plane that believes it is alone sends steps before their commits (see [`crate::driver::fast_path::in_flight`]),
 /// so a peer that joins must be noticed within about this long, not within a third of a lease.
 const BEAT_EVERY: Duration = Duration::from_secs(1);
 
-pub(crate) async fn renew_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let renew_every = shared.config.lease / 3;
-    let lease_ms = shared.config.lease.as_millis() as i64;
+pub(crate) async fn lease_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
+    let renew_every = state.config.lease / 3;
+    let lease_ms = state.config.lease.as_millis() as i64;
     let ticks = |every: Duration| {
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -29,28 +29,28 @@ pub(crate) async fn renew_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
         tokio::select! {
             _ = stop.changed() => return,
             _ = beat.tick() => {
-                let now = shared.clock.now();
-                match shared
+                let now = state.clock.now();
+                match state
                     .store
-                    .beat_driver(&shared.config.owner, now + lease_ms, now)
+                    .beat_driver(&state.config.owner, now + lease_ms, now)
                     .await
                 {
-                    Ok(peers) => shared.note_peers(Some(peers)),
+                    Ok(peers) => state.note_peers(Some(peers)),
                     Err(e) => {
                         tracing::warn!(error = %e, "the driver heartbeat failed");
-                        shared.note_peers(None);
+                        state.note_peers(None);
                     }
                 }
             }
             _ = renew.tick() => {
-                let ids = shared.turning.ids();
+                let ids = state.in_flight.ids();
                 if ids.is_empty() {
                     continue;
                 }
-                let until = shared.clock.now() + lease_ms;
-                if let Err(e) = shared
+                let until = state.clock.now() + lease_ms;
+                if let Err(e) = state
                     .store
-                    .renew_leases(&shared.config.owner, &ids, until)
+                    .renew_leases(&state.config.owner, &ids, until)
                     .await
                 {
                     tracing::warn!(error = %e, runs = ids.len(), "renewing leases failed");

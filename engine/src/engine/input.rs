@@ -2,11 +2,30 @@
 //! before anything is written or sent. Every entry point (the HTTP API, the dashboard, the wire
 //! responder, the CLI) goes through the engine, so they all refuse the same input with the same
 //! message, and nothing is half done: a new run's first step may leave while its insert commits
-//! (see `super::start`), so input the store would refuse must never reach that point.
+//! (see `crate::driver::turn::first`), so input the store would refuse must never reach that point.
 
 use serde_json::{Map, Value};
 
-use super::engine::{EngineError, StartRun};
+use super::EngineError;
+use crate::model::{Namespace, RunId};
+
+/// A request to start a top-level run.
+#[derive(Clone, Debug, Default)]
+pub struct StartRun {
+    /// The workflow to run (its newest registered version).
+    pub workflow: String,
+    /// Its input.
+    pub input: Value,
+    /// The namespace to stamp; `None` uses the engine's own (or `default` on an operator). A
+    /// tenant request passes its verified tenant here, never a value from the request body.
+    pub namespace: Option<Namespace>,
+    /// A caller-chosen id (idempotency key); a fresh one when `None`.
+    pub id: Option<RunId>,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// Search attributes.
+    pub search_attributes: Map<String, Value>,
+}
 
 /// Refuses a start whose workflow is blank or whose input, tags or search attributes the
 /// store could not keep.

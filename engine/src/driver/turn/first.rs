@@ -11,16 +11,19 @@ use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::drive::{self, FirstTurn, TurnEnd};
-use super::shared::Shared;
-use super::{ahead, results};
+use super::execute::{compute_ahead, replays_alike};
+use super::persist::{TurnEnd, abandon, after_commit, dispatch_early, prepare};
+use super::plan::plan;
+use super::runner::{FirstTurn, spawn_turns};
+use crate::driver::fast_path::ahead;
+use crate::driver::state::State;
 use crate::model::{Millis, Run, RunStatus, TenantEventKind};
 use crate::runtime::turn::{TurnInput, plan_turn};
 use crate::store::{Claim, History, NewRun, StoreError};
 
 /// Where a new run's id comes from.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum IdOrigin {
+pub(crate) enum IdOrigin {
     /// Generated here: no run has it.
     Generated,
     /// Chosen by the caller (an idempotency key): a run may have it already.
@@ -28,7 +31,7 @@ pub(super) enum IdOrigin {
 }
 
 /// How [`with_first_turn`] went.
-pub(super) enum Started {
+pub(crate) enum Started {
     /// Inserted with its first turn persisted; the run as that turn left it.
     Run(Run),
     /// Nothing was written: start it the ordinary way (insert it, then turn it).
@@ -38,20 +41,20 @@ pub(super) enum Started {
 /// Inserts `new` together with its first turn, holding `slot` for the turn. Unplanned when the
 /// workflow is not registered here (a worker turns it), when this engine may not drive the
 /// run's namespace, or when the first turn reaches a local step.
-pub(super) async fn with_first_turn(
-    shared: &Arc<Shared>,
+pub(crate) async fn with_first_turn(
+    state: &Arc<State>,
     new: NewRun,
     id: IdOrigin,
     slot: OwnedSemaphorePermit,
 ) -> Result<Started, StoreError> {
-    let Some(workflow) = shared.registry.get(&new.workflow, new.workflow_version) else {
+    let Some(workflow) = state.registry.get(&new.workflow, new.workflow_version) else {
         return Ok(Started::Unplanned(new, slot));
     };
-    if !shared.scope.admits(&new.namespace) {
+    if !state.scope.admits(&new.namespace) {
         return Ok(Started::Unplanned(new, slot));
     }
-    let claim = shared.claim();
-    let now = shared.clock.now();
+    let claim = state.claim();
+    let now = state.clock.now();
     let input = TurnInput {
         run_id: new.id.clone(),
         namespace: new.namespace.clone(),
@@ -60,77 +63,79 @@ pub(super) async fn with_first_turn(
         signals: Vec::new(),
         now,
     };
-    let Some(decision) = plan_turn(workflow, input, shared.clock.clone()).await else {
+    let Some(decision) = plan_turn(workflow, input, state.clock.clone()).await else {
         return Ok(Started::Unplanned(new, slot));
     };
     let view = claimed(&new, &claim, now);
-    let (commit, outgoing) = drive::plan(&view, decision, now, &shared.registry);
-    let alike = drive::replays_alike(&History::default(), &commit);
+    let (commit, outgoing) = plan(&view, decision, now, &state.registry);
+    let alike = replays_alike(&History::default(), &commit);
     let (commit, mut after) =
-        drive::prepare(shared, &view, History::default(), commit, outgoing, now).await;
+        prepare(state, &view, History::default(), commit, outgoing, now).await;
     // A generated id is on no run yet, so the insert is not refused: the first steps may leave
-    // while it commits, as a turn's do (see `drive::replays_alike`). A caller's id may be taken,
+    // while it commits, as a turn's do (see `execute::replays_alike`). A caller's id may be taken,
     // and a refused start must have sent nothing.
-    let early = if id == IdOrigin::Generated && shared.alone() && alike {
+    let early = if id == IdOrigin::Generated && state.alone() && alike {
         after.take_new_steps(&commit)
     } else {
         Vec::new()
     };
     // Listed before its steps leave, so a result that beats the insert is held, or turned
-    // ahead (see `super::turning`). Only then: the id of a start that sends nothing early may
+    // ahead (see `fast_path::in_flight`). Only then: the id of a start that sends nothing early may
     // be another run's, whose results are not this start's to take.
     let listed = !early.is_empty();
     let projected = if listed {
-        shared.turning.begin(&new.id);
+        state.in_flight.begin(&new.id);
         after.projection()
     } else {
         None
     };
-    let write = shared
+    let write = state
         .store
-        .create_run_and_commit(new.clone(), &claim, commit, shared.clock.now());
+        .create_run_and_commit(new.clone(), &claim, commit, state.clock.now());
     let ((created, ahead), ()) = tokio::join!(
-        ahead::while_writing(shared, &view, projected, write),
-        drive::dispatch_early(shared, &new.id, early)
+        ahead::while_writing(state, &view, projected, write, async |history, result| {
+            compute_ahead(state, &view, history, result).await
+        }),
+        dispatch_early(state, &new.id, early)
     );
     let committed = match created {
         Ok(Some(committed)) => committed,
         refused => {
             if let Some(ahead) = ahead {
-                ahead::abandon(shared, ahead);
+                abandon(state, ahead);
             }
             if listed {
-                results::apply_later(shared, shared.turning.end(&new.id));
+                state.requeue(state.in_flight.end(&new.id));
             }
             return refused.map(|_| Started::Unplanned(new, slot));
         }
     };
     let run = committed.run.clone();
-    shared.emit(&run, TenantEventKind::RunStarted, None);
+    state.emit(&run, TenantEventKind::RunStarted, None);
     // Its tenant heard of the run as the first turn left it: a run that only suspended is not
     // announced again.
-    let end = after.persisted(shared, &run, committed).await;
-    match ahead::after_commit(shared, &run.id, end, ahead) {
+    let end = after.persisted(state, &run, committed).await;
+    match after_commit(state, &run.id, end, ahead) {
         // A timer already due: the run stays claimed and turns again at once.
         TurnEnd::Again(again) => {
             let (again, history) = *again;
             let first = FirstTurn::Claimed(Some(history));
-            drive::spawn_turns(shared.clone(), again, first, slot);
+            spawn_turns(state.clone(), again, first, slot);
         }
         TurnEnd::Ahead(ahead) => {
             let (now, planned) = *ahead;
             let first = FirstTurn::Ahead(Box::new(planned));
-            drive::spawn_turns(shared.clone(), now, first, slot);
+            spawn_turns(state.clone(), now, first, slot);
         }
         TurnEnd::Refused(result) => {
             drop(slot);
-            results::apply_later(shared, vec![*result]);
+            state.requeue(vec![*result]);
         }
         TurnEnd::Parked(_) | TurnEnd::Done => drop(slot),
     }
     // After the turns above listed it again: what is held for the run now waits for them.
     if listed {
-        results::apply_later(shared, shared.turning.end(&run.id));
+        state.requeue(state.in_flight.end(&run.id));
     }
     Ok(Started::Run(run))
 }

@@ -1,22 +1,26 @@
+//! What every loop and stage of one engine shares: its store, transport, code, clock and
+//! configuration, the turn slots, the claim loop's wake-up, and the per-engine memory the fast
+//! path and remote turns keep.
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
-use tokio_util::task::TaskTracker;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
-use super::EngineConfig;
+use super::config::EngineConfig;
+use super::fast_path::{InFlight, ParkedRuns};
 use super::publisher::Publisher;
-use super::sticky::Sticky;
-use super::turning::Turning;
+use super::turn::awaiting::Awaiting;
 use crate::model::{
-    ControlMessage, ControlNotice, Millis, Run, RunId, Scope, TenantEvent, TenantEventKind,
+    ControlMessage, ControlNotice, Millis, Run, RunId, Scope, StepResult, TenantEvent,
+    TenantEventKind,
 };
 use crate::runtime::{Clock, Registry};
 use crate::store::{Claim, Store};
 use crate::transport::Transport;
 
 /// What every loop of one engine shares.
-pub(crate) struct Shared {
+pub(crate) struct State {
     pub store: Arc<dyn Store>,
     pub transport: Arc<dyn Transport>,
     pub registry: Arc<Registry>,
@@ -24,9 +28,9 @@ pub(crate) struct Shared {
     pub config: EngineConfig,
     /// The namespaces this engine drives.
     pub scope: Scope,
-    /// Poked when a run may have become runnable, so the drive loop does not wait for its tick.
+    /// Poked when a run may have become runnable, so the claim loop does not wait for its tick.
     pub wake: Notify,
-    /// When the idle drive loop will next look (epoch ms), so a turn that suspends a run
+    /// When the idle claim loop will next look (epoch ms), so a turn that suspends a run
     /// until sooner can poke it.
     planned_wake: AtomicI64,
     /// One per turn that may execute at once; every turn holds one, so taking them all waits
@@ -36,36 +40,37 @@ pub(crate) struct Shared {
     /// (someone must run the turn it then owes).
     accepting: AtomicBool,
     /// Whether the store's last heartbeat showed no other live driver (see
-    /// [`Shared::alone`]).
+    /// [`State::alone`]).
     alone: AtomicBool,
     /// Runs this engine last suspended, for the sticky fast path.
-    pub sticky: Sticky,
+    pub parked: ParkedRuns,
     /// Runs this engine is working on (turning, their leases renewed, or applying a result),
     /// with the results that arrived for them meanwhile.
-    pub turning: Turning,
-    /// Results being applied outside the results loop (held for a run while this engine worked
-    /// on it, then applied), which shutdown waits for: each was taken off the broker, so
-    /// dropping it would run its step again.
-    pub applying: TaskTracker,
+    pub in_flight: InFlight,
+    /// Where results held for a run while this engine worked on it go back to the results
+    /// loop: each was taken off the broker, so dropping it would run its step again.
+    requeued: mpsc::UnboundedSender<Vec<StepResult>>,
     /// Remote workflow turns sent and not yet decided.
-    pub awaiting: super::inbox::Awaiting,
+    pub awaiting: Awaiting,
     /// Where tenant events leave.
     events: Publisher,
 }
 
-impl Shared {
+impl State {
+    /// The state of an engine whose held results go back to the results loop on `requeued`.
     pub fn new(
         store: Arc<dyn Store>,
         transport: Arc<dyn Transport>,
         registry: Arc<Registry>,
         clock: Arc<dyn Clock>,
         config: EngineConfig,
+        requeued: mpsc::UnboundedSender<Vec<StepResult>>,
     ) -> Self {
         let scope = match &config.namespace {
             Some(ns) => Scope::Only(ns.clone()),
             None => Scope::All,
         };
-        Shared {
+        State {
             store,
             events: Publisher::new(transport.clone()),
             transport,
@@ -77,10 +82,10 @@ impl Shared {
             turns: Arc::new(Semaphore::new(config.max_concurrent_turns.max(1))),
             accepting: AtomicBool::new(false),
             alone: AtomicBool::new(false),
-            sticky: Sticky::default(),
-            turning: Turning::default(),
-            applying: TaskTracker::new(),
-            awaiting: super::inbox::Awaiting::default(),
+            parked: ParkedRuns::default(),
+            in_flight: InFlight::default(),
+            requeued,
+            awaiting: Awaiting::default(),
             config,
         }
     }
@@ -95,7 +100,7 @@ impl Shared {
     }
 
     /// A turn slot for a run claimed directly (by its start or its result), if one is free and
-    /// the engine is running; otherwise the drive loop picks the run up.
+    /// the engine is running; otherwise the claim loop picks the run up.
     pub fn try_turn_slot(&self) -> Option<OwnedSemaphorePermit> {
         let permit = self.turns.clone().try_acquire_owned().ok()?;
         // Checked after taking the slot: shutdown clears the flag, then waits for every slot.
@@ -114,7 +119,7 @@ impl Shared {
 
     /// Whether no other control plane shares the store, as of the last heartbeat; until the
     /// store has said, a peer is assumed. Alone, a turn's new steps may leave before its commit
-    /// (see [`super::turning`]): with a peer, a result that leaves the sender's queue (an SDK
+    /// (see [`super::fast_path::in_flight`]): with a peer, a result that leaves the sender's queue (an SDK
     /// worker's, say) may reach the peer ahead of the commit, and a turn the store refuses
     /// because a peer moved the run would have sent its steps for nothing.
     pub fn alone(&self) -> bool {
@@ -126,15 +131,28 @@ impl Shared {
         self.alone.store(peers == Some(0), Ordering::Relaxed);
     }
 
-    /// Notes when the idle drive loop will next look.
+    /// Notes when the idle claim loop will next look.
     pub fn plan_wake(&self, at: Millis) {
         self.planned_wake.store(at, Ordering::SeqCst);
     }
 
-    /// Pokes the drive loop if `at` is sooner than it planned to look.
+    /// Pokes the claim loop if `at` is sooner than it planned to look.
     pub fn wake_by(&self, at: Millis) {
         if at < self.planned_wake.load(Ordering::SeqCst) {
             self.wake.notify_one();
+        }
+    }
+
+    /// Hands results held for one run back to the results loop, which applies them in order.
+    pub fn requeue(&self, held: Vec<StepResult>) {
+        if held.is_empty() {
+            return;
+        }
+        if self.requeued.send(held).is_err() {
+            // Only once the engine is dropped: nothing is left to apply them.
+            tracing::warn!(
+                "dropped held step results: the engine is gone; their steps are redispatched"
+            );
         }
     }
 

@@ -5,90 +5,22 @@
 //! did not send its turn. That one relays it to every control plane, and the sender applies it
 //! instead of waiting out the silence window and sending the turn again.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::watch;
 
-use super::shared::Shared;
+use crate::driver::state::State;
 use crate::model::{Heartbeat, Millis, RunId, step_id};
 use crate::store::NewCheckpoint;
 use crate::transport::Subscription;
 
-/// A turn sent and not yet decided.
-struct Waiter {
-    run_id: RunId,
-    answer: oneshot::Sender<Value>,
-    beat: Arc<Notify>,
-}
-
-/// Turns sent and not yet decided, by `taskId`.
-#[derive(Default)]
-pub(crate) struct Awaiting {
-    turns: Mutex<HashMap<String, Waiter>>,
-}
-
-/// The waiting side of one sent turn.
-pub(crate) struct Pending {
-    /// The decision, once it arrives.
-    pub answer: oneshot::Receiver<Value>,
-    /// Poked on every run beat while the worker replays the turn.
-    pub beat: Arc<Notify>,
-}
-
-impl Awaiting {
-    /// Registers turn `task_id` of `run_id`.
-    pub fn insert(&self, task_id: String, run_id: RunId) -> Pending {
-        let (answer, rx) = oneshot::channel();
-        let beat = Arc::new(Notify::new());
-        self.lock().insert(
-            task_id,
-            Waiter {
-                run_id,
-                answer,
-                beat: beat.clone(),
-            },
-        );
-        Pending { answer: rx, beat }
-    }
-
-    /// Forgets turn `task_id` (sent again, or given up).
-    pub fn remove(&self, task_id: &str) {
-        self.lock().remove(task_id);
-    }
-
-    /// Hands `decision` to the turn awaiting it; gives it back when none here does.
-    fn deliver(&self, decision: Value) -> Result<(), Value> {
-        let task_id = decision.get("taskId").and_then(Value::as_str);
-        match task_id.and_then(|id| self.lock().remove(id)) {
-            Some(waiter) => {
-                // The turn may have stopped waiting (the engine is stopping): nothing to do.
-                let _ = waiter.answer.send(decision);
-                Ok(())
-            }
-            None => Err(decision),
-        }
-    }
-
-    /// Notes a run beat: the turns of `run_id` awaited here wait a full silence window again.
-    fn beat(&self, run_id: &RunId) {
-        for waiter in self.lock().values().filter(|w| &w.run_id == run_id) {
-            waiter.beat.notify_one();
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Waiter>> {
-        self.turns.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// Takes decisions (queued and relayed), run beats and step events off the transport until
 /// `stop`. Each source is optional: one the transport cannot offer is logged once and skipped.
-pub(crate) async fn inbox_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let t = &shared.transport;
+pub(crate) async fn replies_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
+    let t = &state.transport;
     let mut queued = open("workflow decisions", t.consume_decisions().await);
     let mut relayed = open("relayed decisions", t.subscribe_relayed_decisions().await);
     let mut beats = open("worker heartbeats", t.subscribe_heartbeats().await);
@@ -97,24 +29,24 @@ pub(crate) async fn inbox_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bo
         tokio::select! {
             _ = stop.changed() => return,
             Some(decision) = queued.next() => {
-                if let Err(decision) = shared.awaiting.deliver(decision) {
-                    relay(&shared, decision).await;
+                if let Err(decision) = state.awaiting.deliver(decision) {
+                    relay(&state, decision).await;
                 }
             }
             Some(decision) = relayed.next() => {
                 // Every control plane hears every relay: only the sender's waiter takes it.
-                let _ = shared.awaiting.deliver(decision);
+                let _ = state.awaiting.deliver(decision);
             }
             Some(beat) = beats.next() => match beat.step_id {
-                None => shared.awaiting.beat(&beat.run_id),
+                None => state.awaiting.beat(&beat.run_id),
                 // A store write, on the side like step events.
                 Some(_) => {
-                    tokio::spawn(beat_step(shared.clone(), beat));
+                    tokio::spawn(beat_step(state.clone(), beat));
                 }
             },
             // Written on the side: a store write must not hold up the next decision.
             Some(event) = events.next() => {
-                tokio::spawn(record_step_event(shared.clone(), event));
+                tokio::spawn(record_step_event(state.clone(), event));
             }
         }
     }
@@ -132,28 +64,28 @@ fn open<T: Send + 'static>(
 
 /// Passes on a decision no turn here awaits. One this process sent and already gave up on
 /// comes back through the relay and is dropped there.
-async fn relay(shared: &Shared, decision: Value) {
+async fn relay(state: &State, decision: Value) {
     let task_id = decision
         .get("taskId")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    if let Err(e) = shared.transport.relay_decision(decision).await {
+    if let Err(e) = state.transport.relay_decision(decision).await {
         tracing::warn!(task_id, error = %e, "could not relay a decision to the control plane awaiting it; it will send the turn again");
     }
 }
 
 /// A step-scoped beat (wire §2.6, sent by TypeScript workers): the step's timeout counts from
 /// now. Its `stepId` must be the step's own `<runId>:<seq>`.
-async fn beat_step(shared: Arc<Shared>, beat: Heartbeat) {
+async fn beat_step(state: Arc<State>, beat: Heartbeat) {
     if beat.step_id != Some(step_id(&beat.run_id, beat.seq)) {
         tracing::debug!(run_id = %beat.run_id, seq = beat.seq, "dropped a step beat whose stepId is not runId:seq");
         return;
     }
-    let now = shared.clock.now();
-    let stored = shared
+    let now = state.clock.now();
+    let stored = state
         .store
-        .beat_step(&shared.scope, &beat.run_id, beat.seq, &beat.group, now)
+        .beat_step(&state.scope, &beat.run_id, beat.seq, &beat.group, now)
         .await;
     if let Err(e) = stored {
         tracing::warn!(run_id = %beat.run_id, seq = beat.seq, error = %e, "could not note a step beat; the step may time out");
@@ -179,7 +111,7 @@ struct StepEvent {
 /// Checkpoints a local step the worker finished inside a turn at once, before the turn's
 /// decision: if the worker dies mid-turn, the turn sent again replays the step instead of
 /// running it a second time. Only completed steps are kept; the decision records the rest.
-async fn record_step_event(shared: Arc<Shared>, raw: Value) {
+async fn record_step_event(state: Arc<State>, raw: Value) {
     let event: StepEvent = match serde_json::from_value(raw) {
         Ok(event) => event,
         Err(e) => {
@@ -190,7 +122,7 @@ async fn record_step_event(shared: Arc<Shared>, raw: Value) {
     if event.phase != "completed" {
         return;
     }
-    let now = shared.clock.now();
+    let now = state.clock.now();
     let checkpoint = NewCheckpoint::recorded_step(
         event.seq,
         event.name,
@@ -199,9 +131,9 @@ async fn record_step_event(shared: Arc<Shared>, raw: Value) {
         event.started_at.unwrap_or(now),
         event.finished_at.unwrap_or(now),
     );
-    if let Err(e) = shared
+    if let Err(e) = state
         .store
-        .record_local_step(&shared.scope, &event.run_id, checkpoint)
+        .record_local_step(&state.scope, &event.run_id, checkpoint)
         .await
     {
         tracing::warn!(run_id = %event.run_id, seq = event.seq, error = %e, "could not checkpoint a step event; the turn's decision records the step");

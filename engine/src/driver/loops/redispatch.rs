@@ -12,40 +12,40 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::shared::Shared;
+use crate::driver::state::State;
 use crate::model::{Checkpoint, Millis, Namespace, RemoteTask, step_id};
 use crate::store::{LostDispatch, StoreError};
 use crate::transport::naming::routing_token;
 
 const BATCH: u32 = 500;
 
-pub(crate) async fn redispatch_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let mut every = shared.config.redispatch_after / 2;
-    if !shared.transport.retains_tasks() {
+pub(crate) async fn redispatch_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
+    let mut every = state.config.redispatch_after / 2;
+    if !state.transport.retains_tasks() {
         // A gone peer's tasks are found within about a lease of its death.
-        every = every.min(shared.config.lease / 2);
+        every = every.min(state.config.lease / 2);
     }
     loop {
         tokio::select! {
             _ = stop.changed() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        if let Err(e) = redispatch_due(&shared).await {
+        if let Err(e) = redispatch_due(&state).await {
             tracing::warn!(error = %e, "redispatching lost steps failed; retrying next round");
         }
     }
 }
 
 /// Which waiting steps may be lost now, for this engine's transport (see the module docs).
-fn lost_now(shared: &Shared) -> LostDispatch {
-    let now = shared.clock.now();
-    let sent_before = now - shared.config.redispatch_after.as_millis() as Millis;
-    if shared.transport.retains_tasks() {
+fn lost_now(state: &State) -> LostDispatch {
+    let now = state.clock.now();
+    let sent_before = now - state.config.redispatch_after.as_millis() as Millis;
+    if state.transport.retains_tasks() {
         LostDispatch::sent_before(sent_before)
     } else {
         LostDispatch {
             sent_before,
-            only_sent_by: Some(shared.config.owner.clone()),
+            only_sent_by: Some(state.config.owner.clone()),
             senders_gone_at: Some(now),
         }
     }
@@ -54,7 +54,7 @@ fn lost_now(shared: &Shared) -> LostDispatch {
 /// Marks remote step `cp` of a run in `namespace` dispatched at `stamp` and queues it again
 /// with its `step_id`, so a worker that already ran it can tell.
 pub(crate) async fn send_again(
-    shared: &Shared,
+    state: &State,
     namespace: &Namespace,
     cp: Checkpoint,
     stamp: Millis,
@@ -73,31 +73,31 @@ pub(crate) async fn send_again(
         attempt: cp.attempts.max(1),
         reply_to: None,
     };
-    shared
+    state
         .store
-        .mark_dispatched(&cp.run_id, cp.seq, &shared.config.owner, stamp)
+        .mark_dispatched(&cp.run_id, cp.seq, &state.config.owner, stamp)
         .await?;
-    if let Err(e) = shared.transport.dispatch(task).await {
+    if let Err(e) = state.transport.dispatch(task).await {
         tracing::warn!(run_id = %cp.run_id, seq = cp.seq, error = %e, "redispatch failed");
     }
     Ok(())
 }
 
 /// Dispatches again every waiting remote step in scope whose dispatch may be lost.
-pub(crate) async fn redispatch_due(shared: &Shared) -> Result<usize, StoreError> {
-    let lost = lost_now(shared);
+pub(crate) async fn redispatch_due(state: &State) -> Result<usize, StoreError> {
+    let lost = lost_now(state);
     let mut total = 0;
     loop {
-        let steps = shared
+        let steps = state
             .store
-            .pending_remote_steps(&shared.scope, &lost, BATCH)
+            .pending_remote_steps(&state.scope, &lost, BATCH)
             .await?;
         let n = steps.len();
         for step in steps {
             // Stamp strictly after the cutoff, and as sent by this live driver, so the next
             // batch does not fetch this step again.
-            let stamp = shared.clock.now().max(lost.sent_before + 1);
-            send_again(shared, &step.namespace, step.checkpoint, stamp).await?;
+            let stamp = state.clock.now().max(lost.sent_before + 1);
+            send_again(state, &step.namespace, step.checkpoint, stamp).await?;
         }
         total += n;
         if n < BATCH as usize {

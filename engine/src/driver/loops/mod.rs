@@ -1,0 +1,16 @@
+//! The engine's long-running loops, one per file. Each runs until the engine's stop signal and
+//! works only inside the engine's scope (an operator engine's scope is every namespace).
+//!
+//! - [`claim`]: claims due runs and starts their turns.
+//! - [`results`]: applies step results, on the sticky path when it can.
+//! - [`redispatch`]: sends again the steps whose dispatch may be lost.
+//! - [`sweep`]: buries runs their drivers abandoned, wakes parked runs.
+//! - [`lease`]: renews the leases of runs turning here, and the driver's heartbeat.
+//! - [`replies`]: what workers send back about remote work (decisions, beats, step events).
+
+pub(crate) mod claim;
+pub(crate) mod lease;
+pub(crate) mod redispatch;
+pub(crate) mod replies;
+pub(crate) mod results;
+pub(crate) mod sweep;

@@ -1,0 +1,99 @@
+//! Executing a turn: replaying the run's workflow code (here, or on a worker that announces it,
+//! see [`super::remote`]) on its history, planning the decision into a commit
+//! ([`super::plan`]) and screening what it sends ([`super::persist::prepare`]). Nothing is
+//! written here; the result is a [`Planned`] turn for [`super::persist`].
+
+use super::persist::{Planned, prepare};
+use super::plan::plan;
+use crate::driver::state::State;
+use crate::model::{CheckpointKind, Run, StepResult};
+use crate::runtime::turn::{TurnInput, run_turn};
+use crate::store::{History, TurnCommit};
+
+/// Computes a turn of `run` replaying `history`, with `with_result` (already applied to
+/// `history`) to persist along, and screens what it sends.
+pub(crate) async fn compute(
+    state: &State,
+    run: &Run,
+    history: History,
+    with_result: Option<StepResult>,
+) -> Planned {
+    // What the turn replays; after a commit that only appends, the history it suspends with is
+    // this plus the new checkpoints, and the store does not read it back.
+    let replayed = history.clone();
+    let now = state.clock.now();
+    let (commit, outgoing) = match state.registry.get(&run.workflow, run.workflow_version) {
+        // Not here: a worker announcing it on the run's partition turns it, or it parks.
+        None => match super::remote::turn(state, run, history, now).await {
+            Ok(decision) => plan(run, decision, now, &state.registry),
+            Err(block) => (TurnCommit::new(block), Vec::new()),
+        },
+        Some(workflow) => {
+            let History {
+                checkpoints,
+                signals,
+            } = history;
+            let input = TurnInput {
+                run_id: run.id.clone(),
+                namespace: run.namespace.clone(),
+                input: run.input.clone(),
+                history: checkpoints,
+                signals,
+                now,
+            };
+            let decision = run_turn(workflow, input, state.clock.clone()).await;
+            plan(run, decision, now, &state.registry)
+        }
+    };
+    let alike = replays_alike(&replayed, &commit);
+    let (commit, mut after) = prepare(state, run, replayed, commit, outgoing, now).await;
+    let early = if state.alone() && alike {
+        after.take_new_steps(&commit)
+    } else {
+        Vec::new()
+    };
+    Planned {
+        with_result,
+        commit,
+        after,
+        early,
+    }
+}
+
+/// Whether a turn that replayed `replayed` and makes `commit` would make it again if it had to
+/// be computed anew, later: only then may its steps leave before it commits.
+///
+/// A step that leaves early is on nobody's record until the commit lands. If the commit is
+/// refused (the run was woken or moved meanwhile), the run's next turn replays the history
+/// again, and its steps are sent again. A step result names its run and position only (wire
+/// §2.2), so the early step's result is applied to whatever step that next turn puts at the
+/// same position. That is the same step only if the next turn takes the same path:
+///
+/// - Nothing it replays may have changed. A timer that came due, a signal that arrived, a child
+///   that ended or another step's result would each be seen by the next turn and could send the
+///   workflow down another branch (a step racing a timeout, say). So everything the turn
+///   replayed must be resolved.
+/// - Nothing the turn records may differ when run again. A local step or a side effect (`now()`
+///   included) would run again and return something else, and a new timer or signal wait could
+///   be resolved by then. So the turn may add remote steps only.
+pub(crate) fn replays_alike(replayed: &History, commit: &TurnCommit) -> bool {
+    replayed.checkpoints.iter().all(|c| c.status.is_resolved())
+        && commit
+            .checkpoints
+            .iter()
+            .all(|c| c.kind == CheckpointKind::RemoteStep)
+}
+
+/// Computes the turn that `result` (already applied to `history`) leads to, while the commit of
+/// the run's previous turn is in flight, and sends its early steps at once (see
+/// [`crate::driver::fast_path::ahead`]).
+pub(crate) async fn compute_ahead(
+    state: &State,
+    run: &Run,
+    history: History,
+    result: StepResult,
+) -> Planned {
+    let mut planned = compute(state, run, history, Some(result)).await;
+    planned.send_early(state, &run.id).await;
+    planned
+}

@@ -1,0 +1,242 @@
+//! Planning a turn: the workflow's decision becomes the durable commit (checkpoints, timers
+//! fired, signals consumed, children and successors to insert, the run's outcome) and the tasks
+//! to send once it commits. Pure: no store, no transport, no clock.
+
+use super::guard::Outgoing;
+use crate::model::{CheckpointKind, CheckpointStatus, RemoteTask, Run, RunId, step_id};
+use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
+use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
+use crate::transport::naming::routing_token;
+
+/// Turns a decision into the durable commit and the tasks to dispatch after it.
+pub(crate) fn plan(
+    run: &Run,
+    decision: Decision,
+    now: i64,
+    registry: &Registry,
+) -> (TurnCommit, Vec<Outgoing>) {
+    let mut checkpoints = Vec::with_capacity(decision.commands.len());
+    let mut fired_timers = Vec::new();
+    let mut redispatched = Vec::new();
+    let mut consumed_signals = Vec::new();
+    let mut timed_out_signals = Vec::new();
+    let mut timed_out_steps = Vec::new();
+    let mut children = Vec::new();
+    let mut cancel_runs = Vec::new();
+    let mut tasks = Vec::new();
+    for command in decision.commands {
+        match command {
+            Command::Call {
+                seq,
+                name,
+                input,
+                retry,
+                timeout_ms,
+                requires,
+            } => {
+                let group = routing_token(&name, Some(&run.namespace));
+                let task = RemoteTask {
+                    run_id: run.id.clone(),
+                    seq,
+                    name: name.clone(),
+                    step_id: step_id(&run.id, seq),
+                    group: group.clone(),
+                    input: Some(input.clone()),
+                    context: Some(serde_json::json!({ "tenant": run.namespace })),
+                    attempt: 1,
+                    reply_to: None,
+                };
+                tasks.push(Outgoing { task, requires });
+                checkpoints.push(NewCheckpoint {
+                    retry_policy: retry,
+                    timeout_ms,
+                    ..NewCheckpoint::remote_step(seq, name, group, input, now)
+                });
+            }
+            Command::RecordStep {
+                seq,
+                name,
+                output,
+                error,
+                started_at,
+                finished_at,
+            } => checkpoints.push(NewCheckpoint::recorded_step(
+                seq,
+                name,
+                output,
+                error,
+                started_at,
+                finished_at,
+            )),
+            Command::Sleep { seq, ms } => checkpoints.push(NewCheckpoint {
+                seq,
+                kind: CheckpointKind::Sleep,
+                name: format!("sleep:{seq}"),
+                status: CheckpointStatus::Pending,
+                worker_group: None,
+                input: None,
+                output: None,
+                error: None,
+                wake_at: Some(now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
+                enqueued_at: None,
+                started_at: Some(now),
+                finished_at: None,
+                retry_policy: None,
+                timeout_ms: None,
+            }),
+            Command::FireTimer { seq } => fired_timers.push(seq),
+            Command::CancelRun { id } => cancel_runs.push(id),
+            Command::RetryStep {
+                seq,
+                name,
+                input,
+                attempt,
+                requires,
+            } => {
+                let task = RemoteTask {
+                    run_id: run.id.clone(),
+                    seq,
+                    step_id: step_id(&run.id, seq),
+                    group: routing_token(&name, Some(&run.namespace)),
+                    name,
+                    input: Some(input),
+                    context: Some(serde_json::json!({ "tenant": run.namespace })),
+                    attempt,
+                    reply_to: None,
+                };
+                tasks.push(Outgoing { task, requires });
+                redispatched.push(seq);
+            }
+            Command::WaitSignal {
+                seq,
+                signal,
+                timeout_ms,
+            } => {
+                let deadline =
+                    timeout_ms.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
+                checkpoints.push(signal_wait(seq, signal, deadline, now));
+            }
+            Command::ConsumeSignal {
+                seq,
+                signal,
+                signal_id,
+            } => {
+                // Inserted pending (a no-op if the wait already exists), then completed with the
+                // payload in the same transaction.
+                checkpoints.push(signal_wait(seq, signal, None, now));
+                consumed_signals.push((signal_id, seq));
+            }
+            Command::SignalTimedOut { seq } => timed_out_signals.push(seq),
+            Command::StepTimedOut { seq } => timed_out_steps.push(seq),
+            Command::StartChild {
+                seq,
+                workflow,
+                input,
+            } => {
+                // A child belongs to its parent's namespace, whoever executes the parent; it
+                // starts on the newest version registered here (or parks as blocked if none).
+                let version = registry.latest(&workflow).map_or(1, |w| w.version);
+                let mut child = NewRun::top_level(
+                    child_run_id(&run.id, seq),
+                    run.namespace.clone(),
+                    workflow.clone(),
+                    version,
+                    input.clone(),
+                );
+                child.parent_run_id = Some(run.id.clone());
+                child.root_run_id = run.root_run_id.clone();
+                child.nesting_depth = run.nesting_depth + 1;
+                children.push(child);
+                checkpoints.push(NewCheckpoint {
+                    seq,
+                    kind: CheckpointKind::Child,
+                    name: workflow,
+                    status: CheckpointStatus::Pending,
+                    worker_group: None,
+                    input: Some(input),
+                    output: None,
+                    error: None,
+                    wake_at: None,
+                    enqueued_at: Some(now),
+                    started_at: None,
+                    finished_at: None,
+                    retry_policy: None,
+                    timeout_ms: None,
+                });
+            }
+        }
+    }
+    let outcome = match decision.status {
+        DecisionStatus::Continue => TurnOutcome::Suspend {
+            wake_at: decision.next_wake,
+        },
+        DecisionStatus::Completed { output } => TurnOutcome::Complete(output),
+        DecisionStatus::Failed { error } => TurnOutcome::Fail(error),
+        DecisionStatus::ContinuedAsNew { input } => {
+            // Same workflow (newest version), namespace and lineage; a clean history.
+            let version = registry
+                .latest(&run.workflow)
+                .map_or(run.workflow_version, |w| w.version);
+            let mut next = NewRun::top_level(
+                successor_id(&run.id),
+                run.namespace.clone(),
+                run.workflow.clone(),
+                version,
+                input,
+            );
+            next.parent_run_id = run.parent_run_id.clone();
+            next.root_run_id = run.root_run_id.clone();
+            next.nesting_depth = run.nesting_depth;
+            next.tags = run.tags.clone();
+            next.search_attributes = run.search_attributes.clone();
+            next.continued_from = Some(run.id.clone());
+            TurnOutcome::Continue(Box::new(next))
+        }
+    };
+    (
+        TurnCommit {
+            checkpoints,
+            redispatched,
+            fired_timers,
+            consumed_signals,
+            timed_out_signals,
+            timed_out_steps,
+            children,
+            cancel_runs,
+            outcome,
+        },
+        tasks,
+    )
+}
+
+fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCheckpoint {
+    NewCheckpoint {
+        seq,
+        kind: CheckpointKind::Signal,
+        name,
+        status: CheckpointStatus::Pending,
+        worker_group: None,
+        input: None,
+        output: None,
+        error: None,
+        wake_at: deadline,
+        enqueued_at: None,
+        started_at: Some(now),
+        finished_at: None,
+        retry_policy: None,
+        timeout_ms: None,
+    }
+}
+
+/// The id of a run's ContinueAsNew successor: `<base>:c<n+1>` after `<base>:c<n>`, so a
+/// replayed decision never starts two successors.
+fn successor_id(id: &RunId) -> RunId {
+    let raw = id.as_str();
+    let (base, n) = match raw.rsplit_once(":c") {
+        Some((base, n)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => {
+            (base, n.parse::<u64>().unwrap_or(0))
+        }
+        _ => (raw, 0),
+    };
+    RunId::parse(&format!("{base}:c{}", n + 1)).unwrap_or_else(|_| RunId::generate())
+}

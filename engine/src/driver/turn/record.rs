@@ -1,0 +1,49 @@
+//! Recording a step result the ordinary way: one write that completes (or fails, or schedules
+//! the retry of) its checkpoint and wakes its run, claiming it for a turn here when the caller
+//! holds a slot. The results loop takes this path when the sticky one declines, and the turn
+//! runner when the store refuses a sticky write.
+
+use crate::driver::state::State;
+use crate::model::{CheckpointStatus, Run, StepResult, TenantEventKind};
+use crate::store::History;
+
+/// What [`record_claiming`] did.
+pub(crate) enum Recorded {
+    /// Applied, and its run claimed here for a turn, which replays this history.
+    Claimed(Box<(Run, History)>),
+    /// Applied; the run is not claimed here.
+    Applied,
+    /// No checkpoint accepted it (it is late or a duplicate, or its step is not on record).
+    Unapplied(StepResult),
+    /// The store failed (logged); the step will be redispatched.
+    Failed,
+}
+
+/// Records a step result in the store and, if `claim`, claims its run for a turn here in the
+/// same write (the caller holds a turn slot for it).
+pub(crate) async fn record_claiming(state: &State, result: StepResult, claim: bool) -> Recorded {
+    let claim = claim.then(|| state.claim());
+    match state
+        .store
+        .apply_step_result(&result, state.clock.now(), claim.as_ref())
+        .await
+    {
+        Ok(Some(applied)) => {
+            let kind = if applied.checkpoint.status == CheckpointStatus::Completed {
+                TenantEventKind::StepCompleted
+            } else {
+                TenantEventKind::StepFailed
+            };
+            state.emit(&applied.run, kind, Some(applied.checkpoint.seq));
+            match applied.claimed {
+                Some(history) => Recorded::Claimed(Box::new((applied.run, history))),
+                None => Recorded::Applied,
+            }
+        }
+        Ok(None) => Recorded::Unapplied(result),
+        Err(e) => {
+            tracing::warn!(run_id = %result.run_id, seq = result.seq, error = %e, "could not record a step result; the step will be redispatched");
+            Recorded::Failed
+        }
+    }
+}

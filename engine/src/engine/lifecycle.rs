@@ -1,0 +1,179 @@
+//! The engine's handle and its life: built over a store, a transport and the registered code,
+//! started (its loops spawned) and shut down (turns finished, held results applied, leases
+//! released so a restart resumes at once).
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::{EngineConfig, EngineError};
+use crate::driver::loops::results::Requeued;
+use crate::driver::loops::{claim, lease, redispatch, replies, results, sweep};
+use crate::driver::state::State;
+use crate::model::{Millis, Namespace, TenantEventKind};
+use crate::runtime::{Clock, Registry, SystemClock};
+use crate::store::Store;
+use crate::transport::Transport;
+
+/// A workflow engine: owns the control loops for its namespace and starts runs.
+#[derive(Clone)]
+pub struct Engine {
+    pub(super) state: Arc<State>,
+    stop: watch::Sender<bool>,
+    loops: Arc<Mutex<Option<Vec<JoinHandle<()>>>>>,
+    /// The results loop's queue of held results, until [`Engine::start`] hands it over.
+    requeued: Arc<Mutex<Option<Requeued>>>,
+}
+
+impl Engine {
+    /// An engine over `store` and `transport` running the code in `registry`. Nothing runs
+    /// until [`Engine::start`].
+    pub fn new(
+        store: Arc<dyn Store>,
+        transport: Arc<dyn Transport>,
+        registry: Arc<Registry>,
+        config: EngineConfig,
+    ) -> Self {
+        Self::with_clock(store, transport, registry, config, Arc::new(SystemClock))
+    }
+
+    /// Like [`Engine::new`] with an explicit clock.
+    pub fn with_clock(
+        store: Arc<dyn Store>,
+        transport: Arc<dyn Transport>,
+        registry: Arc<Registry>,
+        config: EngineConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let (stop, _) = watch::channel(false);
+        let (requeue, requeued) = mpsc::unbounded_channel();
+        let state = State::new(store, transport, registry, clock, config, requeue);
+        Engine {
+            state: Arc::new(state),
+            stop,
+            loops: Arc::new(Mutex::new(None)),
+            requeued: Arc::new(Mutex::new(Some(requeued))),
+        }
+    }
+
+    /// Starts the control loops. Steps whose dispatch was lost with a process that is gone are
+    /// sent again first.
+    pub async fn start(&self) -> Result<(), EngineError> {
+        let Some(requeued) = self
+            .requeued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return Err(EngineError::AlreadyStarted);
+        };
+        // Alive before anything is sent, so no peer takes this driver's steps for lost ones.
+        let now = self.state.clock.now();
+        let alive_until = now + self.state.config.lease.as_millis() as Millis;
+        let peers = self
+            .state
+            .store
+            .beat_driver(&self.state.config.owner, alive_until, now)
+            .await?;
+        self.state.note_peers(Some(peers));
+        let results = self.state.transport.consume_results().await?;
+        redispatch::redispatch_due(&self.state).await?;
+        sweep::sweep_once(&self.state).await?;
+        let served = self.state.registry.workflow_versions();
+        let now = self.state.clock.now();
+        for run in self
+            .state
+            .store
+            .unblock_runs(&self.state.scope, &served, now)
+            .await?
+        {
+            tracing::info!(run_id = %run.id, workflow = %run.workflow, version = run.workflow_version, "un-parked a blocked run: its version is served here now");
+            self.state.emit(&run, TenantEventKind::RunStarted, None);
+        }
+        let s = &self.state;
+        let handles = vec![
+            tokio::spawn(sweep::sweep_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(claim::claim_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(results::results_loop(
+                s.clone(),
+                results,
+                requeued,
+                self.stop.subscribe(),
+            )),
+            tokio::spawn(redispatch::redispatch_loop(
+                s.clone(),
+                self.stop.subscribe(),
+            )),
+            tokio::spawn(lease::lease_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(replies::replies_loop(s.clone(), self.stop.subscribe())),
+        ];
+        *self.loops.lock().unwrap_or_else(|p| p.into_inner()) = Some(handles);
+        s.set_accepting(true);
+        Ok(())
+    }
+
+    /// Stops claiming new work, lets running turns finish and persist, applies results that
+    /// already arrived or were held for those turns, and releases this engine's leases so a restart resumes at once.
+    pub async fn shutdown(&self) {
+        self.state.set_accepting(false);
+        let _ = self.stop.send(true);
+        let handles = self.loops.lock().unwrap_or_else(|p| p.into_inner()).take();
+        for h in handles.into_iter().flatten() {
+            if let Err(e) = h.await {
+                tracing::error!(error = %e, "an engine loop ended abnormally");
+            }
+        }
+        // The results loop ended once the turns still executing had persisted (their runs are
+        // not left half-applied) and the results they held were applied (recorded: no new turn
+        // starts now).
+        let now = self.state.clock.now();
+        // Gone now: a transport that kept its tasks in this process lost them; peers and the
+        // restart send them again at once.
+        if let Err(e) = self
+            .state
+            .store
+            .beat_driver(&self.state.config.owner, now, now)
+            .await
+        {
+            tracing::warn!(error = %e, "could not mark this driver gone; its heartbeat lapses on its own");
+        }
+        match self
+            .state
+            .store
+            .release_leases(&self.state.config.owner, now)
+            .await
+        {
+            Ok(n) if n > 0 => tracing::info!(released = n, "released run leases"),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not release leases; they expire on their own")
+            }
+        }
+    }
+
+    /// The namespace this engine polls, `None` for an operator (every namespace).
+    pub fn namespace(&self) -> Option<&Namespace> {
+        self.state.config.namespace.as_ref()
+    }
+
+    /// The namespace a start that names none is stamped with.
+    pub fn stamp_namespace(&self) -> Namespace {
+        self.state.config.namespace.clone().unwrap_or_default()
+    }
+
+    /// The code this engine runs.
+    pub fn registry(&self) -> &Registry {
+        &self.state.registry
+    }
+
+    /// The store this engine drives.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.state.store
+    }
+
+    /// The transport this engine uses.
+    pub fn transport(&self) -> &Arc<dyn Transport> {
+        &self.state.transport
+    }
+}

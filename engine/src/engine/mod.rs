@@ -1,0 +1,16 @@
+//! The public face of the engine: [`Engine`] starts and stops the driver's loops
+//! ([`crate::driver`]) and carries out what callers ask (start a run, signal, cancel, retry,
+//! continue, redispatch), refusing bad input before anything is written ([`StartRun`] and the
+//! checks beside it). Every door (HTTP, dashboard, wire, CLI) goes through it.
+
+mod error;
+mod input;
+mod lifecycle;
+mod start;
+mod verbs;
+
+pub use crate::driver::EngineConfig;
+pub use error::EngineError;
+pub use input::StartRun;
+pub use lifecycle::Engine;
+pub use verbs::Control;

@@ -1,0 +1,118 @@
+//! Starting runs: a top-level start, and a retry with edited input, which starts a new run.
+//! With a free turn slot, the first turn is written with the insert
+//! ([`crate::driver::turn::first`]).
+
+use serde_json::Value;
+
+use super::input::{StartRun, check_payload, check_start};
+use super::{Control, Engine, EngineError};
+use crate::driver::turn::first::{self, IdOrigin, Started};
+use crate::driver::turn::remote;
+use crate::driver::turn::runner::{FirstTurn, spawn_turns};
+use crate::model::{Run, RunId, RunStatus, Scope, TenantEventKind};
+use crate::store::{History, NewRun, StoreError};
+
+impl Engine {
+    /// Starts a top-level run of the newest registered version of `req.workflow`, or of a
+    /// workflow a live worker on the run's partition announces (its turns then run there).
+    pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
+        check_start(&req)?;
+        let registry = &self.state.registry;
+        let namespace = req.namespace.unwrap_or_else(|| self.stamp_namespace());
+        let version = match registry.latest(&req.workflow) {
+            Some(workflow) => workflow.version,
+            None if remote::served(&self.state, &req.workflow, &namespace).await => 1,
+            None => {
+                return Err(EngineError::UnknownWorkflow(
+                    req.workflow.clone(),
+                    registry.workflow_names().join(", "),
+                ));
+            }
+        };
+        let (id, origin) = match req.id {
+            Some(id) => (id, IdOrigin::Chosen),
+            None => (RunId::generate(), IdOrigin::Generated),
+        };
+        let mut new = NewRun::top_level(id.clone(), namespace, &req.workflow, version, req.input);
+        new.tags = req.tags;
+        new.search_attributes = req.search_attributes;
+        match self.create(new, origin).await {
+            Err(EngineError::Store(StoreError::Conflict(_))) => Err(EngineError::RunExists(id)),
+            started => started,
+        }
+    }
+
+    /// Starts a new run of the same workflow with edited `input`, stamped with the original's
+    /// namespace (whoever asks) and `retry_of` the original, which is left untouched.
+    pub async fn retry_with_input(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        input: Value,
+    ) -> Result<Control, EngineError> {
+        check_payload("the input", &input)?;
+        let Some(original) = self.state.store.get_run(scope, id).await? else {
+            return Ok(Control::NotFound);
+        };
+        let registry = &self.state.registry;
+        let version = registry
+            .latest(&original.workflow)
+            .map_or(original.workflow_version, |w| w.version);
+        let mut new = NewRun::top_level(
+            RunId::generate(),
+            original.namespace.clone(),
+            &original.workflow,
+            version,
+            input,
+        );
+        new.tags = original.tags.clone();
+        new.search_attributes = original.search_attributes.clone();
+        new.retry_of = Some(original.id.clone());
+        let run = self.create(new, IdOrigin::Generated).await?;
+        Ok(Control::Done(run))
+    }
+
+    /// Inserts a new run and announces it to its tenant. With a free turn slot, the run's first
+    /// turn is planned and persisted with the insert (see [`start`]), or, if it cannot be
+    /// planned, the run is inserted already claimed and its first turn starts here at once;
+    /// otherwise the claim loop is poked.
+    async fn create(&self, new: NewRun, id: IdOrigin) -> Result<Run, EngineError> {
+        let state = &self.state;
+        let (new, slot) = match state.try_turn_slot() {
+            Some(slot) => {
+                // A task of its own, so that a caller that gives up (a client hanging up) cannot
+                // stop it halfway: once its first steps left, the start is carried through.
+                let state = state.clone();
+                let started =
+                    tokio::spawn(
+                        async move { first::with_first_turn(&state, new, id, slot).await },
+                    )
+                    .await;
+                match started {
+                    Ok(started) => match started? {
+                        Started::Run(run) => return Ok(run),
+                        Started::Unplanned(new, slot) => (new, Some(slot)),
+                    },
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => return Err(EngineError::ShuttingDown),
+                }
+            }
+            None => (new, None),
+        };
+        let claim = slot.as_ref().map(|_| state.claim());
+        let run = state
+            .store
+            .create_run(new, state.clock.now(), claim.as_ref())
+            .await?;
+        state.emit(&run, TenantEventKind::RunStarted, None);
+        match slot {
+            // A new run has no history yet: its first turn needs no read.
+            Some(slot) if run.status == RunStatus::Running => {
+                let first = FirstTurn::Claimed(Some(History::default()));
+                spawn_turns(state.clone(), run.clone(), first, slot)
+            }
+            _ => state.wake.notify_one(),
+        }
+        Ok(run)
+    }
+}

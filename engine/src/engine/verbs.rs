@@ -1,0 +1,172 @@
+//! The control verbs on a run that exists: signal, cancel, retry, continue, redispatch. Each
+//! acts only inside the caller's scope and tells the run's tenant what changed.
+
+use serde_json::Value;
+
+use super::input::{check_payload, check_signal_name};
+use super::{Engine, EngineError};
+use crate::driver::loops::redispatch;
+use crate::model::{
+    Checkpoint, CheckpointKind, CheckpointStatus, Run, RunId, RunStatus, Scope, StepFailure,
+    TenantEventKind,
+};
+use crate::store::{RunPatch, SignalSent};
+
+/// What a control verb (cancel, retry, retry with input) did.
+#[derive(Clone, Debug)]
+pub enum Control {
+    /// Done; the run as it is now (for retry with input, the new run).
+    Done(Run),
+    /// No run with that id is visible.
+    NotFound,
+    /// The run is in a status the verb does not apply to.
+    WrongStatus(Run),
+}
+
+impl Engine {
+    /// Sends signal `name` with `payload` to run `id`, if `scope` sees it. The signal is
+    /// buffered until the run waits for it, so it is never lost to timing.
+    pub async fn signal(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        name: &str,
+        payload: Value,
+    ) -> Result<SignalSent, EngineError> {
+        check_signal_name(name)?;
+        check_payload("the signal's payload", &payload)?;
+        let sent = self
+            .state
+            .store
+            .send_signal(scope, id, name, &payload, self.state.clock.now())
+            .await?;
+        if let SignalSent::Delivered(run) = &sent {
+            self.state.wake.notify_one();
+            self.state
+                .emit(run, TenantEventKind::for_status(run.status), None);
+        }
+        Ok(sent)
+    }
+
+    /// Cancels run `id` if `scope` sees it: a waiting run is `cancelled` at once; a run whose
+    /// turn is executing goes `cancelling` and is `cancelled` when that turn ends.
+    pub async fn cancel(&self, scope: &Scope, id: &RunId) -> Result<Control, EngineError> {
+        let store = &self.state.store;
+        let now = self.state.clock.now();
+        let reason = StepFailure::new("cancelled by request").with_code("cancelled");
+        let waiting = [RunStatus::Pending, RunStatus::Suspended, RunStatus::Blocked];
+        let patch = RunPatch {
+            status: RunStatus::Cancelled,
+            error: Some(reason.clone()),
+        };
+        let run = match store.update_run_if(scope, id, &waiting, patch, now).await? {
+            Some(run) => Some(run),
+            None => {
+                let patch = RunPatch {
+                    status: RunStatus::Cancelling,
+                    error: Some(reason),
+                };
+                store
+                    .update_run_if(scope, id, &[RunStatus::Running], patch, now)
+                    .await?
+            }
+        };
+        if let Some(run) = &run {
+            self.state.announce_cancel(&run.id).await;
+        }
+        self.controlled(scope, id, run).await
+    }
+
+    /// Re-drives a failed or dead run from its last good checkpoint.
+    pub async fn retry(&self, scope: &Scope, id: &RunId) -> Result<Control, EngineError> {
+        let run = self
+            .state
+            .store
+            .retry_run(scope, id, self.state.clock.now())
+            .await?;
+        let control = self.controlled(scope, id, run).await?;
+        self.state.wake.notify_one();
+        Ok(control)
+    }
+
+    /// Drives a `blocked` run again now: after a process serving its version started, or a
+    /// quota was raised. If the cause remains, its next turn parks it again with the reason.
+    pub async fn continue_run(&self, scope: &Scope, id: &RunId) -> Result<Control, EngineError> {
+        let patch = RunPatch {
+            status: RunStatus::Pending,
+            error: None,
+        };
+        let run = self
+            .state
+            .store
+            .update_run_if(
+                scope,
+                id,
+                &[RunStatus::Blocked],
+                patch,
+                self.state.clock.now(),
+            )
+            .await?;
+        let control = self.controlled(scope, id, run).await?;
+        self.state.wake.notify_one();
+        Ok(control)
+    }
+
+    /// Sends run `id`'s waiting remote steps again now, with their `step_id`s (a worker that
+    /// already ran one can tell), instead of waiting for the lost-dispatch window. Returns
+    /// how many steps went out; [`Control::WrongStatus`] when the run waits on no step.
+    pub async fn redispatch(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+    ) -> Result<(Control, usize), EngineError> {
+        let store = &self.state.store;
+        let Some(run) = store.get_run(scope, id).await? else {
+            return Ok((Control::NotFound, 0));
+        };
+        let waiting = matches!(run.status, RunStatus::Suspended | RunStatus::Running);
+        let steps: Vec<Checkpoint> = if waiting {
+            store
+                .checkpoints(scope, id)
+                .await?
+                .into_iter()
+                .filter(|cp| {
+                    cp.kind == CheckpointKind::RemoteStep
+                        && cp.status == CheckpointStatus::Pending
+                        // A retry waiting out its backoff is the turn's to send.
+                        && cp.wake_at.is_none_or(|at| at <= self.state.clock.now())
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if steps.is_empty() {
+            return Ok((Control::WrongStatus(run), 0));
+        }
+        let n = steps.len();
+        for cp in steps {
+            redispatch::send_again(&self.state, &run.namespace, cp, self.state.clock.now()).await?;
+        }
+        tracing::info!(run_id = %run.id, steps = n, "redispatched on request");
+        Ok((Control::Done(run), n))
+    }
+
+    async fn controlled(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        changed: Option<Run>,
+    ) -> Result<Control, EngineError> {
+        match changed {
+            Some(run) => {
+                self.state
+                    .emit(&run, TenantEventKind::for_status(run.status), None);
+                Ok(Control::Done(run))
+            }
+            None => Ok(match self.state.store.get_run(scope, id).await? {
+                Some(run) => Control::WrongStatus(run),
+                None => Control::NotFound,
+            }),
+        }
+    }
+}
