@@ -1,0 +1,330 @@
+//! The dashboard's lists: keyset pages, filters, facets, run families and per-namespace loads.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::support::{new_run, ns};
+use crate::model::{RunId, RunQuery, RunStatus, Scope};
+use crate::store::{NewRun, RunPatch, Store};
+
+/// Listing is newest first and pages with a keyset cursor without gaps or repeats.
+pub async fn pages_follow_the_keyset_order(store: Arc<dyn Store>) {
+    for i in 0..7 {
+        store
+            .create_run(new_run(&format!("p{i}"), "acme"), 1000 + (i / 2), None)
+            .await
+            .expect("create");
+    }
+    let mut seen = Vec::new();
+    let mut query = RunQuery {
+        limit: 3,
+        ..RunQuery::default()
+    };
+    loop {
+        let page = store
+            .list_runs(&Scope::Only(ns("acme")), &query)
+            .await
+            .expect("list");
+        seen.extend(page.runs.iter().map(|r| (r.created_at, r.id.to_string())));
+        match page.next_cursor {
+            Some(c) => query.cursor = Some(c),
+            None => break,
+        }
+    }
+    let mut expected = seen.clone();
+    expected.sort_by(|a, b| b.cmp(a));
+    expected.dedup();
+    assert_eq!(seen.len(), 7, "every run appears once");
+    assert_eq!(seen, expected, "pages are newest first by (created_at, id)");
+}
+
+/// Filters on status and workflow apply.
+pub async fn list_filters_apply(store: Arc<dyn Store>) {
+    store
+        .create_run(new_run("f1", "acme"), 1, None)
+        .await
+        .expect("create");
+    let mut other = new_run("f2", "acme");
+    other.workflow = "other".into();
+    store.create_run(other, 2, None).await.expect("create");
+    let q = RunQuery {
+        workflow: Some("other".into()),
+        ..RunQuery::default()
+    };
+    let page = store.list_runs(&Scope::All, &q).await.expect("list");
+    assert_eq!(page.runs.len(), 1);
+    assert_eq!(page.runs[0].workflow, "other");
+    let q = RunQuery {
+        status: Some(RunStatus::Completed),
+        ..RunQuery::default()
+    };
+    assert!(
+        store
+            .list_runs(&Scope::All, &q)
+            .await
+            .expect("list")
+            .runs
+            .is_empty()
+    );
+}
+
+/// Tags, search attributes and time ranges filter lists; facets count by status, workflow, tag
+/// and attribute value, each inside the reader's scope only.
+pub async fn filters_and_facets_stay_inside_the_scope(store: Arc<dyn Store>) {
+    let plant = |id: &'static str,
+                 namespace: &'static str,
+                 workflow: &'static str,
+                 tags: &[&str],
+                 region: Option<serde_json::Value>,
+                 at: i64| {
+        let store = store.clone();
+        let mut run = NewRun::top_level(
+            RunId::parse(id).expect("id"),
+            ns(namespace),
+            workflow,
+            1,
+            json!(null),
+        );
+        run.tags = tags.iter().map(|t| (*t).to_owned()).collect();
+        if let Some(region) = region {
+            run.search_attributes.insert("region".into(), region);
+            run.search_attributes.insert("tier.level".into(), json!(2));
+        }
+        async move { store.create_run(run, at, None).await.expect("create") }
+    };
+    plant(
+        "f-a1",
+        "acme",
+        "order",
+        &["vip", "eu"],
+        Some(json!("eu-west")),
+        10,
+    )
+    .await;
+    plant(
+        "f-a2",
+        "acme",
+        "order",
+        &["vip"],
+        Some(json!("us-east")),
+        20,
+    )
+    .await;
+    plant(
+        "f-a3",
+        "acme",
+        "refund",
+        &["eu"],
+        Some(json!("eu-west")),
+        30,
+    )
+    .await;
+    plant("f-a4", "acme", "refund", &[], None, 40).await;
+    plant(
+        "f-g1",
+        "globex",
+        "order",
+        &["vip", "secret"],
+        Some(json!("eu-west")),
+        50,
+    )
+    .await;
+    let acme = Scope::Only(ns("acme"));
+    let ids = |page: crate::model::RunPage| {
+        page.runs
+            .into_iter()
+            .map(|r| r.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    let by_tag = RunQuery {
+        tag: Some("vip".into()),
+        ..RunQuery::default()
+    };
+    assert_eq!(
+        ids(store.list_runs(&acme, &by_tag).await.expect("list")),
+        ["f-a2", "f-a1"]
+    );
+    assert_eq!(
+        ids(store.list_runs(&Scope::All, &by_tag).await.expect("list")),
+        ["f-g1", "f-a2", "f-a1"],
+        "the operator sees every namespace"
+    );
+    let by_attribute = RunQuery {
+        attribute: Some(
+            crate::model::AttributeFilter::new("region", json!("eu-west")).expect("filter"),
+        ),
+        ..RunQuery::default()
+    };
+    assert_eq!(
+        ids(store.list_runs(&acme, &by_attribute).await.expect("list")),
+        ["f-a3", "f-a1"]
+    );
+    let dotted = RunQuery {
+        attribute: Some(
+            crate::model::AttributeFilter::new("tier.level", json!(2)).expect("filter"),
+        ),
+        workflow: Some("order".into()),
+        tag: Some("eu".into()),
+        ..RunQuery::default()
+    };
+    assert_eq!(
+        ids(store.list_runs(&acme, &dotted).await.expect("list")),
+        ["f-a1"]
+    );
+    let window = RunQuery {
+        created_from: Some(20),
+        created_until: Some(40),
+        ..RunQuery::default()
+    };
+    assert_eq!(
+        ids(store.list_runs(&acme, &window).await.expect("list")),
+        ["f-a3", "f-a2"]
+    );
+
+    let facets = store.facets(&acme).await.expect("facets");
+    assert_eq!(facets.statuses.len(), 1);
+    assert_eq!(facets.statuses[0].count, 4);
+    let counts = |v: &[crate::model::ValueCount]| {
+        v.iter()
+            .map(|c| (c.value.clone(), c.count))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        counts(&facets.workflows),
+        [(json!("order"), 2), (json!("refund"), 2)]
+    );
+    assert_eq!(
+        counts(&facets.tags),
+        [(json!("eu"), 2), (json!("vip"), 2)],
+        "globex's `secret` tag is not counted for acme"
+    );
+    let all = store.facets(&Scope::All).await.expect("facets");
+    assert_eq!(counts(&all.tags)[0], (json!("vip"), 3));
+    let regions = store.value_facets(&acme, "region").await.expect("values");
+    assert_eq!(
+        counts(&regions),
+        [(json!("eu-west"), 2), (json!("us-east"), 1)]
+    );
+    let levels = store
+        .value_facets(&acme, "tier.level")
+        .await
+        .expect("values");
+    assert_eq!(counts(&levels), [(json!(2), 3)]);
+    assert!(
+        store
+            .value_facets(&Scope::Only(ns("initech")), "region")
+            .await
+            .expect("values")
+            .is_empty()
+    );
+}
+
+/// The family filter finds a run and everything started under it, inside the scope; the
+/// operator's per-namespace load counts live runs and recent failures only.
+pub async fn families_and_loads_follow_the_scope(store: Arc<dyn Store>) {
+    let root = store
+        .create_run(new_run("fam-root", "acme"), 10, None)
+        .await
+        .expect("root");
+    let mut child = new_run("fam-root.child.0", "acme");
+    child.parent_run_id = Some(root.id.clone());
+    child.root_run_id = root.id.clone();
+    store.create_run(child, 20, None).await.expect("child");
+    store
+        .create_run(new_run("fam-other", "acme"), 30, None)
+        .await
+        .expect("other");
+    let acme = Scope::Only(ns("acme"));
+    let family = |id: &str| RunQuery {
+        family: Some(RunId::parse(id).expect("id")),
+        ..RunQuery::default()
+    };
+    let ids = |page: crate::model::RunPage| {
+        page.runs
+            .into_iter()
+            .map(|r| r.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(store
+            .list_runs(&acme, &family("fam-root"))
+            .await
+            .expect("list")),
+        ["fam-root.child.0", "fam-root"]
+    );
+    assert_eq!(
+        ids(store
+            .list_runs(&acme, &family("fam-root.child.0"))
+            .await
+            .expect("list")),
+        ["fam-root.child.0"],
+        "a child's family filter is the child itself"
+    );
+    assert!(
+        store
+            .list_runs(&Scope::Only(ns("globex")), &family("fam-root"))
+            .await
+            .expect("list")
+            .runs
+            .is_empty(),
+        "another tenant's family is invisible"
+    );
+
+    // Loads: acme has 3 pending; one globex run failed recently, one long ago, one is blocked.
+    for (id, status, at) in [
+        ("load-g1", RunStatus::Failed, 5_000),
+        ("load-g2", RunStatus::Failed, 100),
+        ("load-g3", RunStatus::Blocked, 100),
+    ] {
+        store
+            .create_run(new_run(id, "globex"), 50, None)
+            .await
+            .expect("globex run");
+        let patch = RunPatch {
+            status,
+            error: None,
+        };
+        store
+            .update_run_if(
+                &Scope::All,
+                &RunId::parse(id).expect("id"),
+                &[RunStatus::Pending],
+                patch,
+                at,
+            )
+            .await
+            .expect("update")
+            .expect("was pending");
+    }
+    let loads = store
+        .namespace_loads(&Scope::All, 1_000)
+        .await
+        .expect("loads");
+    let summary = loads
+        .iter()
+        .map(|l| {
+            (
+                l.namespace.to_string(),
+                l.pending,
+                l.blocked,
+                l.failed_recently,
+                l.backlog(),
+            )
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        summary,
+        [
+            ("acme".to_owned(), 3, 0, 0, 3),
+            ("globex".to_owned(), 0, 1, 1, 1)
+        ]
+    );
+    let only_acme = store.namespace_loads(&acme, 1_000).await.expect("loads");
+    assert_eq!(
+        only_acme.len(),
+        1,
+        "a tenant's view holds only its own load"
+    );
+    assert_eq!(only_acme[0].namespace, ns("acme"));
+}
