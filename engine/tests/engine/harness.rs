@@ -1,0 +1,96 @@
+//! A started process: an engine and its embedded step worker, over one store connection and
+//! one transport.
+
+use std::sync::Arc;
+
+use durable::StartRun;
+use durable::model::{Namespace, Run, Scope};
+use durable::prelude::*;
+use durable::runtime::{SystemClock, Worker, WorkerConfig};
+use durable::store::Store;
+use durable::transport::{EventDelivery, Partitions, Subscription, Transport};
+use serde_json::Value;
+
+/// An engine with its embedded step worker, as one process runs them.
+pub struct Harness {
+    /// The control plane under test.
+    pub engine: Engine,
+    /// `None` once a case took it to stop or replace it.
+    pub worker: Option<Worker>,
+    /// The process's connection to the case's store, to read what the engine wrote.
+    pub store: Arc<dyn Store>,
+}
+
+impl Harness {
+    /// Starts an engine serving `registry` on `store` and `transport`, and a worker for it on
+    /// `partitions`.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        transport: Arc<dyn Transport>,
+        registry: Registry,
+        partitions: Partitions,
+    ) -> Harness {
+        let registry = Arc::new(registry);
+        let engine = Engine::new(
+            store.clone(),
+            transport.clone(),
+            registry.clone(),
+            EngineConfig::default(),
+        );
+        engine.start().await.expect("engine starts");
+        let worker = start_worker(registry, transport, partitions).await;
+        Harness {
+            engine,
+            worker: Some(worker),
+            store,
+        }
+    }
+
+    /// Starts `workflow` with `input` in the default namespace.
+    pub async fn start_run(&self, workflow: &str, input: Value) -> Run {
+        self.engine
+            .start_run(StartRun {
+                workflow: workflow.into(),
+                input,
+                ..Default::default()
+            })
+            .await
+            .expect("start")
+    }
+
+    /// The tenant events of namespace `ns`, from now on.
+    pub async fn events(&self, ns: Namespace) -> Subscription<EventDelivery> {
+        self.engine
+            .transport()
+            .subscribe_events(Scope::Only(ns))
+            .await
+            .expect("subscribe")
+    }
+
+    /// Stops the worker, then the engine.
+    pub async fn stop(mut self) {
+        if let Some(w) = self.worker.take() {
+            w.shutdown().await;
+        }
+        self.engine.shutdown().await;
+    }
+}
+
+/// A step worker serving `partitions` of `transport`.
+pub async fn start_worker(
+    registry: Arc<Registry>,
+    transport: Arc<dyn Transport>,
+    partitions: Partitions,
+) -> Worker {
+    Worker::start(
+        registry,
+        transport,
+        Arc::new(SystemClock),
+        WorkerConfig {
+            partitions,
+            concurrency: 8,
+        },
+    )
+    .await
+    .expect("worker starts")
+}
