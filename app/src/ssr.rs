@@ -140,7 +140,7 @@ pub fn reads_for(state: &AppState, user: &User) -> Result<ScopedStore, AppError>
     let store = state.engine.store().clone();
     match (&user.tenant, user.role) {
         (None, Role::Operator) => Ok(ScopedStore::operator(store)),
-        (Some(tenant), _) => ScopedStore::new(store, tenant.clone()).map_err(internal),
+        (Some(tenant), _) => Ok(ScopedStore::new(store, tenant.clone())),
         (None, _) => {
             tracing::error!(user = %user.email, "a non-operator user has no tenant");
             Err(AppError::Forbidden)

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use durable::model::{Namespace, RemoteTask, RunId, StepOutcome, StepResult, v1_capabilities};
 use durable::store::postgres_testing;
 use durable::transport::redis_testing::{fresh_prefix, test_url};
-use durable::transport::{Partitions, RedisConfig, RedisTransport, TaskSubscription, Transport};
+use durable::transport::{Partitions, RedisConfig, RedisTransport, StepQueues, TaskSubscription};
 use futures::StreamExt;
 use serde_json::{Value, json};
 

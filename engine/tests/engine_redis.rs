@@ -21,7 +21,9 @@ use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::store::NewRun;
 use durable::store::{SqliteStore, Store};
 use durable::transport::redis_testing::{add_raw_job, fresh_transport, python, test_url};
-use durable::transport::{Partitions, RedisConfig, RedisTransport, Transport, naming};
+use durable::transport::{
+    Partitions, RedisConfig, RedisTransport, StepQueues, WorkerRegistry, naming,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 

@@ -24,7 +24,7 @@ mod redis {
             .map(|t| Arc::new(t) as Arc<dyn Transport>)
     }
 
-    durable::transport_conformance!(fresh());
+    durable::transport_conformance!(fresh(), remote_turns);
 
     /// A control plane's own dashboard gets its events straight from it, and one on another
     /// process through Redis: each exactly once.
@@ -33,7 +33,9 @@ mod redis {
         use std::time::Duration;
 
         use durable::model::{Namespace, RunId, RunStatus, Scope, TenantEvent, TenantEventKind};
-        use durable::transport::{EventDelivery, RedisConfig, RedisTransport, Subscription};
+        use durable::transport::{
+            EventDelivery, RedisConfig, RedisTransport, Subscription, TenantEvents,
+        };
         use futures::StreamExt;
 
         let Some(here) = durable::transport::redis_testing::fresh_transport().await else {
@@ -89,7 +91,7 @@ mod redis {
         };
         use durable::transport::redis_testing::{add_raw_job, fresh_transport, test_url};
         use durable::transport::{
-            Partitions, RedisConfig, RedisTransport, Subscription, TaskSubscription, Transport,
+            Partitions, RedisConfig, RedisTransport, StepQueues, Subscription, TaskSubscription,
         };
         use futures::StreamExt;
 

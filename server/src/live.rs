@@ -91,7 +91,7 @@ async fn pump(
 #[cfg(test)]
 mod tests {
     use durable::model::{RunId, RunStatus, TenantEvent, TenantEventKind};
-    use durable::transport::MemoryTransport;
+    use durable::transport::{MemoryTransport, TenantEvents};
 
     use super::*;
 

@@ -13,7 +13,7 @@ use common::{
 use durable::model::{Namespace, Scope};
 use durable::store::postgres_testing;
 use durable::transport::redis_testing::{fresh_transport, test_url};
-use durable::transport::{RedisConfig, RedisTransport, Transport};
+use durable::transport::{RedisConfig, RedisTransport, RunRequests, StepQueues, WorkerRegistry};
 use futures::StreamExt;
 use serde_json::json;
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{Server, cli, tempdir};
 use durable::model::{Namespace, RunId, RunStatus, Scope};
 use durable::runtime::{Clock, SystemClock};
-use durable::store::{NewRun, PgStore, Store, postgres_testing};
+use durable::store::{NewRun, PgStore, RunReads, Turns, postgres_testing};
 use futures::StreamExt;
 use serde_json::json;
 

@@ -136,7 +136,7 @@ mod server {
     use super::Filters;
     use crate::AppError;
     use crate::components::time::parse_date;
-    use crate::ssr::{AppState, internal, reads_for};
+    use crate::ssr::{AppState, reads_for};
 
     fn nonempty(s: &str) -> Option<String> {
         Some(s.trim().to_owned()).filter(|s| !s.is_empty())
@@ -206,7 +206,7 @@ mod server {
             (Role::Operator, None, Some(ns)) => {
                 let ns = Namespace::parse(&ns)
                     .map_err(|e| AppError::Invalid(format!("namespace filter: {e}")))?;
-                ScopedStore::new(state.engine.store().clone(), ns).map_err(internal)
+                Ok(ScopedStore::new(state.engine.store().clone(), ns))
             }
             _ => reads_for(state, user),
         }

@@ -47,10 +47,11 @@ impl Worker {
         };
         let mut tasks = transport.consume_tasks(subscription.clone()).await?;
         // Turns of the workflows registered here, for control planes that lack them.
-        let turns = if subscription.workflows.is_empty() {
-            None
-        } else {
-            Some(transport.consume_turns(subscription).await?)
+        let turns = match transport.remote_turns() {
+            Some(remote) if !subscription.workflows.is_empty() => {
+                Some(remote.consume_turns(subscription).await?)
+            }
+            _ => None,
         };
         let (stop, mut stopped) = watch::channel(false);
         let cancellations = Arc::new(Cancellations::default());
@@ -97,7 +98,12 @@ impl Worker {
                         let turn = super::remote_turn::decide(&registry, clock, &task);
                         let decision =
                             super::remote_turn::beating(&*transport, &task, turn).await;
-                        if let Err(e) = transport.publish_decision(decision).await {
+                        // Turns came from this transport's remote turns, so it has them.
+                        let sent = match transport.remote_turns() {
+                            Some(remote) => remote.publish_decision(decision).await,
+                            None => Ok(()),
+                        };
+                        if let Err(e) = sent {
                             tracing::warn!(error = %e, "could not send a turn's decision; the control plane sends the turn again");
                         }
                         drop(permit);

@@ -14,11 +14,6 @@ pub enum StoreError {
     /// A stored value could not be read back.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
-    /// Read scoping was asked of a store that cannot confine reads.
-    #[error(
-        "this store cannot confine reads to one namespace; run without `scope_reads` or use a store that supports it"
-    )]
-    ScopingUnsupported,
     /// The database URL names a backend this build does not have.
     #[error("unsupported database URL `{0}`: use sqlite://PATH or postgres://USER@HOST/DATABASE")]
     UnsupportedUrl(String),

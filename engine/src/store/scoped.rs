@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{Store, StoreError, StoreResult};
+use super::{RunReads, StoreResult};
 use crate::model::{
     Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run, RunId, RunPage, RunQuery, Scope,
     StatusCount, ValueCount,
@@ -13,25 +13,21 @@ use crate::model::{
 /// here; they go through the engine, which stamps namespaces from the record.
 #[derive(Clone)]
 pub struct ScopedStore {
-    inner: Arc<dyn Store>,
+    inner: Arc<dyn RunReads>,
     scope: Scope,
 }
 
 impl ScopedStore {
-    /// Confines `store` to `namespace`; refuses a store that cannot scope, loudly, rather than
-    /// silently reading everything.
-    pub fn new(store: Arc<dyn Store>, namespace: Namespace) -> StoreResult<Self> {
-        if !store.supports_scoping() {
-            return Err(StoreError::ScopingUnsupported);
-        }
-        Ok(ScopedStore {
+    /// Confines `store` to `namespace`.
+    pub fn new(store: Arc<dyn RunReads>, namespace: Namespace) -> Self {
+        ScopedStore {
             inner: store,
             scope: Scope::Only(namespace),
-        })
+        }
     }
 
     /// The unscoped operator view: every namespace, by explicit choice.
-    pub fn operator(store: Arc<dyn Store>) -> Self {
+    pub fn operator(store: Arc<dyn RunReads>) -> Self {
         ScopedStore {
             inner: store,
             scope: Scope::All,

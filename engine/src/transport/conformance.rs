@@ -263,21 +263,11 @@ pub async fn start_run_messages_travel(transport: Arc<dyn Transport>) {
     assert_eq!(next(&mut starts).await.as_deref(), Some("[1,"));
 }
 
-/// Run beats and relayed decisions reach every process that listens, whoever sent them.
-pub async fn beats_and_relayed_decisions_reach_every_process(transport: Arc<dyn Transport>) {
+/// Run beats reach every process that listens, whoever sent them.
+pub async fn beats_reach_every_process(transport: Arc<dyn Transport>) {
     let mut beats = [
         transport.subscribe_heartbeats().await.expect("subscribe"),
         transport.subscribe_heartbeats().await.expect("subscribe"),
-    ];
-    let mut relays = [
-        transport
-            .subscribe_relayed_decisions()
-            .await
-            .expect("subscribe"),
-        transport
-            .subscribe_relayed_decisions()
-            .await
-            .expect("subscribe"),
     ];
     let beat = crate::model::Heartbeat {
         run_id: RunId::parse("run-beat").expect("id"),
@@ -289,14 +279,29 @@ pub async fn beats_and_relayed_decisions_reach_every_process(transport: Arc<dyn 
         .publish_heartbeat(beat.clone())
         .await
         .expect("beat");
-    let decision = json!({ "taskId": "run-beat:wf:1", "runId": "run-beat", "status": "continue", "commands": [] });
-    transport
-        .relay_decision(decision.clone())
-        .await
-        .expect("relay");
     for heard in &mut beats {
         assert_eq!(next(heard).await, Some(beat.clone()));
     }
+}
+
+/// Relayed decisions reach every process that listens, whoever relayed them (a transport with
+/// remote turns only).
+pub async fn relayed_decisions_reach_every_process(transport: Arc<dyn Transport>) {
+    let turns = transport
+        .remote_turns()
+        .expect("this case runs only on a transport with remote turns");
+    let mut relays = [
+        turns
+            .subscribe_relayed_decisions()
+            .await
+            .expect("subscribe"),
+        turns
+            .subscribe_relayed_decisions()
+            .await
+            .expect("subscribe"),
+    ];
+    let decision = json!({ "taskId": "run-beat:wf:1", "runId": "run-beat", "status": "continue", "commands": [] });
+    turns.relay_decision(decision.clone()).await.expect("relay");
     for heard in &mut relays {
         assert_eq!(next(heard).await, Some(decision.clone()));
     }
@@ -356,7 +361,8 @@ pub async fn descriptors_describe_a_tokens_live_workers(transport: Arc<dyn Trans
 
 /// Stamps every transport conformance case as a `#[tokio::test]`. `$make` is an async
 /// expression giving `Option<Arc<dyn Transport>>`; `None` skips the case (the backend is absent
-/// here and `make test` already said so loudly).
+/// here and `make test` already said so loudly). A transport that offers remote turns adds
+/// `remote_turns` to stamp their cases too.
 #[macro_export]
 macro_rules! transport_conformance {
     ($make:expr) => {
@@ -368,8 +374,12 @@ macro_rules! transport_conformance {
             descriptors_describe_a_tokens_live_workers,
             run_requests_and_replies_travel,
             start_run_messages_travel,
-            beats_and_relayed_decisions_reach_every_process
+            beats_reach_every_process
         );
+    };
+    ($make:expr, remote_turns) => {
+        $crate::transport_conformance!($make);
+        $crate::transport_conformance!(@cases $make; relayed_decisions_reach_every_process);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(

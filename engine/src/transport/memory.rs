@@ -10,8 +10,8 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::naming::{sanitize, split_token};
 use super::{
-    EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
-    TransportResult,
+    ControlChannel, EventDelivery, Partitions, RemoteTurns, RunRequests, StepQueues, Subscription,
+    TaskSubscription, TenantEvents, Transport, TransportError, TransportResult, WorkerRegistry,
 };
 use crate::model::{
     ControlMessage, Heartbeat, RemoteTask, RunReply, Scope, StepResult, TenantEvent,
@@ -38,7 +38,6 @@ struct Inner {
     starts_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     replies: broadcast::Sender<RunReply>,
     heartbeats: broadcast::Sender<Heartbeat>,
-    relayed: broadcast::Sender<serde_json::Value>,
 }
 
 #[derive(Default)]
@@ -86,7 +85,6 @@ impl MemoryTransport {
         let (starts_tx, starts_rx) = mpsc::unbounded_channel();
         let (replies, _) = broadcast::channel(EVENT_BUFFER);
         let (heartbeats, _) = broadcast::channel(EVENT_BUFFER);
-        let (relayed, _) = broadcast::channel(EVENT_BUFFER);
         MemoryTransport {
             inner: Arc::new(Inner {
                 router: Mutex::new(Router::default()),
@@ -100,7 +98,6 @@ impl MemoryTransport {
                 starts_rx: Mutex::new(Some(starts_rx)),
                 replies,
                 heartbeats,
-                relayed,
             }),
         }
     }
@@ -151,7 +148,7 @@ fn listen<T: Clone + Send + 'static>(channel: &broadcast::Sender<T>) -> Subscrip
 }
 
 #[async_trait]
-impl Transport for MemoryTransport {
+impl StepQueues for MemoryTransport {
     async fn dispatch(&self, task: RemoteTask) -> TransportResult<()> {
         let mut router = self.router();
         router.consumers.retain(|c| !c.tx.is_closed());
@@ -228,6 +225,13 @@ impl Transport for MemoryTransport {
         sole_consumer(&self.inner.results_rx, "step results")
     }
 
+    fn retains_tasks(&self) -> bool {
+        false
+    }
+}
+
+#[async_trait]
+impl TenantEvents for MemoryTransport {
     async fn publish_event(&self, event: TenantEvent) -> TransportResult<()> {
         // No subscribers is fine: nobody is watching.
         let _ = self.inner.events.send(event);
@@ -252,7 +256,10 @@ impl Transport for MemoryTransport {
         });
         Ok(Box::pin(stream))
     }
+}
 
+#[async_trait]
+impl ControlChannel for MemoryTransport {
     async fn publish_control(&self, message: ControlMessage) -> TransportResult<()> {
         // No subscribers is fine: no worker is running here.
         let _ = self.inner.control.send(message);
@@ -264,7 +271,10 @@ impl Transport for MemoryTransport {
         // cancelled runs.
         Ok(listen(&self.inner.control))
     }
+}
 
+#[async_trait]
+impl WorkerRegistry for MemoryTransport {
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>> {
         let mut router = self.router();
         router.consumers.retain(|c| !c.tx.is_closed());
@@ -305,44 +315,6 @@ impl Transport for MemoryTransport {
             .collect())
     }
 
-    async fn dispatch_turn(&self, _task: serde_json::Value) -> TransportResult<()> {
-        Err(TransportError::Unsupported(
-            "no worker in this process runs workflow turns; run the workflow's worker on Redis"
-                .into(),
-        ))
-    }
-
-    async fn consume_decisions(&self) -> TransportResult<Subscription<serde_json::Value>> {
-        // Nothing here ever decides a remote turn.
-        Ok(Box::pin(futures::stream::pending()))
-    }
-
-    async fn consume_turns(
-        &self,
-        _subscription: TaskSubscription,
-    ) -> TransportResult<Subscription<serde_json::Value>> {
-        // The in-process engine turns its own workflows; no turn is ever sent here.
-        Ok(Box::pin(futures::stream::pending()))
-    }
-
-    async fn publish_decision(&self, _decision: serde_json::Value) -> TransportResult<()> {
-        Err(TransportError::Unsupported(
-            "no control plane in this process awaits remote decisions".into(),
-        ))
-    }
-
-    async fn relay_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
-        // Nobody listening is fine: no turn awaits it.
-        let _ = self.inner.relayed.send(decision);
-        Ok(())
-    }
-
-    async fn subscribe_relayed_decisions(
-        &self,
-    ) -> TransportResult<Subscription<serde_json::Value>> {
-        Ok(listen(&self.inner.relayed))
-    }
-
     async fn publish_heartbeat(&self, beat: Heartbeat) -> TransportResult<()> {
         let _ = self.inner.heartbeats.send(beat);
         Ok(())
@@ -351,12 +323,18 @@ impl Transport for MemoryTransport {
     async fn subscribe_heartbeats(&self) -> TransportResult<Subscription<Heartbeat>> {
         Ok(listen(&self.inner.heartbeats))
     }
+}
 
-    async fn consume_step_events(&self) -> TransportResult<Subscription<serde_json::Value>> {
-        // Turns never leave this process, so no worker reports steps from one.
-        Ok(Box::pin(futures::stream::pending()))
+/// No worker in this process runs workflow turns: the in-process engine turns its own
+/// workflows, and a run of a workflow it lacks parks until a process that has it starts.
+impl Transport for MemoryTransport {
+    fn remote_turns(&self) -> Option<&dyn RemoteTurns> {
+        None
     }
+}
 
+#[async_trait]
+impl RunRequests for MemoryTransport {
     async fn send_run_request(&self, request: String) -> TransportResult<()> {
         self.inner
             .requests_tx
@@ -387,9 +365,5 @@ impl Transport for MemoryTransport {
 
     async fn subscribe_run_replies(&self) -> TransportResult<Subscription<RunReply>> {
         Ok(listen(&self.inner.replies))
-    }
-
-    fn retains_tasks(&self) -> bool {
-        false
     }
 }

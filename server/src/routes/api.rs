@@ -34,7 +34,10 @@ pub fn router() -> Router<ServerState> {
 }
 
 fn reads(state: &ServerState, ApiTenant(tenant): &ApiTenant) -> Result<ScopedStore, ApiError> {
-    ScopedStore::new(state.app.engine.store().clone(), tenant.clone()).map_err(internal)
+    Ok(ScopedStore::new(
+        state.app.engine.store().clone(),
+        tenant.clone(),
+    ))
 }
 
 /// A run id from the URL, or a `400` saying what is wrong with it.

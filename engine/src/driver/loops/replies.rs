@@ -18,13 +18,24 @@ use crate::store::NewCheckpoint;
 use crate::transport::Subscription;
 
 /// Takes decisions (queued and relayed), run beats and step events off the transport until
-/// `stop`. Each source is optional: one the transport cannot offer is logged once and skipped.
+/// `stop`. A transport without remote turns sends no decisions or step events; a source that
+/// fails to open is logged once and skipped.
 pub(crate) async fn replies_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
-    let t = &state.transport;
-    let mut queued = open("workflow decisions", t.consume_decisions().await);
-    let mut relayed = open("relayed decisions", t.subscribe_relayed_decisions().await);
-    let mut beats = open("worker heartbeats", t.subscribe_heartbeats().await);
-    let mut events = open("step events", t.consume_step_events().await);
+    let (mut queued, mut relayed, mut events) = match state.transport.remote_turns() {
+        Some(turns) => (
+            open("workflow decisions", turns.consume_decisions().await),
+            open(
+                "relayed decisions",
+                turns.subscribe_relayed_decisions().await,
+            ),
+            open("step events", turns.consume_step_events().await),
+        ),
+        None => (silent(), silent(), silent()),
+    };
+    let mut beats = open(
+        "worker heartbeats",
+        state.transport.subscribe_heartbeats().await,
+    );
     loop {
         tokio::select! {
             _ = stop.changed() => return,
@@ -58,8 +69,13 @@ fn open<T: Send + 'static>(
 ) -> Subscription<T> {
     opened.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "cannot receive {what}; remote workflows may advance slowly");
-        Box::pin(futures::stream::pending())
+        silent()
     })
+}
+
+/// A source that never sends anything.
+fn silent<T: Send + 'static>() -> Subscription<T> {
+    Box::pin(futures::stream::pending())
 }
 
 /// Passes on a decision no turn here awaits. One this process sent and already gave up on
@@ -70,7 +86,11 @@ async fn relay(state: &State, decision: Value) {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    if let Err(e) = state.transport.relay_decision(decision).await {
+    // Decisions come only from a transport with remote turns.
+    let Some(turns) = state.transport.remote_turns() else {
+        return;
+    };
+    if let Err(e) = turns.relay_decision(decision).await {
         tracing::warn!(task_id, error = %e, "could not relay a decision to the control plane awaiting it; it will send the turn again");
     }
 }

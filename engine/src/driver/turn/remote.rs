@@ -24,12 +24,16 @@ const SILENCE: Duration = Duration::from_secs(30);
 /// Sends of one turn before the run is parked as having no worker.
 const SENDS: usize = 3;
 
-/// Whether a live worker on `run`'s partition announces its workflow.
+/// Whether a live worker on `run`'s partition announces its workflow, on a transport that can
+/// send it turns.
 pub(crate) async fn served(
     state: &State,
     workflow: &str,
     namespace: &crate::model::Namespace,
 ) -> bool {
+    if state.transport.remote_turns().is_none() {
+        return false;
+    }
     let name = sanitize(workflow);
     state
         .transport
@@ -55,6 +59,9 @@ pub(crate) async fn turn(
         ))
         .with_code("no_worker"),
         recheck_at: None,
+    };
+    let Some(turns) = state.transport.remote_turns() else {
+        return Err(unserved());
     };
     if !served(state, &run.workflow, &run.namespace).await {
         return Err(unserved());
@@ -84,7 +91,7 @@ pub(crate) async fn turn(
             task["pendingSignals"] = Value::Array(prepared.pending_signals.clone());
         }
         let pending = state.awaiting.insert(task_id.clone(), run.id.clone());
-        if let Err(e) = state.transport.dispatch_turn(task).await {
+        if let Err(e) = turns.dispatch_turn(task).await {
             state.awaiting.remove(&task_id);
             tracing::warn!(run_id = %run.id, error = %e, "sending a workflow turn failed");
             return Err(unserved());

@@ -28,8 +28,9 @@ use sqlx::postgres::PgPoolOptions;
 use self::group::GroupCommit;
 use self::rows::db;
 use super::{
-    Claim, Committed, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent,
-    StepApplied, Store, StoreError, StoreResult, TurnCommit,
+    Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
+    RunControl, RunPatch, RunReads, SignalSent, StepApplied, StoreError, StoreResult, TurnCommit,
+    Turns, Upkeep,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
@@ -105,11 +106,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl Store for PgStore {
-    fn supports_scoping(&self) -> bool {
-        true
-    }
-
+impl Turns for PgStore {
     async fn create_run(
         &self,
         run: NewRun,
@@ -130,92 +127,6 @@ impl Store for PgStore {
             })
             .await?
             .ok_or_else(|| StoreError::Conflict(format!("run `{id}`")))
-    }
-
-    async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
-        reads::get_run(&self.pool, scope, id).await
-    }
-
-    async fn list_runs(&self, scope: &Scope, query: &RunQuery) -> StoreResult<RunPage> {
-        reads::list_runs(&self.pool, scope, query).await
-    }
-
-    async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
-        reads::count_by_status(&self.pool, scope).await
-    }
-
-    async fn namespace_loads(
-        &self,
-        scope: &Scope,
-        failed_since: Millis,
-    ) -> StoreResult<Vec<NamespaceLoad>> {
-        reads::namespace_loads(&self.pool, scope, failed_since).await
-    }
-
-    async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {
-        reads::facets(&self.pool, scope).await
-    }
-
-    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>> {
-        reads::value_facets(&self.pool, scope, key).await
-    }
-
-    async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
-        reads::checkpoints(&self.pool, scope, id).await
-    }
-
-    async fn claim_runs(
-        &self,
-        scope: &Scope,
-        owner: &str,
-        now: Millis,
-        lease_ms: i64,
-        limit: u32,
-        max_recoveries: u32,
-    ) -> StoreResult<Vec<Run>> {
-        in_tx!(self.pool, |conn| lifecycle::claim_runs(
-            conn,
-            scope,
-            owner,
-            now,
-            lease_ms,
-            limit,
-            max_recoveries
-        ))
-    }
-
-    async fn sweep_abandoned(
-        &self,
-        scope: &Scope,
-        max_recoveries: u32,
-        now: Millis,
-    ) -> StoreResult<Vec<Run>> {
-        in_tx!(self.pool, |conn| lifecycle::sweep_abandoned(
-            conn,
-            scope,
-            max_recoveries,
-            now
-        ))
-    }
-
-    async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
-        // Rows a commit holds right now are skipped, never waited for: waiting could close a
-        // lock cycle with a group transaction, and that commit settles the lease anyway.
-        let done = sqlx::query(
-            "UPDATE runs SET locked_until = $1 WHERE id IN (SELECT id FROM runs \
-             WHERE status = 'running' AND locked_by = $2 AND id = ANY($3) FOR UPDATE SKIP LOCKED)",
-        )
-        .bind(until)
-        .bind(owner)
-        .bind(&ids)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(done.rows_affected())
     }
 
     async fn commit_turn(
@@ -304,15 +215,6 @@ impl Store for PgStore {
             .await
     }
 
-    async fn pending_remote_steps(
-        &self,
-        scope: &Scope,
-        lost: &LostDispatch,
-        limit: u32,
-    ) -> StoreResult<Vec<PendingStep>> {
-        reads::pending_remote_steps(&self.pool, scope, lost, limit).await
-    }
-
     async fn record_local_step(
         &self,
         scope: &Scope,
@@ -327,6 +229,168 @@ impl Store for PgStore {
             })
             .await?;
         Ok(written.is_some())
+    }
+
+    async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>> {
+        reads::buffered_signals(&self.pool, id).await
+    }
+}
+
+#[async_trait]
+impl RunReads for PgStore {
+    async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        reads::get_run(&self.pool, scope, id).await
+    }
+
+    async fn list_runs(&self, scope: &Scope, query: &RunQuery) -> StoreResult<RunPage> {
+        reads::list_runs(&self.pool, scope, query).await
+    }
+
+    async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
+        reads::count_by_status(&self.pool, scope).await
+    }
+
+    async fn namespace_loads(
+        &self,
+        scope: &Scope,
+        failed_since: Millis,
+    ) -> StoreResult<Vec<NamespaceLoad>> {
+        reads::namespace_loads(&self.pool, scope, failed_since).await
+    }
+
+    async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {
+        reads::facets(&self.pool, scope).await
+    }
+
+    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>> {
+        reads::value_facets(&self.pool, scope, key).await
+    }
+
+    async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
+        reads::checkpoints(&self.pool, scope, id).await
+    }
+}
+
+#[async_trait]
+impl Leases for PgStore {
+    async fn claim_runs(
+        &self,
+        scope: &Scope,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Run>> {
+        in_tx!(self.pool, |conn| lifecycle::claim_runs(
+            conn,
+            scope,
+            owner,
+            now,
+            lease_ms,
+            limit,
+            max_recoveries
+        ))
+    }
+
+    async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
+        // Rows a commit holds right now are skipped, never waited for: waiting could close a
+        // lock cycle with a group transaction, and that commit settles the lease anyway.
+        let done = sqlx::query(
+            "UPDATE runs SET locked_until = $1 WHERE id IN (SELECT id FROM runs \
+             WHERE status = 'running' AND locked_by = $2 AND id = ANY($3) FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(until)
+        .bind(owner)
+        .bind(&ids)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32> {
+        // Absence means gone, so rows of drivers long gone can go. Every part of the statement
+        // sees the table as it was before it, so the count never includes `owner`'s own row.
+        let peers: i64 = sqlx::query_scalar(
+            "WITH gone AS (DELETE FROM drivers WHERE alive_until < $2 - 86400000 AND owner <> $1), \
+             peers AS (SELECT count(*) AS n FROM drivers WHERE owner <> $1 AND alive_until >= $3) \
+             INSERT INTO drivers (owner, alive_until) VALUES ($1, $2) \
+             ON CONFLICT (owner) DO UPDATE SET alive_until = EXCLUDED.alive_until \
+             RETURNING (SELECT n FROM peers)",
+        )
+        .bind(owner)
+        .bind(alive_until)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(u32::try_from(peers).unwrap_or(u32::MAX))
+    }
+
+    async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {
+        reads::next_wake_at(&self.pool, scope).await
+    }
+
+    async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = $1 \
+             WHERE status = 'running' AND locked_by = $2",
+        )
+        .bind(now)
+        .bind(owner)
+        .execute(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected())
+    }
+}
+
+#[async_trait]
+impl Upkeep for PgStore {
+    async fn sweep_abandoned(
+        &self,
+        scope: &Scope,
+        max_recoveries: u32,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        in_tx!(self.pool, |conn| lifecycle::sweep_abandoned(
+            conn,
+            scope,
+            max_recoveries,
+            now
+        ))
+    }
+
+    async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
+        in_tx!(self.pool, |conn| lifecycle::wake_blocked(conn, scope, now))
+    }
+
+    async fn unblock_runs(
+        &self,
+        scope: &Scope,
+        served: &[(String, u32)],
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        in_tx!(self.pool, |conn| lifecycle::unblock_runs(
+            conn, scope, served, now
+        ))
+    }
+}
+
+#[async_trait]
+impl Dispatches for PgStore {
+    async fn pending_remote_steps(
+        &self,
+        scope: &Scope,
+        lost: &LostDispatch,
+        limit: u32,
+    ) -> StoreResult<Vec<PendingStep>> {
+        reads::pending_remote_steps(&self.pool, scope, lost, limit).await
     }
 
     async fn beat_step(
@@ -373,30 +437,10 @@ impl Store for PgStore {
         .map_err(db)?;
         Ok(())
     }
+}
 
-    async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32> {
-        // Absence means gone, so rows of drivers long gone can go. Every part of the statement
-        // sees the table as it was before it, so the count never includes `owner`'s own row.
-        let peers: i64 = sqlx::query_scalar(
-            "WITH gone AS (DELETE FROM drivers WHERE alive_until < $2 - 86400000 AND owner <> $1), \
-             peers AS (SELECT count(*) AS n FROM drivers WHERE owner <> $1 AND alive_until >= $3) \
-             INSERT INTO drivers (owner, alive_until) VALUES ($1, $2) \
-             ON CONFLICT (owner) DO UPDATE SET alive_until = EXCLUDED.alive_until \
-             RETURNING (SELECT n FROM peers)",
-        )
-        .bind(owner)
-        .bind(alive_until)
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(u32::try_from(peers).unwrap_or(u32::MAX))
-    }
-
-    async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {
-        reads::next_wake_at(&self.pool, scope).await
-    }
-
+#[async_trait]
+impl RunControl for PgStore {
     async fn update_run_if(
         &self,
         scope: &Scope,
@@ -425,37 +469,5 @@ impl Store for PgStore {
         in_tx!(self.pool, |conn| lifecycle::send_signal(
             conn, scope, id, name, payload, now
         ))
-    }
-
-    async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>> {
-        reads::buffered_signals(&self.pool, id).await
-    }
-
-    async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
-        in_tx!(self.pool, |conn| lifecycle::wake_blocked(conn, scope, now))
-    }
-
-    async fn unblock_runs(
-        &self,
-        scope: &Scope,
-        served: &[(String, u32)],
-        now: Millis,
-    ) -> StoreResult<Vec<Run>> {
-        in_tx!(self.pool, |conn| lifecycle::unblock_runs(
-            conn, scope, served, now
-        ))
-    }
-
-    async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64> {
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = $1 \
-             WHERE status = 'running' AND locked_by = $2",
-        )
-        .bind(now)
-        .bind(owner)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(done.rows_affected())
     }
 }

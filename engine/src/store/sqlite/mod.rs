@@ -32,8 +32,9 @@ use self::lifecycle::ClaimRequest;
 use self::readers::Readers;
 use self::writer::{Writer, Wrote};
 use super::{
-    Claim, Committed, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch, SignalSent,
-    StepApplied, Store, StoreError, StoreResult, TurnCommit,
+    Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
+    RunControl, RunPatch, RunReads, SignalSent, StepApplied, StoreError, StoreResult, TurnCommit,
+    Turns, Upkeep,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
@@ -123,11 +124,7 @@ fn open(path: &Path, read_only: bool) -> StoreResult<Connection> {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
-    fn supports_scoping(&self) -> bool {
-        true
-    }
-
+impl Turns for SqliteStore {
     async fn create_run(
         &self,
         run: NewRun,
@@ -147,103 +144,6 @@ impl Store for SqliteStore {
                     .ok_or_else(|| StoreError::Conflict(format!("run `{}`", run.id)))?;
                 Ok(Wrote::Keep(created))
             })
-            .await
-    }
-
-    async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
-        let (scope, id) = (scope.clone(), id.clone());
-        self.readers
-            .read(move |conn| reads::get_run(conn, &scope, &id))
-            .await
-    }
-
-    async fn list_runs(&self, scope: &Scope, query: &RunQuery) -> StoreResult<RunPage> {
-        let (scope, query) = (scope.clone(), query.clone());
-        self.readers
-            .read(move |conn| reads::list_runs(conn, &scope, &query))
-            .await
-    }
-
-    async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
-        let scope = scope.clone();
-        self.readers
-            .read(move |conn| reads::count_by_status(conn, &scope))
-            .await
-    }
-
-    async fn namespace_loads(
-        &self,
-        scope: &Scope,
-        failed_since: Millis,
-    ) -> StoreResult<Vec<NamespaceLoad>> {
-        let scope = scope.clone();
-        self.readers
-            .read(move |conn| reads::namespace_loads(conn, &scope, failed_since))
-            .await
-    }
-
-    async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {
-        let scope = scope.clone();
-        self.readers
-            .read(move |conn| reads::facets(conn, &scope))
-            .await
-    }
-
-    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>> {
-        let (scope, key) = (scope.clone(), key.to_owned());
-        self.readers
-            .read(move |conn| reads::value_facets(conn, &scope, &key))
-            .await
-    }
-
-    async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
-        let (scope, id) = (scope.clone(), id.clone());
-        self.readers
-            .read(move |conn| reads::checkpoints(conn, &scope, &id))
-            .await
-    }
-
-    async fn claim_runs(
-        &self,
-        scope: &Scope,
-        owner: &str,
-        now: Millis,
-        lease_ms: i64,
-        limit: u32,
-        max_recoveries: u32,
-    ) -> StoreResult<Vec<Run>> {
-        let req = ClaimRequest {
-            scope: scope.clone(),
-            owner: owner.to_owned(),
-            now,
-            lease_ms,
-            limit,
-            max_recoveries,
-        };
-        self.writer
-            .write(move |conn| lifecycle::claim_runs(conn, &req))
-            .await
-    }
-
-    async fn sweep_abandoned(
-        &self,
-        scope: &Scope,
-        max_recoveries: u32,
-        now: Millis,
-    ) -> StoreResult<Vec<Run>> {
-        let scope = scope.clone();
-        self.writer
-            .write(move |conn| lifecycle::sweep_abandoned(conn, &scope, max_recoveries, now))
-            .await
-    }
-
-    async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let (owner, ids) = (owner.to_owned(), ids.to_vec());
-        self.writer
-            .write(move |conn| lifecycle::renew_leases(conn, &owner, &ids, until))
             .await
     }
 
@@ -316,18 +216,6 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn pending_remote_steps(
-        &self,
-        scope: &Scope,
-        lost: &LostDispatch,
-        limit: u32,
-    ) -> StoreResult<Vec<PendingStep>> {
-        let (scope, lost) = (scope.clone(), lost.clone());
-        self.readers
-            .read(move |conn| reads::pending_remote_steps(conn, &scope, &lost, limit))
-            .await
-    }
-
     async fn record_local_step(
         &self,
         scope: &Scope,
@@ -337,6 +225,174 @@ impl Store for SqliteStore {
         let (scope, id) = (scope.clone(), id.clone());
         self.writer
             .write(move |conn| turn::record_local_step(conn, &scope, &id, &checkpoint))
+            .await
+    }
+
+    async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>> {
+        let id = id.clone();
+        self.readers
+            .read(move |conn| reads::buffered_signals(conn, &id))
+            .await
+    }
+}
+
+#[async_trait]
+impl RunReads for SqliteStore {
+    async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        let (scope, id) = (scope.clone(), id.clone());
+        self.readers
+            .read(move |conn| reads::get_run(conn, &scope, &id))
+            .await
+    }
+
+    async fn list_runs(&self, scope: &Scope, query: &RunQuery) -> StoreResult<RunPage> {
+        let (scope, query) = (scope.clone(), query.clone());
+        self.readers
+            .read(move |conn| reads::list_runs(conn, &scope, &query))
+            .await
+    }
+
+    async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::count_by_status(conn, &scope))
+            .await
+    }
+
+    async fn namespace_loads(
+        &self,
+        scope: &Scope,
+        failed_since: Millis,
+    ) -> StoreResult<Vec<NamespaceLoad>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::namespace_loads(conn, &scope, failed_since))
+            .await
+    }
+
+    async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::facets(conn, &scope))
+            .await
+    }
+
+    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>> {
+        let (scope, key) = (scope.clone(), key.to_owned());
+        self.readers
+            .read(move |conn| reads::value_facets(conn, &scope, &key))
+            .await
+    }
+
+    async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
+        let (scope, id) = (scope.clone(), id.clone());
+        self.readers
+            .read(move |conn| reads::checkpoints(conn, &scope, &id))
+            .await
+    }
+}
+
+#[async_trait]
+impl Leases for SqliteStore {
+    async fn claim_runs(
+        &self,
+        scope: &Scope,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Run>> {
+        let req = ClaimRequest {
+            scope: scope.clone(),
+            owner: owner.to_owned(),
+            now,
+            lease_ms,
+            limit,
+            max_recoveries,
+        };
+        self.writer
+            .write(move |conn| lifecycle::claim_runs(conn, &req))
+            .await
+    }
+
+    async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let (owner, ids) = (owner.to_owned(), ids.to_vec());
+        self.writer
+            .write(move |conn| lifecycle::renew_leases(conn, &owner, &ids, until))
+            .await
+    }
+
+    async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32> {
+        let owner = owner.to_owned();
+        self.writer
+            .write(move |conn| lifecycle::beat_driver(conn, &owner, alive_until, now))
+            .await
+    }
+
+    async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::next_wake_at(conn, &scope))
+            .await
+    }
+
+    async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64> {
+        let owner = owner.to_owned();
+        self.writer
+            .write(move |conn| lifecycle::release_leases(conn, &owner, now))
+            .await
+    }
+}
+
+#[async_trait]
+impl Upkeep for SqliteStore {
+    async fn sweep_abandoned(
+        &self,
+        scope: &Scope,
+        max_recoveries: u32,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        let scope = scope.clone();
+        self.writer
+            .write(move |conn| lifecycle::sweep_abandoned(conn, &scope, max_recoveries, now))
+            .await
+    }
+
+    async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
+        let scope = scope.clone();
+        self.writer
+            .write(move |conn| lifecycle::wake_blocked(conn, &scope, now))
+            .await
+    }
+
+    async fn unblock_runs(
+        &self,
+        scope: &Scope,
+        served: &[(String, u32)],
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        let (scope, served) = (scope.clone(), served.to_vec());
+        self.writer
+            .write(move |conn| lifecycle::unblock_runs(conn, &scope, &served, now))
+            .await
+    }
+}
+
+#[async_trait]
+impl Dispatches for SqliteStore {
+    async fn pending_remote_steps(
+        &self,
+        scope: &Scope,
+        lost: &LostDispatch,
+        limit: u32,
+    ) -> StoreResult<Vec<PendingStep>> {
+        let (scope, lost) = (scope.clone(), lost.clone());
+        self.readers
+            .read(move |conn| reads::pending_remote_steps(conn, &scope, &lost, limit))
             .await
     }
 
@@ -366,21 +422,10 @@ impl Store for SqliteStore {
             .write(move |conn| lifecycle::mark_dispatched(conn, &id, seq, &by, now))
             .await
     }
+}
 
-    async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32> {
-        let owner = owner.to_owned();
-        self.writer
-            .write(move |conn| lifecycle::beat_driver(conn, &owner, alive_until, now))
-            .await
-    }
-
-    async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {
-        let scope = scope.clone();
-        self.readers
-            .read(move |conn| reads::next_wake_at(conn, &scope))
-            .await
-    }
-
+#[async_trait]
+impl RunControl for SqliteStore {
     async fn update_run_if(
         &self,
         scope: &Scope,
@@ -414,39 +459,6 @@ impl Store for SqliteStore {
             (scope.clone(), id.clone(), name.to_owned(), payload.clone());
         self.writer
             .write(move |conn| lifecycle::send_signal(conn, &scope, &id, &name, &payload, now))
-            .await
-    }
-
-    async fn buffered_signals(&self, id: &RunId) -> StoreResult<Vec<BufferedSignal>> {
-        let id = id.clone();
-        self.readers
-            .read(move |conn| reads::buffered_signals(conn, &id))
-            .await
-    }
-
-    async fn wake_blocked(&self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
-        let scope = scope.clone();
-        self.writer
-            .write(move |conn| lifecycle::wake_blocked(conn, &scope, now))
-            .await
-    }
-
-    async fn unblock_runs(
-        &self,
-        scope: &Scope,
-        served: &[(String, u32)],
-        now: Millis,
-    ) -> StoreResult<Vec<Run>> {
-        let (scope, served) = (scope.clone(), served.to_vec());
-        self.writer
-            .write(move |conn| lifecycle::unblock_runs(conn, &scope, &served, now))
-            .await
-    }
-
-    async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64> {
-        let owner = owner.to_owned();
-        self.writer
-            .write(move |conn| lifecycle::release_leases(conn, &owner, now))
             .await
     }
 }

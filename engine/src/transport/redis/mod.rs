@@ -33,8 +33,8 @@ use super::naming::{
     step_events_queue, task_job_id, tasks_queue, tenant_events_channel, tenant_events_pattern,
 };
 use super::{
-    EventDelivery, Partitions, Subscription, TaskSubscription, Transport, TransportError,
-    TransportResult,
+    ControlChannel, EventDelivery, Partitions, RemoteTurns, RunRequests, StepQueues, Subscription,
+    TaskSubscription, TenantEvents, Transport, TransportError, TransportResult, WorkerRegistry,
 };
 use crate::model::{
     ControlMessage, Heartbeat, Millis, Namespace, RemoteTask, RunReply, Scope, StepResult,
@@ -356,7 +356,7 @@ impl RedisTransport {
 }
 
 #[async_trait]
-impl Transport for RedisTransport {
+impl StepQueues for RedisTransport {
     async fn dispatch(&self, mut task: RemoteTask) -> TransportResult<()> {
         self.shared
             .tokens
@@ -393,31 +393,6 @@ impl Transport for RedisTransport {
             tokens.from_wire(&mut task.group);
             task
         })))
-    }
-
-    async fn consume_turns(
-        &self,
-        subscription: TaskSubscription,
-    ) -> TransportResult<Subscription<serde_json::Value>> {
-        let names = subscription.workflows.clone();
-        let tokens = self.shared.tokens.clone();
-        let turns = self.consume_announced::<serde_json::Value>(subscription, &names, "turn")?;
-        Ok(Box::pin(turns.map(move |mut turn| {
-            if let Some(serde_json::Value::String(group)) = turn.get_mut("group") {
-                tokens.from_wire(group);
-            }
-            turn
-        })))
-    }
-
-    async fn publish_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
-        self.add(
-            &decisions_queue(&self.shared.p),
-            "decision",
-            decision.to_string(),
-            Retention::Message,
-        )
-        .await
     }
 
     async fn publish_result(
@@ -470,6 +445,89 @@ impl Transport for RedisTransport {
         Ok(results)
     }
 
+    fn retains_tasks(&self) -> bool {
+        true
+    }
+}
+
+/// SDK workers on the broker (Python's `durable-worker`, or ours) run workflow turns.
+impl Transport for RedisTransport {
+    fn remote_turns(&self) -> Option<&dyn RemoteTurns> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl RemoteTurns for RedisTransport {
+    async fn consume_turns(
+        &self,
+        subscription: TaskSubscription,
+    ) -> TransportResult<Subscription<serde_json::Value>> {
+        let names = subscription.workflows.clone();
+        let tokens = self.shared.tokens.clone();
+        let turns = self.consume_announced::<serde_json::Value>(subscription, &names, "turn")?;
+        Ok(Box::pin(turns.map(move |mut turn| {
+            if let Some(serde_json::Value::String(group)) = turn.get_mut("group") {
+                tokens.from_wire(group);
+            }
+            turn
+        })))
+    }
+
+    async fn publish_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
+        self.add(
+            &decisions_queue(&self.shared.p),
+            "decision",
+            decision.to_string(),
+            Retention::Message,
+        )
+        .await
+    }
+
+    async fn dispatch_turn(&self, mut task: serde_json::Value) -> TransportResult<()> {
+        let group = task
+            .get("group")
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| {
+                TransportError::Unsupported("a workflow task needs its `group`".into())
+            })?;
+        let group = self.wire_token(group)?;
+        let queue = tasks_queue(&self.shared.p, &group);
+        task["group"] = group.into();
+        self.add(&queue, "workflow", task.to_string(), Retention::Message)
+            .await
+    }
+
+    async fn consume_decisions(&self) -> TransportResult<Subscription<serde_json::Value>> {
+        let (decisions, _alive) =
+            self.consume::<serde_json::Value>(vec![decisions_queue(&self.shared.p)], "decision");
+        Ok(decisions)
+    }
+
+    async fn relay_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
+        self.publish(
+            &decision_relay_channel(&self.shared.p),
+            decision.to_string(),
+        )
+        .await
+    }
+
+    async fn subscribe_relayed_decisions(
+        &self,
+    ) -> TransportResult<Subscription<serde_json::Value>> {
+        self.listen_json(decision_relay_channel(&self.shared.p))
+            .await
+    }
+
+    async fn consume_step_events(&self) -> TransportResult<Subscription<serde_json::Value>> {
+        let (events, _alive) = self
+            .consume::<serde_json::Value>(vec![step_events_queue(&self.shared.p)], "step event");
+        Ok(events)
+    }
+}
+
+#[async_trait]
+impl TenantEvents for RedisTransport {
     async fn publish_event(&self, event: TenantEvent) -> TransportResult<()> {
         self.publish_events(vec![event]).await
     }
@@ -529,7 +587,10 @@ impl Transport for RedisTransport {
         });
         Ok(Box::pin(futures::stream::select(local, remote)))
     }
+}
 
+#[async_trait]
+impl ControlChannel for RedisTransport {
     async fn publish_control(&self, mut message: ControlMessage) -> TransportResult<()> {
         message
             .from
@@ -543,7 +604,10 @@ impl Transport for RedisTransport {
     async fn subscribe_control(&self) -> TransportResult<Subscription<ControlMessage>> {
         self.listen_json(control_channel(&self.shared.p)).await
     }
+}
 
+#[async_trait]
+impl WorkerRegistry for RedisTransport {
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>> {
         registry::groups(&self.shared, scope)
             .await
@@ -554,41 +618,6 @@ impl Transport for RedisTransport {
         registry::Directory::descriptors(&self.shared, token)
             .await
             .map_err(|e| TransportError::Unavailable(format!("reading worker descriptors: {e}")))
-    }
-
-    async fn dispatch_turn(&self, mut task: serde_json::Value) -> TransportResult<()> {
-        let group = task
-            .get("group")
-            .and_then(serde_json::Value::as_str)
-            .ok_or_else(|| {
-                TransportError::Unsupported("a workflow task needs its `group`".into())
-            })?;
-        let group = self.wire_token(group)?;
-        let queue = tasks_queue(&self.shared.p, &group);
-        task["group"] = group.into();
-        self.add(&queue, "workflow", task.to_string(), Retention::Message)
-            .await
-    }
-
-    async fn consume_decisions(&self) -> TransportResult<Subscription<serde_json::Value>> {
-        let (decisions, _alive) =
-            self.consume::<serde_json::Value>(vec![decisions_queue(&self.shared.p)], "decision");
-        Ok(decisions)
-    }
-
-    async fn relay_decision(&self, decision: serde_json::Value) -> TransportResult<()> {
-        self.publish(
-            &decision_relay_channel(&self.shared.p),
-            decision.to_string(),
-        )
-        .await
-    }
-
-    async fn subscribe_relayed_decisions(
-        &self,
-    ) -> TransportResult<Subscription<serde_json::Value>> {
-        self.listen_json(decision_relay_channel(&self.shared.p))
-            .await
     }
 
     async fn publish_heartbeat(&self, mut beat: Heartbeat) -> TransportResult<()> {
@@ -612,13 +641,10 @@ impl Transport for RedisTransport {
             beat
         })))
     }
+}
 
-    async fn consume_step_events(&self) -> TransportResult<Subscription<serde_json::Value>> {
-        let (events, _alive) = self
-            .consume::<serde_json::Value>(vec![step_events_queue(&self.shared.p)], "step event");
-        Ok(events)
-    }
-
+#[async_trait]
+impl RunRequests for RedisTransport {
     async fn send_run_request(&self, request: String) -> TransportResult<()> {
         self.add(
             &run_request_queue(&self.shared.p),
@@ -656,9 +682,5 @@ impl Transport for RedisTransport {
 
     async fn subscribe_run_replies(&self) -> TransportResult<Subscription<RunReply>> {
         self.listen_json(run_reply_channel(&self.shared.p)).await
-    }
-
-    fn retains_tasks(&self) -> bool {
-        true
     }
 }

@@ -1,0 +1,40 @@
+//! The control verbs' writes: a compare-and-set status change (cancel, continue), a retry from
+//! the last good checkpoint, and a buffered signal.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::model::{Millis, Run, RunId, RunStatus, Scope};
+use crate::store::{RunPatch, SignalSent, StoreResult};
+
+/// What callers do to a run that exists, each inside the caller's scope.
+#[async_trait]
+pub trait RunControl: Send + Sync + 'static {
+    /// Compare-and-set: moves run `id` (if `scope` sees it and its status is one of `expected`)
+    /// to `patch.status`. `None` when the run is invisible or in another status, so a stale
+    /// caller can never resurrect a finished run.
+    async fn update_run_if(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>>;
+
+    /// Re-drives a failed or dead run from its last good checkpoint: the run goes back to
+    /// `pending` and its failed checkpoints (and anything after the first) are dropped, so they
+    /// run again. `None` when the run is invisible or not failed/dead.
+    async fn retry_run(&self, scope: &Scope, id: &RunId, now: Millis) -> StoreResult<Option<Run>>;
+
+    /// Buffers signal `name` for run `id` (if `scope` sees it and it has not ended) and wakes the
+    /// run. A signal sent before the run waits for it is kept until a wait consumes it.
+    async fn send_signal(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<SignalSent>;
+}

@@ -1,0 +1,43 @@
+//! Claims and leases: which driver turns which run, for how long, and whether its peers are
+//! alive.
+
+use crate::model::{Millis, Run, RunId, Scope};
+use crate::store::StoreResult;
+use async_trait::async_trait;
+
+/// Claiming runs for turns, renewing and releasing their leases, and drivers' heartbeats.
+#[async_trait]
+pub trait Leases: Send + Sync + 'static {
+    /// Leases up to `limit` runs that need a turn: pending ones, suspended ones whose `wake_at`
+    /// has passed, and running ones whose lease expired (a crashed driver's). They come back
+    /// `running`, locked by `owner` until `now + lease_ms`. A run already recovered
+    /// `max_recoveries` times is left for [`Store::sweep_abandoned`].
+    async fn claim_runs(
+        &self,
+        scope: &Scope,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Run>>;
+
+    /// Extends the leases `owner` holds on `ids`; returns how many were still held.
+    async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64>;
+
+    /// Notes that driver `owner` is alive until `alive_until`. The remote steps it dispatches
+    /// count as lost once that passes (see [`LostDispatch::senders_gone_at`]): a transport that
+    /// keeps tasks in its sender's memory loses them with the sender. A driver that stops
+    /// cleanly beats with `alive_until = now`, so its steps are sent again at once.
+    ///
+    /// Returns how many other drivers are alive at `now` (their heartbeat has not lapsed): the
+    /// other control planes on this store, which share its runs and, on a shared broker, its
+    /// step results.
+    async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32>;
+
+    /// The earliest `wake_at` among suspended runs in `scope`, to sleep until then.
+    async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>>;
+
+    /// Gives up `owner`'s leases so another driver (or a restart) takes the runs over at once.
+    async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64>;
+}
