@@ -66,6 +66,11 @@ mod test_clock {
     /// Standing still, it stops only what waits for engine time: what waits for the world
     /// (results, another process's runs, a peer joining, a remote worker's silence) still
     /// happens at the pace of the wall clock.
+    ///
+    /// A jump is a jump for everyone: advanced past a lease while a turn runs, the engine sees
+    /// that turn as stalled that long and takes the run over, as it would from a process that
+    /// froze; advanced by more than a lease at once, a peer whose heartbeat could not keep up
+    /// looks gone. Advance while runs wait, or in steps their heartbeats can follow.
     #[derive(Debug)]
     pub struct TestClock {
         now: watch::Sender<Millis>,
