@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::time::Instant;
 
 use super::config::EngineConfig;
 use super::fast_path::{InFlight, ParkedRuns};
@@ -143,6 +145,32 @@ impl State {
         }
     }
 
+    /// Waits until the engine's clock reaches `at`, or the wall clock reaches `poll_at`,
+    /// whichever comes first. Every loop that waits for something to come due waits here.
+    ///
+    /// Two clocks, because a loop looks for two kinds of thing. What comes due in engine time
+    /// (a timer, a backoff, a step timeout, a lease or a heartbeat that lapses) is compared
+    /// with [`State::clock`], so the wait is on that clock: a test that advances its
+    /// [`crate::runtime::TestClock`] wakes the loop at once. What another process does (a run
+    /// it started, a peer that joins or stops, a worker that announces itself) pokes no one
+    /// here and is found only by looking again; the world moves at the wall clock's pace
+    /// whatever the engine's clock says, so that polling keeps its wall-clock pace, and a test
+    /// clock standing still does not stop the engine seeing it. With the
+    /// [`crate::runtime::SystemClock`] both arms are the same wall clock, and the wait is what
+    /// a single sleep was: until the earlier of the two.
+    pub async fn wait_until(&self, at: Millis, poll_at: Instant) {
+        tokio::select! {
+            () = self.clock.sleep_until(at) => {}
+            () = tokio::time::sleep_until(poll_at) => {}
+        }
+    }
+
+    /// A loop's round: [`State::wait_until`] `every` from now on both clocks.
+    pub async fn pace(&self, every: Duration) {
+        let at = self.clock.now().saturating_add(millis(every));
+        self.wait_until(at, Instant::now() + every).await;
+    }
+
     /// Hands results held for one run back to the results loop, which applies them in order.
     pub fn requeue(&self, held: Vec<StepResult>) {
         if held.is_empty() {
@@ -191,4 +219,9 @@ impl State {
         };
         self.events.publish(event);
     }
+}
+
+/// `d` in engine-time milliseconds.
+pub(crate) fn millis(d: Duration) -> Millis {
+    Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX)
 }

@@ -14,7 +14,9 @@ pub mod remote_turn;
 pub mod turn;
 mod worker;
 
-pub use clock::{Clock, SystemClock};
+#[cfg(any(test, feature = "test-util"))]
+pub use clock::TestClock;
+pub use clock::{Clock, ClockSleep, SystemClock};
 pub use context::{Gather, StepContext, WorkflowContext, child_run_id};
 pub use decision::{Command, Decision, DecisionStatus};
 pub use error::{StepError, WorkflowError};

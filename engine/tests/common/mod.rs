@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use durable::model::{Run, RunId, RunStatus, Scope};
+use durable::model::{Millis, Run, RunId, RunStatus, Scope};
+use durable::runtime::{Clock, TestClock};
 use durable::store::Store;
 
 /// Polls until run `id` reaches `want` (at most 10 s), and returns it.
@@ -34,6 +35,20 @@ pub async fn wait_until(
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Skips `clock` to run `id`'s next wake-up (a timer, a retry's backoff, a step's timeout), as
+/// a time-skipping test server does: waits (at most 10 s) until the run is suspended until a
+/// time still ahead of the clock, sets the clock there, and returns that time.
+#[allow(dead_code)]
+pub async fn skip_to_wake(clock: &TestClock, store: &Arc<dyn Store>, id: &RunId) -> Millis {
+    let run = wait_until(store, id, Duration::from_secs(10), |run| {
+        run.status == RunStatus::Suspended && run.wake_at.is_some_and(|at| at > clock.now())
+    })
+    .await;
+    let at = run.wake_at.expect("a wake-up ahead");
+    clock.set(at);
+    at
 }
 
 /// Polls until run `id` waits for a signal (a pending signal checkpoint; 30 s at most).

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use durable::prelude::*;
-use durable::runtime::Worker;
+use durable::runtime::{Clock, SystemClock, TestClock, Worker};
 use durable::store::{PgStore, SqliteStore, Store, postgres_testing};
 use durable::transport::{
     MemoryTransport, Partitions, RedisConfig, RedisTransport, Transport, redis_testing,
@@ -16,11 +16,14 @@ use crate::harness::{Harness, start_worker};
 /// The namespaces the cases run in, which a worker on a shared broker names one by one.
 const NAMESPACES: [&str; 3] = ["default", "acme", "globex"];
 
-/// One case's deployment: its store, and how its processes reach each other. Every process a
-/// case starts ([`Backend::start`], [`Backend::peer`]) opens its own connection to the store,
-/// as a separate process would.
+/// One case's deployment: its store, how its processes reach each other, and the clock they
+/// read. Every process a case starts ([`Backend::start`], [`Backend::peer`],
+/// [`Backend::engine`]) opens its own connection to the store, as a separate process would.
 pub struct Backend {
     place: Place,
+    /// What every process of the case reads the time from: the wall clock, or the case's
+    /// [`TestClock`] once it took one.
+    clock: Arc<dyn Clock>,
 }
 
 enum Place {
@@ -38,6 +41,7 @@ impl Backend {
         let dir = tempfile::tempdir().expect("tmp");
         Backend {
             place: Place::Embedded { dir },
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -60,7 +64,35 @@ impl Backend {
         let prefix = redis_testing::fresh_transport().await?.prefix().to_owned();
         Some(Backend {
             place: Place::PostgresRedis { database, prefix },
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// A [`TestClock`] standing at the real now, which every process the case starts from now
+    /// on reads instead of the wall clock: the case moves engine time (timers, backoffs, step
+    /// timeouts, leases) with [`TestClock::advance`] rather than waiting for it. Near the real
+    /// now, because the rows and job stamps the stores and Redis keep are compared with it.
+    pub fn test_clock(&mut self) -> Arc<TestClock> {
+        let clock = Arc::new(TestClock::starting_now());
+        self.clock = clock.clone();
+        clock
+    }
+
+    /// The clock the case's processes read.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    /// An engine on `store` and `transport` serving `registry` with `config` and the case's
+    /// clock, not started.
+    pub fn engine(
+        &self,
+        store: Arc<dyn Store>,
+        transport: Arc<dyn Transport>,
+        registry: Arc<Registry>,
+        config: EngineConfig,
+    ) -> Engine {
+        Engine::with_clock(store, transport, registry, config, self.clock())
     }
 
     /// The SQLite file, for the cases that hold its write lock or open it themselves; `None`
@@ -113,7 +145,7 @@ impl Backend {
 
     /// A step worker serving `registry` on `transport` and [`Backend::partitions`].
     pub async fn worker(&self, registry: Arc<Registry>, transport: Arc<dyn Transport>) -> Worker {
-        start_worker(registry, transport, self.partitions()).await
+        start_worker(registry, transport, self.partitions(), self.clock()).await
     }
 
     /// A process serving `registry`: an engine with its embedded step worker, on a new store
@@ -124,12 +156,19 @@ impl Backend {
 
     /// [`Backend::start`] on `store`, a connection the case already holds.
     pub async fn start_on(&self, store: Arc<dyn Store>, registry: Registry) -> Harness {
-        Harness::start(store, self.transport().await, registry, self.partitions()).await
+        let registry = Arc::new(registry);
+        let engine = self.engine(
+            store.clone(),
+            self.transport().await,
+            registry.clone(),
+            EngineConfig::default(),
+        );
+        Harness::start(engine, store, registry, self.partitions(), self.clock()).await
     }
 
     /// Another control plane on the case's store, with nothing registered, started.
     pub async fn peer(&self) -> Engine {
-        let peer = Engine::new(
+        let peer = self.engine(
             self.store().await,
             self.transport().await,
             Arc::new(Registry::new()),

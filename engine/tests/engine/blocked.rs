@@ -29,7 +29,8 @@ engine_cases! {
     runs_stay_on_their_version_and_unpark_when_a_process_serves_it,
 }
 
-async fn runs_stay_on_their_version_and_unpark_when_a_process_serves_it(backend: Backend) {
+async fn runs_stay_on_their_version_and_unpark_when_a_process_serves_it(mut backend: Backend) {
+    let clock = backend.test_clock();
     let v1 = |r: &mut Registry| {
         r.workflow("greet", 1, |ctx: WorkflowContext, _: Value| async move {
             ctx.sleep(Duration::from_millis(200)).await;
@@ -58,6 +59,8 @@ async fn runs_stay_on_their_version_and_unpark_when_a_process_serves_it(backend:
     assert_eq!(fresh.workflow_version, 2);
     let fresh = wait_for(&h.store, &fresh.id, RunStatus::Completed).await;
     assert_eq!(fresh.output, Some(json!("v2")));
+    // The v1 run's timer comes due, and no process here can run its turn.
+    clock.advance(Duration::from_millis(200));
     let blocked = wait_for(&h.store, &pinned.id, RunStatus::Blocked).await;
     let reason = blocked.error.expect("a reason");
     assert_eq!(reason.code.as_deref(), Some("no_worker"));

@@ -25,9 +25,10 @@ engine_cases! {
     redispatch_resends_waiting_steps_and_continue_retries_a_blocked_run,
 }
 
-async fn cancel_retry_and_retry_with_input_follow_the_rules(backend: Backend) {
+async fn cancel_retry_and_retry_with_input_follow_the_rules(mut backend: Backend) {
     use durable::Control;
     use std::sync::atomic::AtomicBool;
+    let clock = backend.test_clock();
     let healthy = Arc::new(AtomicBool::new(false));
     let mut r = signal_registry();
     let h2 = healthy.clone();
@@ -55,16 +56,13 @@ async fn cancel_retry_and_retry_with_input_follow_the_rules(backend: Backend) {
     let globex = Scope::Only(Namespace::tenant("globex").unwrap());
 
     // Cancel: a waiting run is cancelled; another tenant cannot; a finished run stays finished.
-    let waiting = h
-        .engine
-        .start_run(StartRun {
-            workflow: "approve-late".into(),
-            input: json!({}),
-            namespace: Some(acme.clone()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let start_late = || StartRun {
+        workflow: "approve-late".into(),
+        input: json!({}),
+        namespace: Some(acme.clone()),
+        ..Default::default()
+    };
+    let waiting = h.engine.start_run(start_late()).await.unwrap();
     wait_for(&h.store, &waiting.id, RunStatus::Suspended).await;
     assert!(matches!(
         h.engine.cancel(&globex, &waiting.id).await.unwrap(),
@@ -83,7 +81,17 @@ async fn cancel_retry_and_retry_with_input_follow_the_rules(backend: Backend) {
         h.engine.cancel(&Scope::All, &waiting.id).await.unwrap(),
         Control::WrongStatus(_)
     ));
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // Its timer comes due. A run asleep as long beside it, its signals sent, completes once the
+    // engine has acted on the timers due then; the cancelled one was never turned again.
+    let beside = h.engine.start_run(start_late()).await.unwrap();
+    for n in [1, 2] {
+        h.engine
+            .signal(&Scope::All, &beside.id, "approve", json!(n))
+            .await
+            .unwrap();
+    }
+    clock.advance(Duration::from_millis(250));
+    wait_for(&h.store, &beside.id, RunStatus::Completed).await;
     assert_eq!(
         h.store
             .get_run(&Scope::All, &waiting.id)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use durable::StartRun;
 use durable::model::{Namespace, Run, Scope};
 use durable::prelude::*;
-use durable::runtime::{SystemClock, Worker, WorkerConfig};
+use durable::runtime::{Clock, Worker, WorkerConfig};
 use durable::store::Store;
 use durable::transport::{EventDelivery, Partitions, Subscription, Transport};
 use serde_json::Value;
@@ -22,23 +22,18 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// Starts an engine serving `registry` on `store` and `transport`, and a worker for it on
-    /// `partitions`.
+    /// Starts `engine` (over `store`), and a worker on its transport for `registry` on
+    /// `partitions`, reading `clock`.
     pub async fn start(
+        engine: Engine,
         store: Arc<dyn Store>,
-        transport: Arc<dyn Transport>,
-        registry: Registry,
+        registry: Arc<Registry>,
         partitions: Partitions,
+        clock: Arc<dyn Clock>,
     ) -> Harness {
-        let registry = Arc::new(registry);
-        let engine = Engine::new(
-            store.clone(),
-            transport.clone(),
-            registry.clone(),
-            EngineConfig::default(),
-        );
         engine.start().await.expect("engine starts");
-        let worker = start_worker(registry, transport, partitions).await;
+        let transport = engine.transport().clone();
+        let worker = start_worker(registry, transport, partitions, clock).await;
         Harness {
             engine,
             worker: Some(worker),
@@ -76,16 +71,17 @@ impl Harness {
     }
 }
 
-/// A step worker serving `partitions` of `transport`.
+/// A step worker serving `partitions` of `transport`, reading `clock`.
 pub async fn start_worker(
     registry: Arc<Registry>,
     transport: Arc<dyn Transport>,
     partitions: Partitions,
+    clock: Arc<dyn Clock>,
 ) -> Worker {
     Worker::start(
         registry,
         transport,
-        Arc::new(SystemClock),
+        clock,
         WorkerConfig {
             partitions,
             concurrency: 8,

@@ -29,6 +29,7 @@ mod blocked;
 mod children;
 mod control;
 mod early_dispatch;
+mod engine_time;
 mod one_sqlite_file;
 mod peers;
 mod restarts;

@@ -8,7 +8,6 @@ use std::time::Duration;
 use durable::StartRun;
 use durable::model::{CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope};
 use durable::prelude::*;
-use durable::runtime::SystemClock;
 use durable::transport::Transport;
 use serde_json::{Value, json};
 
@@ -79,7 +78,10 @@ async fn steps_dispatched_before_a_crash_are_redispatched_on_restart(backend: Ba
     h.stop().await;
 }
 
-async fn a_timer_that_comes_due_while_the_process_is_down_fires_once_on_restart(backend: Backend) {
+async fn a_timer_that_comes_due_while_the_process_is_down_fires_once_on_restart(
+    mut backend: Backend,
+) {
+    let clock = backend.test_clock();
     let registry = || {
         let mut r = Registry::new();
         r.workflow("nap", 1, |ctx: WorkflowContext, ms: u64| async move {
@@ -97,7 +99,7 @@ async fn a_timer_that_comes_due_while_the_process_is_down_fires_once_on_restart(
     let due = suspended.wake_at.expect("a sleeping run has a wake time");
     h.stop().await;
     // The process is down while the timer comes due.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    clock.advance(Duration::from_millis(400));
     let h = backend.start(registry()).await;
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     let out = done.output.unwrap();
@@ -135,9 +137,12 @@ async fn a_timer_that_comes_due_while_the_process_is_down_fires_once_on_restart(
     assert_eq!(out["before"], cps[0].output.clone().unwrap());
     assert_eq!(out["token"], cps[3].output.clone().unwrap());
     assert_eq!(cps[1].wake_at, Some(due));
-    assert!(
-        out["after"].as_i64().unwrap() >= due,
-        "the run resumed after its timer: {out}"
+    let before = out["before"].as_i64().unwrap();
+    assert_eq!(due, before + 300);
+    assert_eq!(
+        out["after"].as_i64().unwrap(),
+        before + 400,
+        "the run resumed at the restart, after its timer: {out}"
     );
     h.stop().await;
 }
@@ -147,14 +152,15 @@ fn uuid_like() -> String {
 }
 
 async fn a_child_of_a_parent_recovered_by_an_operator_keeps_the_parents_namespace(
-    backend: Backend,
+    mut backend: Backend,
 ) {
     use durable::model::RunId;
     use durable::runtime::Clock;
     use durable::store::{Claim, NewRun};
+    let clock = backend.test_clock();
     let store = backend.store().await;
     // A tenant engine claimed the parent and died: its lease runs out in 100 ms.
-    let now = SystemClock.now();
+    let now = clock.now();
     let acme = Namespace::tenant("acme").unwrap();
     let parent = store
         .create_run(
@@ -183,8 +189,9 @@ async fn a_child_of_a_parent_recovered_by_an_operator_keeps_the_parents_namespac
     r.workflow("kid", 1, |ctx: WorkflowContext, _: Value| async move {
         Ok::<_, WorkflowError>(ctx.namespace().to_string())
     });
-    // An operator engine (no namespace) recovers it.
+    // An operator engine (no namespace) recovers it once the lease ran out.
     let h = backend.start_on(store.clone(), r).await;
+    clock.advance(Duration::from_millis(200));
     let done = wait_for(&h.store, &parent.id, RunStatus::Completed).await;
     assert_eq!(done.namespace, acme);
     assert_eq!(done.output, Some(json!({ "kid_ran_in": "acme" })));

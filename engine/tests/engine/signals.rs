@@ -1,8 +1,11 @@
 //! Signals: buffered before the wait and taken in order, scoped to the run's tenant, and waits
 //! that time out durably.
 
+use std::time::Duration;
+
 use durable::StartRun;
 use durable::model::{CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope};
+use durable::runtime::Clock;
 use serde_json::json;
 
 use crate::backend::Backend;
@@ -14,8 +17,9 @@ engine_cases! {
     a_signal_wait_times_out_durably,
 }
 
-async fn signals_sent_before_the_wait_are_buffered_and_taken_in_order(backend: Backend) {
+async fn signals_sent_before_the_wait_are_buffered_and_taken_in_order(mut backend: Backend) {
     use durable::store::SignalSent;
+    let clock = backend.test_clock();
     let h = backend.start(signal_registry()).await;
     let acme = Namespace::tenant("acme").unwrap();
     let run = h
@@ -28,7 +32,8 @@ async fn signals_sent_before_the_wait_are_buffered_and_taken_in_order(backend: B
         })
         .await
         .unwrap();
-    // Both signals arrive while the run is still asleep, before it waits.
+    // Both signals arrive while the run is still asleep (the clock stands still), before it
+    // waits.
     for n in [1, 2] {
         let sent = h
             .engine
@@ -54,6 +59,8 @@ async fn signals_sent_before_the_wait_are_buffered_and_taken_in_order(backend: B
         .await
         .unwrap();
     assert!(matches!(other, SignalSent::NotFound));
+    // The run's 150 ms sleep ends; it then takes both signals.
+    clock.advance(Duration::from_millis(150));
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!([{ "n": 1 }, { "n": 2 }])));
     // A signal to a finished run is refused, not buffered.
@@ -67,9 +74,14 @@ async fn signals_sent_before_the_wait_are_buffered_and_taken_in_order(backend: B
     h.stop().await;
 }
 
-async fn a_signal_wait_times_out_durably(backend: Backend) {
+async fn a_signal_wait_times_out_durably(mut backend: Backend) {
+    let clock = backend.test_clock();
     let h = backend.start(signal_registry()).await;
     let run = h.start_run("impatient", json!({})).await;
+    // Its 100 ms wait for a signal ends with none.
+    let waiting = wait_for(&h.store, &run.id, RunStatus::Suspended).await;
+    assert_eq!(waiting.wake_at, Some(clock.now() + 100));
+    clock.advance(Duration::from_millis(100));
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!({ "timed_out": true })));
     let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();

@@ -10,10 +10,11 @@ use durable::model::{
     CheckpointKind, CheckpointStatus, Namespace, RunStatus, Scope, TenantEventKind,
 };
 use durable::prelude::*;
+use durable::runtime::Clock;
 use serde_json::{Value, json};
 
 use crate::backend::Backend;
-use crate::common::wait_for;
+use crate::common::{skip_to_wake, wait_for};
 use crate::events::{heard, kinds};
 use crate::registries::order_registry;
 
@@ -123,8 +124,9 @@ async fn local_steps_failures_and_unknown_versions(backend: Backend) {
     h.stop().await;
 }
 
-async fn failed_steps_are_retried_with_backoff_until_their_policy_gives_up(backend: Backend) {
+async fn failed_steps_are_retried_with_backoff_until_their_policy_gives_up(mut backend: Backend) {
     use durable::model::RetryPolicy;
+    let clock = backend.test_clock();
     let tries = Arc::new(AtomicU32::new(0));
     let mut r = Registry::new();
     let t = tries.clone();
@@ -166,6 +168,19 @@ async fn failed_steps_are_retried_with_backoff_until_their_policy_gives_up(backe
     });
     let h = backend.start(r).await;
     let ok = h.start_run("flappy-wf", json!({})).await;
+    // Each failed try waits out its backoff (30 ms, then 60 ms, give or take a fifth) on the
+    // clock before the next.
+    let first = clock.now();
+    let retried_at = skip_to_wake(&clock, &h.store, &ok.id).await;
+    assert!(
+        (first + 24..=first + 36).contains(&retried_at),
+        "{retried_at}"
+    );
+    let again_at = skip_to_wake(&clock, &h.store, &ok.id).await;
+    assert!(
+        (retried_at + 48..=retried_at + 72).contains(&again_at),
+        "{again_at}"
+    );
     let done = wait_for(&h.store, &ok.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(3)));
     let cp = &h.store.checkpoints(&Scope::All, &ok.id).await.unwrap()[0];
@@ -173,6 +188,9 @@ async fn failed_steps_are_retried_with_backoff_until_their_policy_gives_up(backe
     assert_eq!(tries.load(Ordering::SeqCst), 3);
 
     let down = h.start_run("down-wf", json!({})).await;
+    for _ in 0..2 {
+        skip_to_wake(&clock, &h.store, &down.id).await;
+    }
     let failed = wait_for(&h.store, &down.id, RunStatus::Failed).await;
     assert_eq!(failed.error.unwrap().message, "down");
     let cp = &h.store.checkpoints(&Scope::All, &down.id).await.unwrap()[0];
@@ -184,24 +202,32 @@ async fn failed_steps_are_retried_with_backoff_until_their_policy_gives_up(backe
     h.stop().await;
 }
 
-async fn a_step_try_that_outlives_its_timeout_is_retried_then_fails_for_good(backend: Backend) {
+async fn a_step_try_that_outlives_its_timeout_is_retried_then_fails_for_good(mut backend: Backend) {
     use durable::model::RetryPolicy;
+    let clock = backend.test_clock();
+    // Held tries run until the case ends, past any timeout the clock reaches meanwhile.
+    let held = Arc::new(tokio::sync::Semaphore::new(0));
     let tries = Arc::new(AtomicU32::new(0));
     let mut r = Registry::new();
-    let t = tries.clone();
-    // The first try hangs past the timeout; the second answers at once.
+    let (t, h1) = (tries.clone(), held.clone());
+    // The first try is held past the timeout; the second answers at once.
     r.step("sluggish", move |_ctx: StepContext, _: Value| {
         let n = t.fetch_add(1, Ordering::SeqCst) + 1;
+        let held = h1.clone();
         async move {
             if n == 1 {
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                let _ = held.acquire().await;
             }
             Ok::<_, StepError>(json!(n))
         }
     });
-    r.step("hangs", |_ctx: StepContext, _: Value| async move {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        Ok::<_, StepError>(json!("too late"))
+    let h2 = held.clone();
+    r.step("hangs", move |_ctx: StepContext, _: Value| {
+        let held = h2.clone();
+        async move {
+            let _ = held.acquire().await;
+            Ok::<_, StepError>(json!("too late"))
+        }
     });
     let options = StepOptions::default()
         .retry(RetryPolicy {
@@ -229,8 +255,11 @@ async fn a_step_try_that_outlives_its_timeout_is_retried_then_fails_for_good(bac
         input: json!({}),
         ..Default::default()
     };
+    // The first try times out 150 ms after it was sent; the retry goes 10 ms later and answers.
     let ok = h.engine.start_run(start_wf("sluggish-wf")).await.unwrap();
-    let hung = h.engine.start_run(start_wf("hangs-wf")).await.unwrap();
+    let sent = clock.now();
+    assert_eq!(skip_to_wake(&clock, &h.store, &ok.id).await, sent + 150);
+    assert_eq!(skip_to_wake(&clock, &h.store, &ok.id).await, sent + 160);
     let done = wait_for(&h.store, &ok.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(2)), "the second try's answer wins");
     let cp = &h.store.checkpoints(&Scope::All, &ok.id).await.unwrap()[0];
@@ -241,6 +270,12 @@ async fn a_step_try_that_outlives_its_timeout_is_retried_then_fails_for_good(bac
         "the timeout is stored with the step"
     );
 
+    // Every try hangs: the first times out, the retry goes after its backoff and times out too.
+    let hung = h.engine.start_run(start_wf("hangs-wf")).await.unwrap();
+    let sent = clock.now();
+    assert_eq!(skip_to_wake(&clock, &h.store, &hung.id).await, sent + 150);
+    assert_eq!(skip_to_wake(&clock, &h.store, &hung.id).await, sent + 160);
+    assert_eq!(skip_to_wake(&clock, &h.store, &hung.id).await, sent + 310);
     let failed = wait_for(&h.store, &hung.id, RunStatus::Failed).await;
     assert_eq!(failed.error.unwrap().code.as_deref(), Some("timeout"));
     let cp = &h.store.checkpoints(&Scope::All, &hung.id).await.unwrap()[0];
@@ -249,6 +284,9 @@ async fn a_step_try_that_outlives_its_timeout_is_retried_then_fails_for_good(bac
         (CheckpointStatus::Failed, 2),
         "each try timed out, then the failure is final"
     );
+    assert_eq!(tries.load(Ordering::SeqCst), 2);
+    // The held tries end (their late results are dropped), so the worker can stop.
+    held.close();
     h.stop().await;
 }
 

@@ -1,13 +1,14 @@
 //! The claim loop: takes runnable runs of the engine's scope with a lease, as many as turn slots
 //! are free, and hands each to [`turn::runner`](crate::driver::turn::runner). Idle, it sleeps
-//! until the next timer or lease expiry (at most `idle_poll`) unless a commit pokes it sooner.
+//! until the next timer or lease expiry on the engine's clock, or for at most `idle_poll` of
+//! wall time, unless a commit pokes it sooner (see [`State::wait_until`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-use crate::driver::state::State;
+use crate::driver::state::{State, millis};
 use crate::driver::turn::runner::{FirstTurn, spawn_turns};
 use crate::model::Millis;
 
@@ -49,11 +50,12 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
         if claimed.is_empty() {
             // Any suspend committed from here on pokes us, until we know what we wait for.
             state.plan_wake(Millis::MAX);
-            let wait = idle_wait(&state).await;
-            state.plan_wake(state.clock.now() + wait.as_millis() as i64);
+            let at = idle_until(&state, now).await;
+            let poll_at = Instant::now() + state.config.idle_poll;
+            state.plan_wake(at);
             tokio::select! {
                 _ = state.wake.notified() => {}
-                _ = tokio::time::sleep(wait) => {}
+                () = state.wait_until(at, poll_at) => {}
                 _ = stop.changed() => {}
             }
             // Awake: whatever was committed meanwhile is seen by the next claim.
@@ -69,15 +71,22 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
     }
 }
 
-/// How long to sleep with nothing to do: until the next timer or lease expiry, at most
-/// `idle_poll` (runs started by another process do not poke our `wake`).
-async fn idle_wait(state: &State) -> Duration {
-    let cap = state.config.idle_poll;
-    match state.store.next_wake_at(&state.scope).await {
-        Ok(Some(at)) => {
-            let ms = (at - state.clock.now()).max(0) as u64;
-            cap.min(Duration::from_millis(ms))
-        }
+/// Until when (engine time) to sleep with nothing to do: the next timer or lease expiry, at
+/// most `idle_poll` from now. The caller also stops after `idle_poll` of wall time: runs
+/// started by another process do not poke our `wake` and are found only by looking again,
+/// which a test clock standing still must not stop (see [`State::wait_until`]). Capping
+/// the engine-time wait too keeps [`State::plan_wake`] honest: a commit due before `at` pokes
+/// the loop, and one due after is passed by any clock that passes `at`.
+///
+/// A wake-up that was due when the claim at `claimed_at` did not take it (a lease is taken
+/// over only once it is *past*) is looked at again a millisecond after that claim, not at once:
+/// a test clock standing on it would otherwise spin the loop.
+async fn idle_until(state: &State, claimed_at: Millis) -> Millis {
+    let next = state.store.next_wake_at(&state.scope).await;
+    let now = state.clock.now();
+    let cap = now.saturating_add(millis(state.config.idle_poll));
+    match next {
+        Ok(Some(at)) => cap.min(at.max(claimed_at + 1)),
         Ok(None) => cap,
         Err(e) => {
             tracing::warn!(error = %e, "reading the next wake-up failed");

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::MissedTickBehavior;
+use tokio::time::Instant;
 
-use crate::driver::state::State;
+use crate::driver::state::{State, millis};
+use crate::model::Millis;
 
 /// How often the driver beats, at most. The beat also counts the other live drivers; a control
 /// plane that believes it is alone sends steps before their commits (see [`crate::driver::fast_path::in_flight`]),
@@ -17,18 +18,14 @@ const BEAT_EVERY: Duration = Duration::from_secs(1);
 
 pub(crate) async fn lease_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let renew_every = state.config.lease / 3;
-    let lease_ms = state.config.lease.as_millis() as i64;
-    let ticks = |every: Duration| {
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        ticks
-    };
-    let mut beat = ticks(renew_every.min(BEAT_EVERY));
-    let mut renew = ticks(renew_every);
+    let lease_ms = millis(state.config.lease);
+    let mut beat = Round::new(&state, renew_every.min(BEAT_EVERY));
+    let mut renew = Round::new(&state, renew_every);
     loop {
         tokio::select! {
             _ = stop.changed() => return,
-            _ = beat.tick() => {
+            () = beat.due(&state) => {
+                beat.next(&state);
                 let now = state.clock.now();
                 match state
                     .store
@@ -42,7 +39,8 @@ pub(crate) async fn lease_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                     }
                 }
             }
-            _ = renew.tick() => {
+            () = renew.due(&state) => {
+                renew.next(&state);
                 let ids = state.in_flight.ids();
                 if ids.is_empty() {
                     continue;
@@ -57,5 +55,45 @@ pub(crate) async fn lease_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                 }
             }
         }
+    }
+}
+
+/// A round due every `every` of engine time (a lease and a heartbeat last that long on the
+/// engine's clock, which a test may advance) or of wall time (the beat also counts the peers
+/// that joined or left meanwhile), whichever passes first; see [`State::wait_until`]. Like a
+/// tokio interval that delays missed ticks: a late round is followed by the next `every` later.
+struct Round {
+    every: Duration,
+    /// When it is next due on the engine's clock.
+    at: Millis,
+    /// When it is next due on the wall clock.
+    poll_at: Instant,
+}
+
+impl Round {
+    fn new(state: &State, every: Duration) -> Self {
+        Round {
+            every,
+            at: state.clock.now().saturating_add(millis(every)),
+            poll_at: Instant::now() + every,
+        }
+    }
+
+    async fn due(&self, state: &State) {
+        state.wait_until(self.at, self.poll_at).await;
+    }
+
+    /// Schedules the next round, once this one is due.
+    fn next(&mut self, state: &State) {
+        let (now, wall) = (state.clock.now(), Instant::now());
+        let every = millis(self.every);
+        self.at = match self.at.saturating_add(every) {
+            on_time if on_time > now => on_time,
+            _ => now.saturating_add(every),
+        };
+        self.poll_at = match self.poll_at + self.every {
+            on_time if on_time > wall => on_time,
+            _ => wall + self.every,
+        };
     }
 }

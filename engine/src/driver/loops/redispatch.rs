@@ -28,7 +28,9 @@ pub(crate) async fn redispatch_loop(state: Arc<State>, mut stop: watch::Receiver
     loop {
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(every) => {}
+            // Engine time: a step's redispatch window and a dead driver's heartbeat lapse on
+            // the engine's clock; wall time: a peer that stopped is found by looking again.
+            () = state.pace(every) => {}
         }
         if let Err(e) = redispatch_due(&state).await {
             tracing::warn!(error = %e, "redispatching lost steps failed; retrying next round");

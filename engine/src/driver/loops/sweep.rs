@@ -16,7 +16,9 @@ pub(crate) async fn sweep_loop(state: Arc<State>, mut stop: watch::Receiver<bool
     loop {
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(every) => {}
+            // Engine time: leases and rechecks come due on the engine's clock; wall time: a
+            // worker that announces a run's workflow is found by looking again.
+            () = state.pace(every) => {}
         }
         if let Err(e) = sweep_once(&state).await {
             tracing::warn!(error = %e, "sweeping abandoned runs failed; retrying next round");
