@@ -50,7 +50,7 @@ pub(crate) async fn sweep_once(state: &State) -> Result<(), StoreError> {
 }
 
 /// Runs parked because no worker served their workflow (one this process does not have) go
-/// back to `pending` once a live worker on their partition announces it.
+/// back to `pending` once a live worker on their partition announces it at their version.
 async fn unpark_remote(state: &State, now: crate::model::Millis) -> Result<(), StoreError> {
     let Ok(groups) = state.transport.worker_groups(&state.scope).await else {
         return Ok(());
@@ -62,8 +62,12 @@ async fn unpark_remote(state: &State, now: crate::model::Millis) -> Result<(), S
         if state.registry.latest(&group.name).is_some() || !state.scope.admits(&partition) {
             continue;
         }
-        // Remote workflows run on version 1 here (the wire's versions are the worker's).
-        let served = [(group.name.clone(), 1)];
+        let served: Vec<(String, u32)> =
+            crate::driver::turn::remote::announced_versions(state, &group.name, &partition)
+                .await
+                .into_iter()
+                .map(|version| (group.name.clone(), version))
+                .collect();
         let unparked = state
             .store
             .unblock_runs(&Scope::Only(partition), &served, now)
