@@ -17,13 +17,8 @@ use crate::common::{wait_for, wait_until};
 use crate::events::{heard, kinds};
 
 engine_cases! {
-    runs_stay_on_their_version_and_unpark_when_a_process_serves_it;
-    embedded_only:
-    // On PostgreSQL + Redis the worker that advertises `geo-v2` does not un-park the run at once:
-    // the run waits for a later recheck (25 s after the last), and the case's 30 s budget is
-    // not always enough. It passed twice (~34 s) and failed once (40 s, still `blocked`, its
-    // details counting one live worker without `geo-v2`). Left for the engine.
     a_step_no_live_worker_can_take_parks_the_run_until_one_can,
+    runs_stay_on_their_version_and_unpark_when_a_process_serves_it,
 }
 
 async fn runs_stay_on_their_version_and_unpark_when_a_process_serves_it(backend: Backend) {
