@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use durable::{EngineError, StartRun};
 use durable::model::{CheckpointKind, RunId, RunStatus, Scope};
 use durable::prelude::*;
+use durable::{EngineError, StartRun};
 use serde_json::{Value, json};
 
 use crate::backend::Backend;
