@@ -13,21 +13,25 @@ use crate::model::{Run, RunId, RunStatus, Scope, TenantEventKind};
 use crate::store::{History, NewRun, StoreError};
 
 impl Engine {
-    /// Starts a top-level run of the newest registered version of `req.workflow`, or of a
-    /// workflow a live worker on the run's partition announces (its turns then run there).
+    /// Starts a top-level run of the newest registered version of `req.workflow`, or of the
+    /// newest version of it a live worker on the run's partition announces (its turns then run
+    /// there).
     pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
         check_start(&req)?;
         let registry = &self.state.registry;
         let namespace = req.namespace.unwrap_or_else(|| self.stamp_namespace());
         let version = match registry.latest(&req.workflow) {
-            Some(workflow) => workflow.version,
-            None if remote::served(&self.state, &req.workflow, &namespace).await => 1,
-            None => {
-                return Err(EngineError::UnknownWorkflow(
-                    req.workflow.clone(),
-                    registry.workflow_names().join(", "),
-                ));
-            }
+            Some(workflow) => Some(workflow.version),
+            None => remote::served_versions(&self.state, &req.workflow, &namespace)
+                .await
+                .last()
+                .copied(),
+        };
+        let Some(version) = version else {
+            return Err(EngineError::UnknownWorkflow(
+                req.workflow.clone(),
+                registry.workflow_names().join(", "),
+            ));
         };
         let (id, origin) = match req.id {
             Some(id) => (id, IdOrigin::Chosen),

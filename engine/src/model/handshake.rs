@@ -121,6 +121,31 @@ pub fn v1_capabilities() -> Vec<String> {
 }
 
 impl WorkerDescriptor {
+    /// The versions of `workflow` whose turns this worker runs (none when it does not announce
+    /// it). A registration states its version; one that states none, or one that is not a
+    /// number, and a workflow announced without a registration, count as version 1: the
+    /// version a run of a workflow its control plane lacks starts on when nobody says more.
+    pub fn turn_versions(&self, workflow: &str) -> Vec<u32> {
+        let mut versions: Vec<u32> = self
+            .registrations
+            .iter()
+            .flatten()
+            .filter(|r| r.name == workflow)
+            .map(|r| {
+                r.version
+                    .as_deref()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1)
+            })
+            .collect();
+        if versions.is_empty() && self.workflows.iter().any(|w| w == workflow) {
+            versions.push(1);
+        }
+        versions.sort_unstable();
+        versions.dedup();
+        versions
+    }
+
     /// The wire's `descriptorHash` (§6.3): FNV-1a-64 over the UTF-16 code units of the
     /// canonical compact JSON, as 16 lowercase hex digits. Every SDK computes the same value.
     pub fn hash(&self) -> String {
@@ -242,6 +267,36 @@ mod tests {
         }))
         .expect("descriptor");
         assert_eq!(with_registrations.hash(), "8923307c940a5dde");
+    }
+
+    #[test]
+    fn the_workflow_versions_a_worker_runs() {
+        let d: WorkerDescriptor = serde_json::from_value(json!({
+            "instanceId": "x", "runtime": "python",
+            "workflows": ["pipeline", "extraction", "legacy", "odd"],
+            "registrations": [
+                {"name": "pipeline", "version": "2"}, {"name": "pipeline", "version": "3"},
+                {"name": "extraction"}, {"name": "odd", "version": "2024-07"}
+            ]
+        }))
+        .expect("descriptor");
+        assert_eq!(d.turn_versions("pipeline"), [2, 3]);
+        assert_eq!(
+            d.turn_versions("extraction"),
+            [1],
+            "an unstated version is 1"
+        );
+        assert_eq!(
+            d.turn_versions("legacy"),
+            [1],
+            "announced without a registration"
+        );
+        assert_eq!(
+            d.turn_versions("odd"),
+            [1],
+            "a version that is not a number"
+        );
+        assert!(d.turn_versions("billing").is_empty());
     }
 
     #[test]

@@ -62,15 +62,21 @@ pub async fn decide(registry: &Registry, clock: Arc<dyn Clock>, task: &Value) ->
     let text = |k: &str| task.get(k).and_then(Value::as_str).unwrap_or_default();
     let (task_id, run_id, name) = (text("taskId"), text("runId"), text("workflow"));
     let failed = |error: StepFailure| json!({ "taskId": task_id, "runId": run_id, "status": "failed", "error": error, "commands": [] });
-    let workflow = text("workflowVersion")
-        .parse::<u32>()
-        .ok()
-        .and_then(|v| registry.get(name, v))
-        .or_else(|| registry.latest(name));
+    // Exactly the run's version: another version's code would replay a history it did not
+    // write. Only a task that names no version gets the newest.
+    let version = text("workflowVersion").parse::<u32>().ok();
+    let workflow = match version {
+        Some(v) => registry.get(name, v),
+        None => registry.latest(name),
+    };
     let Some(workflow) = workflow else {
+        let what = match version {
+            Some(v) => format!("'{name}' version {v}"),
+            None => format!("'{name}'"),
+        };
+        // The control plane sends the turn to another worker, or parks the run.
         return failed(
-            StepFailure::new(format!("no workflow registered for '{name}'"))
-                .with_code("no_workflow"),
+            StepFailure::new(format!("no workflow registered for {what}")).with_code("no_workflow"),
         );
     };
     let Ok(id) = RunId::parse(run_id) else {
@@ -196,4 +202,40 @@ fn checkpoint(run_id: &RunId, entry: &Value) -> Option<Checkpoint> {
         retry_policy: None,
         timeout_ms: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{SystemClock, WorkflowContext, WorkflowError};
+
+    fn turn_task(version: &str) -> Value {
+        json!({
+            "taskId": "t1", "runId": RunId::generate(), "workflow": "greet",
+            "workflowVersion": version, "input": null, "history": [], "group": "greet",
+            "attempt": 1
+        })
+    }
+
+    /// A worker runs a turn only on the run's own version; for one it lacks it says so, and the
+    /// control plane does not take that for the workflow failing.
+    #[tokio::test]
+    async fn a_turn_runs_only_on_its_own_version() {
+        let mut registry = Registry::new();
+        registry.workflow("greet", 2, |_ctx: WorkflowContext, _: Value| async move {
+            Ok::<_, WorkflowError>(json!("v2"))
+        });
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let ran = decide(&registry, clock.clone(), &turn_task("2")).await;
+        assert_eq!(ran["status"], "completed");
+        assert_eq!(ran["output"], "v2");
+        let refused = decide(&registry, clock, &turn_task("1")).await;
+        assert_eq!(refused["status"], "failed");
+        assert_eq!(refused["error"]["code"], "no_workflow");
+        assert_eq!(
+            refused["error"]["message"],
+            "no workflow registered for 'greet' version 1"
+        );
+        assert_eq!(refused["commands"], json!([]));
+    }
 }

@@ -42,7 +42,7 @@ impl Worker {
             names: registry.step_names(),
             partitions: config.partitions,
             concurrency: config.concurrency,
-            workflows: registry.workflow_names(),
+            workflows: registry.workflow_versions(),
             capabilities: registry.capabilities(),
         };
         let mut tasks = transport.consume_tasks(subscription.clone()).await?;

@@ -16,7 +16,9 @@ use std::pin::Pin;
 
 use futures::Stream;
 
-use crate::model::{Millis, Namespace, Protocol, Sdk, TenantEvent, WorkerDescriptor};
+use crate::model::{
+    Millis, Namespace, Protocol, Registration, Sdk, TenantEvent, WorkerDescriptor,
+};
 
 #[cfg(all(feature = "redis", any(test, feature = "test-util")))]
 pub use self::redis::testing as redis_testing;
@@ -63,17 +65,26 @@ pub struct TaskSubscription {
     pub partitions: Partitions,
     /// How many tasks the worker runs at once (announced in its liveness value).
     pub concurrency: usize,
-    /// The workflows whose turns it also runs (announced; consumed by
-    /// [`Transport::consume_turns`]).
-    pub workflows: Vec<String>,
+    /// The workflows whose turns it also runs, each `(name, version)` (announced, the versions
+    /// as `registrations`; consumed by [`Transport::consume_turns`], one queue per name).
+    pub workflows: Vec<(String, u32)>,
     /// The capabilities it advertises (wire §6.1), which the control plane's dispatch guard
     /// matches against what a step requires.
     pub capabilities: Vec<String>,
 }
 
 impl TaskSubscription {
+    /// The names of the workflows whose turns it runs, sorted, each once.
+    pub fn workflow_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.workflows.iter().map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// What a worker consuming this subscription announces (wire §6.1). A Rust process says
-    /// `runtime: "node"` until the SDKs accept more (wire §8.17).
+    /// `runtime: "node"` until the SDKs accept more (wire §8.17). Each workflow version it runs
+    /// is a registration, so a control plane sends it only the turns of those versions.
     pub fn descriptor(&self, instance_id: &str, started_at: Millis) -> WorkerDescriptor {
         let sorted = |v: &[String]| {
             let mut v = v.to_vec();
@@ -81,6 +92,18 @@ impl TaskSubscription {
             v.dedup();
             v
         };
+        let registrations: Vec<Registration> = self
+            .workflows
+            .iter()
+            .map(|(name, version)| Registration {
+                name: name.clone(),
+                version: Some(version.to_string()),
+                group: None,
+                requires: None,
+                origin: None,
+                on_error: None,
+            })
+            .collect();
         WorkerDescriptor {
             instance_id: instance_id.to_owned(),
             runtime: "node".into(),
@@ -90,9 +113,10 @@ impl TaskSubscription {
             },
             protocol: Protocol::default(),
             capabilities: sorted(&self.capabilities),
-            workflows: sorted(&self.workflows),
+            workflows: self.workflow_names(),
             steps: sorted(&self.names),
-            registrations: None,
+            // Absent rather than empty for a step-only worker, as the SDKs announce it.
+            registrations: (!registrations.is_empty()).then_some(registrations),
             partition: match &self.partitions {
                 Partitions::Only(one) if one.len() == 1 && !one[0].is_default() => {
                     Some(one[0].to_string())

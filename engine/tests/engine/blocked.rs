@@ -17,15 +17,7 @@ use crate::common::{wait_for, wait_until};
 use crate::events::{heard, kinds};
 
 engine_cases! {
-    ;
-    embedded_only:
-    // On PostgreSQL + Redis the worker that advertises `geo-v2` does not un-park the run at once:
-    // the run waits for a later recheck (25 s after the last), and the case's 30 s budget is
-    // not always enough. It passed twice (~34 s) and failed once (40 s, still `blocked`, its
-    // details counting one live worker without `geo-v2`). Left for the engine.
     a_step_no_live_worker_can_take_parks_the_run_until_one_can,
-    // On PostgreSQL + Redis the v1 run does not park: the v2-only process completes it with v2's
-    // output ("v2", still `workflow_version: 1`). An engine difference, left for the engine.
     runs_stay_on_their_version_and_unpark_when_a_process_serves_it,
 }
 

@@ -1,15 +1,18 @@
 //! The sweep: ends runs whose drivers abandoned them (a run taken over `max_recoveries` times
 //! goes `dead`; a `cancelling` run whose driver died goes `cancelled`), wakes runs the dispatch
-//! guard parked once their recheck time passes, and un-parks runs of a remote workflow once a
-//! worker announcing it is live again.
+//! guard parked once their recheck time passes or once a worker that can take their work
+//! announces itself, and un-parks runs of a remote workflow once a worker announcing it is live
+//! again.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
 use crate::driver::state::State;
-use crate::model::{Scope, TenantEventKind};
-use crate::store::StoreError;
+use crate::driver::turn::guard;
+use crate::model::{MAX_PAGE_SIZE, Millis, RunQuery, RunStatus, Scope, TenantEventKind};
+use crate::store::{RunPatch, StoreError};
 
 pub(crate) async fn sweep_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let every = state.config.lease.min(std::time::Duration::from_secs(5));
@@ -48,12 +51,73 @@ pub(crate) async fn sweep_once(state: &State) -> Result<(), StoreError> {
     if !rechecked.is_empty() {
         state.wake.notify_one();
     }
+    wake_capable(state, now).await?;
     unpark_remote(state, now).await
 }
 
+/// The most parked runs one sweep looks at for [`wake_capable`]; the others keep their
+/// rechecks.
+const LOOK_AT_MOST: usize = 1_000;
+
+/// Runs the dispatch guard parked go back to `pending` as soon as a live worker that can take
+/// the work they were parked for has announced itself on its token, instead of waiting out
+/// their recheck (up to [`crate::driver::turn::guard::MAX_RECHECK`]). Only those: a run no
+/// worker can take yet costs a row read per sweep, not a turn. They keep their reason, as at a
+/// recheck, so a turn that parks them again is not news.
+async fn wake_capable(state: &State, now: Millis) -> Result<(), StoreError> {
+    let mut query = RunQuery {
+        status: Some(RunStatus::Blocked),
+        limit: MAX_PAGE_SIZE,
+        ..RunQuery::default()
+    };
+    let mut capable: HashMap<(String, Vec<String>), bool> = HashMap::new();
+    let (mut looked, mut woken) = (0, false);
+    loop {
+        let page = state.store.list_runs(&state.scope, &query).await?;
+        looked += page.runs.len();
+        for run in page.runs {
+            let Some(work) = run.error.as_ref().and_then(guard::parked_for) else {
+                continue;
+            };
+            let can = match capable.get(&work) {
+                Some(can) => *can,
+                None => {
+                    let can = guard::capable_worker_live(state, &work.0, &work.1).await;
+                    capable.insert(work, can);
+                    can
+                }
+            };
+            if !can {
+                continue;
+            }
+            let back = RunPatch {
+                status: RunStatus::Pending,
+                error: None,
+            };
+            let blocked = [RunStatus::Blocked];
+            if let Some(run) = state
+                .store
+                .update_run_if(&state.scope, &run.id, &blocked, back, now)
+                .await?
+            {
+                tracing::info!(run_id = %run.id, "a worker that can take a parked run's work announced itself; looking again");
+                woken = true;
+            }
+        }
+        match page.next_cursor {
+            Some(cursor) if looked < LOOK_AT_MOST => query.cursor = Some(cursor),
+            _ => break,
+        }
+    }
+    if woken {
+        state.wake.notify_one();
+    }
+    Ok(())
+}
+
 /// Runs parked because no worker served their workflow (one this process does not have) go
-/// back to `pending` once a live worker on their partition announces it.
-async fn unpark_remote(state: &State, now: crate::model::Millis) -> Result<(), StoreError> {
+/// back to `pending` once a live worker on their partition announces it at their version.
+async fn unpark_remote(state: &State, now: Millis) -> Result<(), StoreError> {
     let Ok(groups) = state.transport.worker_groups(&state.scope).await else {
         return Ok(());
     };
@@ -64,8 +128,12 @@ async fn unpark_remote(state: &State, now: crate::model::Millis) -> Result<(), S
         if state.registry.latest(&group.name).is_some() || !state.scope.admits(&partition) {
             continue;
         }
-        // Remote workflows run on version 1 here (the wire's versions are the worker's).
-        let served = [(group.name.clone(), 1)];
+        let served: Vec<(String, u32)> =
+            crate::driver::turn::remote::announced_versions(state, &group.name, &partition)
+                .await
+                .into_iter()
+                .map(|version| (group.name.clone(), version))
+                .collect();
         let unparked = state
             .store
             .unblock_runs(&Scope::Only(partition), &served, now)

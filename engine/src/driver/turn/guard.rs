@@ -5,13 +5,17 @@
 //! [`RECHECK`], then after as long as it has been parked for that reason, at most
 //! [`MAX_RECHECK`] (or at its next timer, if sooner): a run waiting for a worker nobody starts
 //! costs a turn a minute, not one every few seconds, and "continue" looks again at once. The
+//! sweep looks again sooner when a worker that can take the work announces itself on the token
+//! ([`capable_worker_live`], [`parked_for`]). The
 //! turn's other effects (local steps it ran, timers, steps that can go) are kept, and results of
 //! steps still out are recorded while it is parked.
 
 use std::time::Duration;
 
 use crate::driver::state::State;
-use crate::model::{Incompatibility, Millis, Protocol, RemoteTask, StepFailure, check_dispatch};
+use crate::model::{
+    Incompatibility, Millis, Protocol, RemoteTask, StepFailure, check_dispatch, parked_by_guard,
+};
 use crate::store::{TurnCommit, TurnOutcome};
 
 /// How long a run parked by the guard waits before its next turn looks again, at first.
@@ -77,6 +81,38 @@ pub(crate) async fn admits(
     check_dispatch(token, requires, &live, &Protocol::default())
 }
 
+/// Whether a live worker that announced itself on `token` can take work requiring `requires`.
+/// Stricter than [`admits`], which also lets work through to a token where nobody announced
+/// anything: this is whether a worker able to take it is there now.
+pub(crate) async fn capable_worker_live(state: &State, token: &str, requires: &[String]) -> bool {
+    let live = state
+        .transport
+        .worker_descriptors(token)
+        .await
+        .unwrap_or_default();
+    !live.is_empty() && check_dispatch(token, requires, &live, &Protocol::default()).is_ok()
+}
+
+/// The token and the requirements of the work the guard parked a run for, read from the
+/// run's reason (see [`park`]); `None` for a run parked for anything else.
+pub(crate) fn parked_for(reason: &StepFailure) -> Option<(String, Vec<String>)> {
+    if !parked_by_guard(reason) {
+        return None;
+    }
+    let details = reason.details.as_ref()?;
+    let token = details.get("token")?.as_str()?.to_owned();
+    let requires = details
+        .get("requires")
+        .and_then(serde_json::Value::as_array)
+        .map(|all| {
+            all.iter()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some((token, requires))
+}
+
 /// How a run whose reason until now is `before` parks for `why`: until the recheck, or until
 /// `timer` if that is due sooner. Parked again for the same reason, it keeps the time it was
 /// first parked, and waits as long as it has been parked since (between [`RECHECK`] and
@@ -130,6 +166,18 @@ mod tests {
             } => (reason, at),
             other => panic!("not parked with a recheck: {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_reason_says_what_the_run_was_parked_for() {
+        let reason = missing("geo-v2").to_failure();
+        assert_eq!(
+            parked_for(&reason),
+            Some(("geocode@acme".into(), vec!["geo-v2".into()]))
+        );
+        let unserved =
+            StepFailure::new("no worker serves workflow `x` version 2").with_code("no_worker");
+        assert_eq!(parked_for(&unserved), None);
     }
 
     #[test]

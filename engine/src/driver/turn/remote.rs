@@ -24,28 +24,61 @@ const SILENCE: Duration = Duration::from_secs(30);
 /// Sends of one turn before the run is parked as having no worker.
 const SENDS: usize = 3;
 
-/// Whether a live worker on `run`'s partition announces its workflow, on a transport that can
-/// send it turns.
-pub(crate) async fn served(
+/// The versions of `workflow` that a live worker on `namespace`'s partition runs turns of,
+/// ascending: a run is sent to workers only if its own version is among them. None on a
+/// transport that cannot send turns.
+pub(crate) async fn served_versions(
     state: &State,
     workflow: &str,
     namespace: &crate::model::Namespace,
-) -> bool {
+) -> Vec<u32> {
     if state.transport.remote_turns().is_none() {
-        return false;
+        return Vec::new();
     }
     let name = sanitize(workflow);
-    state
+    let live = state
         .transport
         .worker_groups(&Scope::Only(namespace.clone()))
         .await
         .map(|groups| groups.iter().any(|g| g.serves(&name, namespace)))
-        .unwrap_or(false)
+        .unwrap_or(false);
+    if !live {
+        return Vec::new();
+    }
+    announced_versions(state, workflow, namespace).await
+}
+
+/// The versions of `workflow` that the workers on its token on `namespace`'s partition
+/// announce (wire §6.1 `registrations`; see [`crate::model::WorkerDescriptor::turn_versions`]),
+/// ascending. Workers that announced no descriptor (older than the handshake, or not read yet)
+/// state nothing: they are taken to run version 1, as convention routing always did.
+pub(crate) async fn announced_versions(
+    state: &State,
+    workflow: &str,
+    namespace: &crate::model::Namespace,
+) -> Vec<u32> {
+    let token = routing_token(workflow, Some(namespace));
+    let live = state
+        .transport
+        .worker_descriptors(&token)
+        .await
+        .unwrap_or_default();
+    if live.is_empty() {
+        return vec![1];
+    }
+    let mut versions: Vec<u32> = live
+        .iter()
+        .flat_map(|d| d.turn_versions(workflow))
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    versions
 }
 
 /// The decision of one remote turn of `run`, or how the run parks: until a worker serving its
-/// workflow is live when none is (or none answered), or for a recheck when the live ones all
-/// speak another protocol (wire §6.4).
+/// workflow at the run's version is live when none is (or none answered, or each that took the
+/// turn said it lacks that version), or for a recheck when the live ones all speak another
+/// protocol (wire §6.4).
 pub(crate) async fn turn(
     state: &State,
     run: &Run,
@@ -63,7 +96,10 @@ pub(crate) async fn turn(
     let Some(turns) = state.transport.remote_turns() else {
         return Err(unserved());
     };
-    if !served(state, &run.workflow, &run.namespace).await {
+    if !served_versions(state, &run.workflow, &run.namespace)
+        .await
+        .contains(&run.workflow_version)
+    {
         return Err(unserved());
     }
     let group = routing_token(&run.workflow, Some(&run.namespace));
@@ -96,13 +132,27 @@ pub(crate) async fn turn(
             tracing::warn!(run_id = %run.id, error = %e, "sending a workflow turn failed");
             return Err(unserved());
         }
-        if let Some(raw) = await_decision(pending).await {
-            return Ok(decision(raw, &prepared, now));
+        match await_decision(pending).await {
+            // Turns of every version share the workflow's queue: another worker may have it.
+            Some(raw) if lacks_workflow(&raw) => {
+                tracing::info!(run_id = %run.id, task_id, version = run.workflow_version, "the worker that took the turn lacks the run's version; sending it again");
+            }
+            Some(raw) => return Ok(decision(raw, &prepared, now)),
+            None => {
+                state.awaiting.remove(&task_id);
+                tracing::warn!(run_id = %run.id, task_id, "no decision within the silence window; sending the turn again");
+            }
         }
-        state.awaiting.remove(&task_id);
-        tracing::warn!(run_id = %run.id, task_id, "no decision within the silence window; sending the turn again");
     }
     Err(unserved())
+}
+
+/// Whether a decision is a worker's refusal of a turn of a workflow (or version) it does not
+/// have (`no_workflow`, wire §3.4) rather than the workflow failing: the run is not failed for
+/// it, it waits for a worker that has it.
+fn lacks_workflow(raw: &Value) -> bool {
+    raw.get("status").and_then(Value::as_str) == Some("failed")
+        && raw.pointer("/error/code").and_then(Value::as_str) == Some("no_workflow")
 }
 
 /// The decision for a sent turn, or `None` after [`SILENCE`] without one. Each run beat (the

@@ -463,7 +463,7 @@ impl RemoteTurns for RedisTransport {
         &self,
         subscription: TaskSubscription,
     ) -> TransportResult<Subscription<serde_json::Value>> {
-        let names = subscription.workflows.clone();
+        let names = subscription.workflow_names();
         let tokens = self.shared.tokens.clone();
         let turns = self.consume_announced::<serde_json::Value>(subscription, &names, "turn")?;
         Ok(Box::pin(turns.map(move |mut turn| {
