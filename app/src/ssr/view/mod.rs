@@ -7,6 +7,8 @@ mod reads;
 mod scope;
 mod start;
 mod state;
+#[cfg(test)]
+mod tests;
 mod verbs;
 mod workers;
 
