@@ -15,6 +15,9 @@ use crate::auth::bearer_tenant;
 use crate::error::{ApiError, internal};
 use crate::state::ServerState;
 
+#[cfg(test)]
+mod tests;
+
 /// The API's door to the engine, kept in the server state: the only thing that turns a verified
 /// tenant into a [`TenantView`]. It hands the engine to nobody else.
 #[derive(Clone)]
