@@ -63,7 +63,7 @@ pub struct RunView {
     pub family_truncated: bool,
     /// The live worker groups the reader may see, to tell whether a waiting step has a worker.
     pub workers: Vec<WorkerGroup>,
-    /// The command that starts a worker for the run's steps (see `ssr::worker_command`).
+    /// The command that starts a worker for the run's steps (see `ssr::SessionView::worker_command`).
     pub worker_command: String,
 }
 

@@ -52,6 +52,21 @@ test('the globex viewer finds none of acme runs, by page or by URL, and cannot s
   }
 });
 
+test('the acme admin naming globex in the URL still sees only acme runs', async ({ page, browser }) => {
+  const byNs = await runsByNamespace(browser);
+  const globexIds = byNs.get('globex') ?? [];
+  expect(globexIds.length).toBeGreaterThan(0);
+
+  await login(page, ACME_ADMIN);
+  // The `ns` filter is an operator's; a tenant's scope is its session's, whatever the URL says.
+  const response = await page.goto('/?ns=globex');
+  expect(response?.status()).toBe(200);
+  await expect(page.getByTestId('me-scope')).toContainText('tenant acme');
+  await expect(page.locator('tr[data-run-id]').first()).toBeVisible();
+  const visible = await visibleRunIds(page);
+  for (const id of globexIds) expect(visible).not.toContain(id);
+});
+
 test('the operator sees both tenants with a namespace column', async ({ browser }) => {
   const byNs = await runsByNamespace(browser);
   expect([...byNs.keys()]).toEqual(expect.arrayContaining(['acme', 'globex']));

@@ -1,11 +1,12 @@
 //! Who is asking. The dashboard knows its user from the session; the API from a signed tenant
 //! token. Neither ever takes the tenant from the URL, a query string or a body.
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
+use durable::gateway::TokenSigner;
 use durable::model::Namespace;
 use tower_sessions::Session;
 
@@ -76,31 +77,22 @@ pub async fn same_origin(req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// The tenant of an API request, from `Authorization: Bearer <token>`.
-pub struct ApiTenant(pub Namespace);
-
-impl FromRequestParts<ServerState> for ApiTenant {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &ServerState,
-    ) -> Result<Self, Self::Rejection> {
-        let header = parts
-            .headers
-            .get(AUTHORIZATION)
-            .ok_or_else(|| ApiError::Unauthorized("missing bearer token: send `Authorization: Bearer <token>` (create one with `durable token issue --tenant NAME`)".into()))?;
-        let token = header
-            .to_str()
-            .ok()
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .ok_or_else(|| {
-                ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
-            })?;
-        let verified = state
-            .signer
-            .verify(token.trim())
-            .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
-        Ok(ApiTenant(verified.tenant))
-    }
+/// The tenant of an API request, from its verified `Authorization: Bearer <token>`: the only
+/// place the API learns who is asking. `TenantView` (`routes/tenant.rs`) is built from it.
+pub fn bearer_tenant(parts: &Parts, signer: &TokenSigner) -> Result<Namespace, ApiError> {
+    let header = parts
+        .headers
+        .get(AUTHORIZATION)
+        .ok_or_else(|| ApiError::Unauthorized("missing bearer token: send `Authorization: Bearer <token>` (create one with `durable token issue --tenant NAME`)".into()))?;
+    let token = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
+        })?;
+    let verified = signer
+        .verify(token.trim())
+        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+    Ok(verified.tenant)
 }

@@ -23,9 +23,9 @@ use leptos::config::get_configuration;
 use tokio::sync::watch;
 
 use crate::database::{Database, open_store};
-use crate::routes;
+use crate::routes::{self, TenantViews};
 use crate::sessions::session_layer;
-use crate::state::ServerState;
+use crate::state::{ServerState, Shutdown};
 use crate::{demo, secret};
 
 /// How long shutdown may take before in-flight work is abandoned to lease expiry.
@@ -175,13 +175,10 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     leptos_options.site_addr = cfg.bind;
     let (stop_tx, stop_rx) = watch::channel(false);
     let state = ServerState {
-        app: AppState {
-            leptos_options,
-            engine: engine.clone(),
-            accounts,
-        },
+        app: AppState::new(leptos_options, engine.clone(), accounts),
+        tenant_views: TenantViews::new(engine.clone()),
         signer,
-        shutdown: stop_rx,
+        shutdown: Shutdown(stop_rx),
         live: crate::live::LiveHub::new(engine.transport().clone()),
     };
     let router = routes::router(state, sessions);

@@ -1,5 +1,7 @@
-//! What every request handler can reach: the dashboard's shared state (which holds the engine),
-//! the API token verifier, the shutdown signal and the live event hub.
+//! What request handlers can reach: the dashboard's shared state, the API's door to tenant
+//! views, the API token verifier, the shutdown signal and the live event hub. Neither the
+//! dashboard's state nor the API's door hands the engine out: runs are reached only through a
+//! session's or a token's view. A handler takes only the parts it needs ([`FromRef`]).
 
 use app::ssr::AppState;
 use axum::extract::FromRef;
@@ -8,22 +10,48 @@ use leptos::prelude::LeptosOptions;
 use tokio::sync::watch;
 
 use crate::live;
+use crate::routes::TenantViews;
 
 /// Everything a request handler can reach.
 #[derive(Clone)]
 pub struct ServerState {
     /// What the dashboard's server functions share.
     pub app: AppState,
+    /// The API's door to the engine: turns a verified token's tenant into its view.
+    pub tenant_views: TenantViews,
     /// Verifies API tokens.
     pub signer: TokenSigner,
     /// Flips to `true` at shutdown, ending live streams so the server can stop.
-    pub shutdown: watch::Receiver<bool>,
+    pub shutdown: Shutdown,
     /// Live tenant events, shared among every SSE client of a scope.
     pub live: live::LiveHub,
 }
 
+/// Flips to `true` at shutdown, so long-lived responses (live streams) end and the server can
+/// stop.
+#[derive(Clone)]
+pub struct Shutdown(pub watch::Receiver<bool>);
+
 impl FromRef<ServerState> for LeptosOptions {
     fn from_ref(state: &ServerState) -> Self {
         state.app.leptos_options.clone()
+    }
+}
+
+impl FromRef<ServerState> for AppState {
+    fn from_ref(state: &ServerState) -> Self {
+        state.app.clone()
+    }
+}
+
+impl FromRef<ServerState> for live::LiveHub {
+    fn from_ref(state: &ServerState) -> Self {
+        state.live.clone()
+    }
+}
+
+impl FromRef<ServerState> for Shutdown {
+    fn from_ref(state: &ServerState) -> Self {
+        state.shutdown.clone()
     }
 }

@@ -27,11 +27,10 @@ pub async fn act_on_run(
             use durable::store::SignalSent;
             use serde_json::Value;
 
-            use crate::ssr::{acting_user, engine_error, internal, reads_for};
+            use crate::ssr::{Need, SessionView};
 
-            let (state, user) = acting_user().await?;
             // The session's scope, never the form's.
-            let scope = reads_for(&state, &user)?.scope().clone();
+            let view = SessionView::open(Need::Act, None).await?;
             let id = RunId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
             let json = |raw: Option<String>, what: &str| -> Result<Value, AppError> {
                 match raw.filter(|r| !r.trim().is_empty()) {
@@ -44,7 +43,6 @@ pub async fn act_on_run(
                 }
             };
             let not_found = || AppError::Invalid(format!("no run {id} is visible to you"));
-            let engine = &state.engine;
             let outcome = |verb: &str, control: Control| match control {
                 Control::Done(run) => Ok(run.id),
                 Control::NotFound => Err(not_found()),
@@ -54,21 +52,15 @@ pub async fn act_on_run(
                 ))),
             };
             let open = match verb.as_str() {
-                "cancel" => outcome(
-                    "cancelled",
-                    engine.cancel(&scope, &id).await.map_err(internal)?,
-                )?,
-                "retry" => outcome(
-                    "retried",
-                    engine.retry(&scope, &id).await.map_err(internal)?,
-                )?,
+                "cancel" => outcome("cancelled", view.cancel(&id).await?)?,
+                "retry" => outcome("retried", view.retry(&id).await?)?,
                 "continue" => outcome(
                     "continued (only a blocked run can be)",
-                    engine.continue_run(&scope, &id).await.map_err(internal)?,
+                    view.continue_run(&id).await?,
                 )?,
-                "redispatch" => match engine.redispatch(&scope, &id).await.map_err(internal)? {
+                "redispatch" => match view.redispatch(&id).await? {
                     (Control::Done(run), n) => {
-                        tracing::info!(run_id = %id, steps = n, user = %user.email, "redispatched from the dashboard");
+                        tracing::info!(run_id = %id, steps = n, user = %view.user().email, "redispatched from the dashboard");
                         leptos_axum::redirect(&format!("/runs/{}?redispatched={n}", run.id));
                         return Ok(());
                     }
@@ -82,13 +74,7 @@ pub async fn act_on_run(
                 },
                 "retry-with-input" => {
                     let input = json(payload, "input")?;
-                    outcome(
-                        "retried",
-                        engine
-                            .retry_with_input(&scope, &id, input)
-                            .await
-                            .map_err(engine_error)?,
-                    )?
+                    outcome("retried", view.retry_with_input(&id, input).await?)?
                 }
                 "signal" => {
                     let name = name
@@ -100,11 +86,7 @@ pub async fn act_on_run(
                             )
                         })?;
                     let payload = json(payload, "payload")?;
-                    match engine
-                        .signal(&scope, &id, &name, payload)
-                        .await
-                        .map_err(engine_error)?
-                    {
+                    match view.signal(&id, &name, payload).await? {
                         SignalSent::Delivered(run) => run.id,
                         SignalSent::NotFound => return Err(not_found()),
                         SignalSent::RunFinished(run) => {
@@ -117,7 +99,7 @@ pub async fn act_on_run(
                 }
                 other => return Err(AppError::Invalid(format!("unknown action `{other}`"))),
             };
-            tracing::info!(run_id = %id, verb, user = %user.email, "run action from the dashboard");
+            tracing::info!(run_id = %id, verb, user = %view.user().email, "run action from the dashboard");
             leptos_axum::redirect(&format!("/runs/{open}"));
             Ok(())
         }

@@ -56,7 +56,7 @@ impl BulkVerb {
 /// listed on its own, so the store's status indexes serve every page.
 #[cfg(feature = "ssr")]
 async fn targets(
-    reads: &durable::store::ScopedStore,
+    view: &crate::ssr::SessionView,
     query: &durable::model::RunQuery,
     verb: BulkVerb,
 ) -> Result<Vec<durable::model::RunId>, AppError> {
@@ -74,10 +74,7 @@ async fn targets(
             ..query.clone()
         };
         while ids.len() <= BULK_CAP {
-            let page = reads
-                .list_runs(&page_query)
-                .await
-                .map_err(crate::ssr::internal)?;
+            let page = view.list_runs(&page_query).await?;
             ids.extend(page.runs.into_iter().map(|r| r.id));
             match page.next_cursor {
                 Some(cursor) => page_query.cursor = Some(cursor),
@@ -92,11 +89,11 @@ async fn targets(
 /// How many runs `verb` would act on under `query`.
 #[cfg(feature = "ssr")]
 pub async fn preview(
-    reads: &durable::store::ScopedStore,
+    view: &crate::ssr::SessionView,
     query: &durable::model::RunQuery,
     verb: BulkVerb,
 ) -> Result<BulkPreview, AppError> {
-    let ids = targets(reads, query, verb).await?;
+    let ids = targets(view, query, verb).await?;
     Ok(BulkPreview {
         verb: verb.as_str().to_owned(),
         count: ids.len().min(BULK_CAP),
@@ -118,14 +115,13 @@ pub async fn bulk_act(
         async move {
             use durable::Control;
 
-            use crate::pages::filters::{reads_for_filters, run_query};
-            use crate::ssr::{acting_user, internal};
+            use crate::pages::filters::run_query;
+            use crate::ssr::{Need, SessionView};
 
-            let (state, user) = acting_user().await?;
+            let view = SessionView::open(Need::Act, Some(&filters.ns)).await?;
             let verb = BulkVerb::parse(&verb)?;
-            let reads = reads_for_filters(&state, &user, &filters)?;
             let query = run_query(&filters, None)?;
-            let mut ids = targets(&reads, &query, verb).await?;
+            let mut ids = targets(&view, &query, verb).await?;
             ids.truncate(BULK_CAP);
             if ids.len() > expected {
                 return Err(AppError::Invalid(format!(
@@ -133,21 +129,19 @@ pub async fn bulk_act(
                     ids.len()
                 )));
             }
-            let scope = reads.scope().clone();
             let (mut done, mut skipped) = (0usize, 0usize);
             for id in &ids {
                 let control = match verb {
-                    BulkVerb::Cancel => state.engine.cancel(&scope, id).await,
-                    BulkVerb::Retry => state.engine.retry(&scope, id).await,
-                }
-                .map_err(internal)?;
+                    BulkVerb::Cancel => view.cancel(id).await?,
+                    BulkVerb::Retry => view.retry(id).await?,
+                };
                 match control {
                     Control::Done(_) => done += 1,
                     // Finished or changed since the preview: left as it is.
                     Control::WrongStatus(_) | Control::NotFound => skipped += 1,
                 }
             }
-            tracing::info!(verb = verb.as_str(), done, skipped, user = %user.email, "bulk action from the dashboard");
+            tracing::info!(verb = verb.as_str(), done, skipped, user = %view.user().email, "bulk action from the dashboard");
             let note = format!("{}:{done}:{skipped}", verb.as_str());
             leptos_axum::redirect(&filters.href_with(&[("done", &note)]));
             Ok(())

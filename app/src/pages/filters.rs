@@ -1,6 +1,7 @@
 //! The runs list's filters as they stand in the URL (so a filtered view can be shared and
-//! reloaded), and, on the server, the store query and read scope they mean. The list and the
-//! bulk actions read the same filters through the same code.
+//! reloaded), and, on the server, the store query they mean. The list and the bulk actions read
+//! the same filters through the same code; the `ns` filter is handed to
+//! [`crate::ssr::SessionView::open`], which honours it for an operator only.
 
 use leptos_router::params::ParamsMap;
 use serde::{Deserialize, Serialize};
@@ -126,17 +127,15 @@ pub(crate) fn encode(raw: &str) -> String {
 }
 
 #[cfg(feature = "ssr")]
-pub use server::{reads_for_filters, run_query};
+pub use server::run_query;
 
 #[cfg(feature = "ssr")]
 mod server {
-    use durable::model::{AttributeFilter, Cursor, Namespace, Role, RunId, RunQuery, RunStatus};
-    use durable::store::{ScopedStore, User};
+    use durable::model::{AttributeFilter, Cursor, RunId, RunQuery, RunStatus};
 
     use super::Filters;
     use crate::AppError;
     use crate::components::time::parse_date;
-    use crate::ssr::{AppState, reads_for};
 
     fn nonempty(s: &str) -> Option<String> {
         Some(s.trim().to_owned()).filter(|s| !s.is_empty())
@@ -191,24 +190,5 @@ mod server {
             limit: 50,
             cursor,
         })
-    }
-
-    /// The reads `user` may make with these filters: its own scope, narrowed to the `ns` filter
-    /// for an operator. A tenant's `ns` filter is ignored: its scope is its session's.
-    pub fn reads_for_filters(
-        state: &AppState,
-        user: &User,
-        f: &Filters,
-    ) -> Result<ScopedStore, AppError> {
-        match (user.role, &user.tenant, nonempty(&f.ns)) {
-            // Only an operator bound to no tenant sees every namespace; one with a tenant (a
-            // row edited by hand: the CLI refuses to make one) stays in it, as `reads_for` does.
-            (Role::Operator, None, Some(ns)) => {
-                let ns = Namespace::parse(&ns)
-                    .map_err(|e| AppError::Invalid(format!("namespace filter: {e}")))?;
-                Ok(ScopedStore::new(state.engine.store().clone(), ns))
-            }
-            _ => reads_for(state, user),
-        }
     }
 }

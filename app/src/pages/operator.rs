@@ -17,29 +17,19 @@ const FAILED_WINDOW_MS: i64 = 3_600_000;
 pub async fn operator_overview() -> Result<OperatorView, AppError> {
     crate::ssr::reply(
         async move {
-            use durable::model::Role;
             use durable::runtime::{Clock, SystemClock};
 
-            use crate::ssr::{
-                app_state, internal, live_workers, reads_for, session_user, worker_command,
-            };
+            use crate::ssr::{Need, SessionView};
 
-            let state = app_state()?;
-            let user = session_user().await?;
-            if user.role != Role::Operator {
-                return Err(AppError::Forbidden);
-            }
-            let reads = reads_for(&state, &user)?;
+            let view = SessionView::open(Need::Operate, None).await?;
             let failed_since = SystemClock.now() - FAILED_WINDOW_MS;
-            let (loads, workers) = tokio::try_join!(
-                async { reads.namespace_loads(failed_since).await.map_err(internal) },
-                live_workers(&state, reads.scope()),
-            )?;
+            let (loads, workers) =
+                tokio::try_join!(view.namespace_loads(failed_since), view.live_workers(),)?;
             Ok(OperatorView {
                 loads,
                 workers,
                 failed_since,
-                worker_command: worker_command(&state, "NAME"),
+                worker_command: view.worker_command("NAME"),
             })
         }
         .await,

@@ -21,33 +21,29 @@ pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunView>), AppErro
         async move {
             use durable::model::{RunDetail, RunId, RunQuery};
 
-            use crate::ssr::{
-                app_state, internal, live_workers, me, reads_for, session_user, worker_command,
-            };
+            use crate::ssr::{Need, SessionView, me};
 
-            let state = app_state()?;
-            let user = session_user().await?;
-            let reads = reads_for(&state, &user)?;
+            let view = SessionView::open(Need::Read, None).await?;
             let id = RunId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
-            let Some(run) = reads.get_run(&id).await.map_err(internal)? else {
-                return Ok((me(&user), None));
+            let Some(run) = view.get_run(&id).await? else {
+                return Ok((me(view.user()), None));
             };
             let (checkpoints, family, workers) = tokio::try_join!(
-                async { reads.checkpoints(&id).await.map_err(internal) },
+                view.checkpoints(&id),
                 async {
                     let query = RunQuery {
                         family: Some(run.root_run_id.clone()),
                         limit: durable::model::MAX_PAGE_SIZE,
                         ..RunQuery::default()
                     };
-                    reads.list_runs(&query).await.map_err(internal)
+                    view.list_runs(&query).await
                 },
-                live_workers(&state, reads.scope()),
+                view.live_workers(),
             )?;
             Ok((
-                me(&user),
+                me(view.user()),
                 Some(RunView {
-                    worker_command: worker_command(&state, run.namespace.as_str()),
+                    worker_command: view.worker_command(run.namespace.as_str()),
                     detail: RunDetail { run, checkpoints },
                     family_truncated: family.next_cursor.is_some(),
                     family: family.runs,

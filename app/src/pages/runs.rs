@@ -23,25 +23,24 @@ pub async fn list_runs(
     crate::ssr::reply(
         async move {
             use crate::pages::bulk::{BulkVerb, preview};
-            use crate::pages::filters::{reads_for_filters, run_query};
-            use crate::ssr::{app_state, internal, me, session_user};
+            use crate::pages::filters::run_query;
+            use crate::ssr::{Need, SessionView, me};
 
-            let state = app_state()?;
-            let user = session_user().await?;
-            let reads = reads_for_filters(&state, &user, &filters)?;
+            // The session's scope; the `ns` filter narrows it for an operator only.
+            let view = SessionView::open(Need::Read, Some(&filters.ns)).await?;
             let query = run_query(&filters, after.as_deref())?;
-            let page = reads.list_runs(&query).await.map_err(internal)?;
-            let facets = reads.facets().await.map_err(internal)?;
-            let workflows = state.engine.registry().workflow_names();
+            let page = view.list_runs(&query).await?;
+            let facets = view.facets().await?;
+            let workflows = view.workflow_names();
             let bulk = match bulk.as_deref().filter(|b| !b.is_empty()) {
-                Some(verb) if user.role.can_act() => {
+                Some(verb) if view.user().role.can_act() => {
                     let verb = BulkVerb::parse(verb)?;
-                    Some(preview(&reads, &query, verb).await?)
+                    Some(preview(&view, &query, verb).await?)
                 }
                 _ => None,
             };
             Ok((
-                me(&user),
+                me(view.user()),
                 RunsView {
                     page,
                     facets,
@@ -65,27 +64,25 @@ pub async fn start_run(workflow: String, input: String) -> Result<(), AppError> 
         use durable::StartRun;
         use serde_json::Value;
 
-        use crate::ssr::{acting_user, engine_error};
+        use crate::ssr::{Need, SessionView};
 
-        let (state, user) = acting_user().await?;
+        let view = SessionView::open(Need::Act, None).await?;
         let workflow = workflow.trim().to_owned();
         if workflow.is_empty() {
             return Err(AppError::Invalid("choose a workflow to start".into()));
         }
         let input: Value = serde_json::from_str(&input)
             .map_err(|e| AppError::Invalid(format!("the input is not valid JSON ({e}); fix it and start again")))?;
-        let run = state
-            .engine
+        // The view stamps the session's tenant, never a form field; an operator starts in
+        // `default`.
+        let run = view
             .start_run(StartRun {
                 workflow,
                 input,
-                // The session's tenant, never a form field; an operator starts in `default`.
-                namespace: user.tenant.clone(),
                 ..StartRun::default()
             })
-            .await
-            .map_err(engine_error)?;
-        tracing::info!(run_id = %run.id, namespace = %run.namespace, user = %user.email, "run started from the dashboard");
+            .await?;
+        tracing::info!(run_id = %run.id, namespace = %run.namespace, user = %view.user().email, "run started from the dashboard");
         leptos_axum::redirect(&format!("/runs/{}", run.id));
         Ok(())
     }

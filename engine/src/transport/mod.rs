@@ -16,9 +16,7 @@ use std::pin::Pin;
 
 use futures::Stream;
 
-use crate::model::{
-    Millis, Namespace, Protocol, Registration, Sdk, TenantEvent, WorkerDescriptor,
-};
+use crate::model::{Millis, Namespace, Protocol, Registration, Sdk, TenantEvent, WorkerDescriptor};
 
 #[cfg(all(feature = "redis", any(test, feature = "test-util")))]
 pub use self::redis::testing as redis_testing;

@@ -1,22 +1,23 @@
 //! The JSON API for programs: `/api/v1/runs` and `/api/v1/events`. The tenant is the one in the
-//! bearer token; any tenant or namespace named in a query or body is not honoured.
+//! bearer token; any tenant or namespace named in a query or body is not honoured. Every handler
+//! reaches runs through the [`TenantView`] extracted from that token, and nothing else.
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use durable::model::{
-    AttributeFilter, Cursor, Millis, RunDetail, RunId, RunPage, RunQuery, RunStatus, Scope,
+    AttributeFilter, Cursor, Millis, RunDetail, RunId, RunPage, RunQuery, RunStatus,
 };
-use durable::store::{ScopedStore, SignalSent};
+use durable::store::SignalSent;
 use durable::{Control, StartRun};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::sse;
-use crate::auth::ApiTenant;
+use super::tenant::TenantView;
 use crate::error::{ApiError, engine_error, internal};
 use crate::state::ServerState;
 
@@ -31,13 +32,6 @@ pub fn router() -> Router<ServerState> {
         .route("/runs/{id}/continue", post(continue_run))
         .route("/runs/{id}/redispatch", post(redispatch_run))
         .route("/events", get(sse::api_events))
-}
-
-fn reads(state: &ServerState, ApiTenant(tenant): &ApiTenant) -> Result<ScopedStore, ApiError> {
-    Ok(ScopedStore::new(
-        state.app.engine.store().clone(),
-        tenant.clone(),
-    ))
 }
 
 /// A run id from the URL, or a `400` saying what is wrong with it.
@@ -68,21 +62,19 @@ struct StartBody {
 }
 
 async fn start_run(
-    State(state): State<ServerState>,
-    tenant: ApiTenant,
+    view: TenantView,
     body: Bytes,
 ) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
     let body: StartBody = json_body(&body)?;
-    let run = state
-        .app
-        .engine
+    // The view stamps the token's tenant.
+    let run = view
         .start_run(StartRun {
             workflow: body.workflow,
             input: body.input,
-            namespace: Some(tenant.0),
             id: body.id,
             tags: body.tags,
             search_attributes: body.search_attributes,
+            ..StartRun::default()
         })
         .await
         .map_err(engine_error)?;
@@ -110,8 +102,7 @@ struct ListParams {
 }
 
 async fn list_runs(
-    State(state): State<ServerState>,
-    tenant: ApiTenant,
+    view: TenantView,
     Query(params): Query<ListParams>,
 ) -> Result<Json<RunPage>, ApiError> {
     let status = params
@@ -156,26 +147,18 @@ async fn list_runs(
         limit,
         cursor,
     };
-    let page = reads(&state, &tenant)?
-        .list_runs(&query)
-        .await
-        .map_err(internal)?;
+    let page = view.list_runs(&query).await.map_err(internal)?;
     Ok(Json(page))
 }
 
-async fn get_run(
-    State(state): State<ServerState>,
-    tenant: ApiTenant,
-    Path(id): Path<String>,
-) -> Result<Json<RunDetail>, ApiError> {
+async fn get_run(view: TenantView, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {
     let id = run_id(&id)?;
-    let reads = reads(&state, &tenant)?;
-    let run = reads
+    let run = view
         .get_run(&id)
         .await
         .map_err(internal)?
         .ok_or(ApiError::NotFound)?;
-    let checkpoints = reads.checkpoints(&id).await.map_err(internal)?;
+    let checkpoints = view.checkpoints(&id).await.map_err(internal)?;
     Ok(Json(RunDetail { run, checkpoints }))
 }
 
@@ -189,18 +172,15 @@ struct SignalBody {
 }
 
 async fn signal_run(
-    State(state): State<ServerState>,
-    ApiTenant(tenant): ApiTenant,
+    view: TenantView,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<durable::model::Run>, ApiError> {
     let id = run_id(&id)?;
     let body: SignalBody = json_body(&body)?;
     let name = body.name.trim();
-    match state
-        .app
-        .engine
-        .signal(&Scope::Only(tenant), &id, name, body.payload)
+    match view
+        .signal(&id, name, body.payload)
         .await
         .map_err(engine_error)?
     {
@@ -226,22 +206,20 @@ fn control(outcome: Control, verb: &str) -> Result<Json<durable::model::Run>, Ap
 }
 
 async fn cancel_run(
-    State(state): State<ServerState>,
-    ApiTenant(tenant): ApiTenant,
+    view: TenantView,
     Path(id): Path<String>,
 ) -> Result<Json<durable::model::Run>, ApiError> {
     let id = run_id(&id)?;
-    let outcome = state.app.engine.cancel(&Scope::Only(tenant), &id).await;
+    let outcome = view.cancel(&id).await;
     control(outcome.map_err(internal)?, "cancel")
 }
 
 async fn retry_run(
-    State(state): State<ServerState>,
-    ApiTenant(tenant): ApiTenant,
+    view: TenantView,
     Path(id): Path<String>,
 ) -> Result<Json<durable::model::Run>, ApiError> {
     let id = run_id(&id)?;
-    let outcome = state.app.engine.retry(&Scope::Only(tenant), &id).await;
+    let outcome = view.retry(&id).await;
     control(
         outcome.map_err(internal)?,
         "retry (only failed or dead runs are)",
@@ -249,34 +227,20 @@ async fn retry_run(
 }
 
 async fn continue_run(
-    State(state): State<ServerState>,
-    ApiTenant(tenant): ApiTenant,
+    view: TenantView,
     Path(id): Path<String>,
 ) -> Result<Json<durable::model::Run>, ApiError> {
     let id = run_id(&id)?;
-    let outcome = state
-        .app
-        .engine
-        .continue_run(&Scope::Only(tenant), &id)
-        .await;
+    let outcome = view.continue_run(&id).await;
     control(
         outcome.map_err(internal)?,
         "continue (only blocked runs can be)",
     )
 }
 
-async fn redispatch_run(
-    State(state): State<ServerState>,
-    ApiTenant(tenant): ApiTenant,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+async fn redispatch_run(view: TenantView, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let id = run_id(&id)?;
-    let (outcome, steps) = state
-        .app
-        .engine
-        .redispatch(&Scope::Only(tenant), &id)
-        .await
-        .map_err(internal)?;
+    let (outcome, steps) = view.redispatch(&id).await.map_err(internal)?;
     let Json(run) = control(outcome, "redispatch (it waits on no remote step)")?;
     Ok(Json(
         serde_json::json!({ "run": run, "redispatched": steps }),
@@ -291,17 +255,14 @@ struct RetryWithInputBody {
 }
 
 async fn retry_with_input(
-    State(state): State<ServerState>,
-    ApiTenant(tenant): ApiTenant,
+    view: TenantView,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
     let id = run_id(&id)?;
     let body: RetryWithInputBody = json_body(&body)?;
-    let outcome = state
-        .app
-        .engine
-        .retry_with_input(&Scope::Only(tenant), &id, body.input)
+    let outcome = view
+        .retry_with_input(&id, body.input)
         .await
         .map_err(engine_error)?;
     control(outcome, "retry").map(|run| (StatusCode::CREATED, run))

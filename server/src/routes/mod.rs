@@ -1,11 +1,14 @@
 //! HTTP routes: the dashboard (Leptos pages and server functions, session-authenticated), its
 //! live event stream, the JSON API under `/api/v1` (bearer tenant tokens) and `/healthz`. This
 //! file only lists them; what handlers share is [`crate::state`], sessions are
-//! [`crate::sessions`], and who is asking is [`crate::auth`].
+//! [`crate::sessions`], and who is asking is [`crate::auth`]. API handlers reach runs only
+//! through a [`tenant::TenantView`]; dashboard server functions only through an
+//! [`app::ssr::SessionView`].
 
 mod api;
 mod health;
 mod sse;
+mod tenant;
 
 use app::{App, shell};
 use axum::Router;
@@ -19,6 +22,8 @@ use tower_sessions::{SessionManagerLayer, SessionStore};
 use crate::auth;
 use crate::sessions::Sessions;
 use crate::state::ServerState;
+
+pub use tenant::TenantViews;
 
 /// The whole HTTP surface.
 pub fn router(state: ServerState, sessions: Sessions) -> Router {

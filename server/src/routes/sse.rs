@@ -7,17 +7,19 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use app::ssr::AppState;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
-use durable::model::{Role, Scope};
+use durable::model::Scope;
 use futures::{Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tower_sessions::Session;
 
-use crate::auth::ApiTenant;
+use super::tenant::TenantView;
 use crate::error::{ApiError, internal};
-use crate::state::ServerState;
+use crate::live::LiveHub;
+use crate::state::Shutdown;
 
 /// How often a dashboard stream checks that its session still holds: the longest a revoked
 /// session keeps receiving events.
@@ -28,29 +30,31 @@ type BoxedEvents = std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>
 
 /// `GET /api/v1/events`: the token tenant's events.
 pub async fn api_events(
-    State(state): State<ServerState>,
-    ApiTenant(tenant): ApiTenant,
+    view: TenantView,
+    State(live): State<LiveHub>,
+    State(shutdown): State<Shutdown>,
 ) -> Result<EventStream, ApiError> {
     // A token does not expire: the stream lasts until the server stops.
-    stream(&state, Scope::Only(tenant), std::future::pending()).await
+    let scope = view.scope().clone();
+    stream(&live, shutdown, scope, std::future::pending()).await
 }
 
 /// `GET /events`: the dashboard's feed, scoped to the logged-in user.
 pub async fn dashboard_events(
-    State(state): State<ServerState>,
+    State(dashboard): State<AppState>,
+    State(live): State<LiveHub>,
+    State(shutdown): State<Shutdown>,
     session: Session,
 ) -> Result<EventStream, ApiError> {
     let unauthorized = || ApiError::Unauthorized("log in to watch live events".into());
-    let user = app::ssr::user_of(state.app.accounts.as_ref(), &session)
+    let user = app::ssr::user_of(dashboard.accounts.as_ref(), &session)
         .await
         .map_err(internal)?
         .ok_or_else(unauthorized)?;
-    let scope = match (&user.tenant, user.role) {
-        (Some(tenant), _) => Scope::Only(tenant.clone()),
-        (None, Role::Operator) => Scope::All,
-        (None, _) => return Err(unauthorized()),
-    };
-    let accounts = state.app.accounts.clone();
+    // The same rule as the dashboard's store view: the user's tenant, or every namespace for
+    // an operator bound to none.
+    let scope = app::ssr::session_scope(&user, None).map_err(|_| unauthorized())?;
+    let accounts = dashboard.accounts.clone();
     let revoked = async move {
         loop {
             tokio::time::sleep(SESSION_RECHECK).await;
@@ -67,16 +71,16 @@ pub async fn dashboard_events(
             }
         }
     };
-    stream(&state, scope, revoked).await
+    stream(&live, shutdown, scope, revoked).await
 }
 
 async fn stream(
-    state: &ServerState,
+    live: &LiveHub,
+    Shutdown(mut shutdown): Shutdown,
     scope: Scope,
     revoked: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<EventStream, ApiError> {
-    let frames = state.live.subscribe(scope).await.map_err(internal)?;
-    let mut shutdown = state.shutdown.clone();
+    let frames = live.subscribe(scope).await.map_err(internal)?;
     let ended = async move {
         tokio::select! {
             _ = shutdown.wait_for(|stopped| *stopped) => {}

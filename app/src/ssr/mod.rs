@@ -1,0 +1,16 @@
+//! Server-side plumbing shared by the server functions: the state they read, the session user,
+//! the one view of runs a session may reach, and password hashing.
+//!
+//! Runs are reached only through a [`SessionView`], built in one place from the session's user
+//! ([`view`]); the engine inside [`AppState`] is private to that module, so a server function
+//! cannot read or act on the unscoped store by accident.
+
+mod password;
+mod reply;
+mod session;
+mod view;
+
+pub use password::{dummy_hash, hash_password, verify_password};
+pub use reply::{engine_error, internal, reply};
+pub use session::{EPOCH_KEY, USER_KEY, me, session, session_user, user_of};
+pub use view::{AppState, Need, SessionView, ViewRefused, app_state, session_scope};

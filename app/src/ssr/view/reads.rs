@@ -1,0 +1,42 @@
+//! Reading runs through a [`SessionView`]: every read goes through its store view, so another
+//! tenant's run is simply not there.
+
+use durable::model::{Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery};
+
+use super::SessionView;
+use crate::AppError;
+use crate::ssr::internal;
+
+impl SessionView {
+    /// One run, if this view sees it.
+    pub async fn get_run(&self, id: &RunId) -> Result<Option<Run>, AppError> {
+        self.reads.get_run(id).await.map_err(internal)
+    }
+
+    /// A page of the runs this view sees that match `query`.
+    pub async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, AppError> {
+        self.reads.list_runs(query).await.map_err(internal)
+    }
+
+    /// Counts by status, workflow and tag of the runs this view sees, for the list's facets.
+    pub async fn facets(&self) -> Result<Facets, AppError> {
+        self.reads.facets().await.map_err(internal)
+    }
+
+    /// A visible run's checkpoints (none for a run outside the view).
+    pub async fn checkpoints(&self, id: &RunId) -> Result<Vec<Checkpoint>, AppError> {
+        self.reads.checkpoints(id).await.map_err(internal)
+    }
+
+    /// Per-namespace load of the namespaces this view sees, failures counted since
+    /// `failed_since`, for the operator screen.
+    pub async fn namespace_loads(
+        &self,
+        failed_since: Millis,
+    ) -> Result<Vec<NamespaceLoad>, AppError> {
+        self.reads
+            .namespace_loads(failed_since)
+            .await
+            .map_err(internal)
+    }
+}

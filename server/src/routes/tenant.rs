@@ -1,0 +1,129 @@
+//! The API's one door to the runs: a [`TenantView`], extracted from every API request and built
+//! in exactly one place ([`TenantViews::build`]) from the verified bearer token's tenant. It
+//! holds that tenant's store view and the engine, both private, and offers the reads and verbs
+//! the API handlers use with `Scope::Only(tenant)` fixed; a handler never sees the engine, so it
+//! cannot read or act outside the token's tenant by accident.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use durable::model::{Checkpoint, Namespace, Run, RunId, RunPage, RunQuery, Scope};
+use durable::store::{ScopedStore, SignalSent, StoreResult};
+use durable::{Control, Engine, EngineError, StartRun};
+use serde_json::Value;
+
+use crate::auth::bearer_tenant;
+use crate::error::ApiError;
+use crate::state::ServerState;
+
+#[cfg(test)]
+mod tests;
+
+/// The API's door to the engine, kept in the server state: the only thing that turns a verified
+/// tenant into a [`TenantView`]. It hands the engine to nobody else.
+#[derive(Clone)]
+pub struct TenantViews {
+    engine: Engine,
+}
+
+impl TenantViews {
+    /// The door over `engine`, wired once by the server when it starts.
+    pub fn new(engine: Engine) -> Self {
+        TenantViews { engine }
+    }
+
+    /// The only place an API store view is built: `tenant` is the verified token's, never a
+    /// value from the URL, query or body.
+    fn build(&self, tenant: Namespace) -> TenantView {
+        TenantView {
+            reads: ScopedStore::new(self.engine.store().clone(), tenant.clone()),
+            tenant,
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+/// The runs one API request may reach: the bearer token's tenant's, read through its store view
+/// and acted on with its scope fixed. Another tenant's run answers exactly like a missing one.
+pub struct TenantView {
+    tenant: Namespace,
+    reads: ScopedStore,
+    engine: Engine,
+}
+
+impl FromRequestParts<ServerState> for TenantView {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &ServerState,
+    ) -> Result<Self, Self::Rejection> {
+        let tenant = bearer_tenant(parts, &state.signer)?;
+        Ok(state.tenant_views.build(tenant))
+    }
+}
+
+impl TenantView {
+    /// What this view sees: the token's tenant only (for its live event stream).
+    pub fn scope(&self) -> &Scope {
+        self.reads.scope()
+    }
+
+    /// A page of the tenant's runs matching `query`.
+    pub async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
+        self.reads.list_runs(query).await
+    }
+
+    /// One of the tenant's runs.
+    pub async fn get_run(&self, id: &RunId) -> StoreResult<Option<Run>> {
+        self.reads.get_run(id).await
+    }
+
+    /// One of the tenant's runs' checkpoints (none for another tenant's run).
+    pub async fn checkpoints(&self, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
+        self.reads.checkpoints(id).await
+    }
+
+    /// Starts `req` in the token's tenant; any namespace `req` names is replaced.
+    pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
+        let req = StartRun {
+            namespace: Some(self.tenant.clone()),
+            ..req
+        };
+        self.engine.start_run(req).await
+    }
+
+    /// Sends signal `name` with `payload` to run `id`, if it is the tenant's.
+    pub async fn signal(
+        &self,
+        id: &RunId,
+        name: &str,
+        payload: Value,
+    ) -> Result<SignalSent, EngineError> {
+        self.engine.signal(self.scope(), id, name, payload).await
+    }
+
+    /// Cancels run `id`, if it is the tenant's.
+    pub async fn cancel(&self, id: &RunId) -> Result<Control, EngineError> {
+        self.engine.cancel(self.scope(), id).await
+    }
+
+    /// Re-drives a failed or dead run of the tenant from its last good checkpoint.
+    pub async fn retry(&self, id: &RunId) -> Result<Control, EngineError> {
+        self.engine.retry(self.scope(), id).await
+    }
+
+    /// Drives a blocked run of the tenant again now.
+    pub async fn continue_run(&self, id: &RunId) -> Result<Control, EngineError> {
+        self.engine.continue_run(self.scope(), id).await
+    }
+
+    /// Sends a tenant's run's waiting remote steps again now; with how many went out.
+    pub async fn redispatch(&self, id: &RunId) -> Result<(Control, usize), EngineError> {
+        self.engine.redispatch(self.scope(), id).await
+    }
+
+    /// Starts a new run of one of the tenant's runs' workflow with edited `input`.
+    pub async fn retry_with_input(&self, id: &RunId, input: Value) -> Result<Control, EngineError> {
+        self.engine.retry_with_input(self.scope(), id, input).await
+    }
+}

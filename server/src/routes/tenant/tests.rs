@@ -1,0 +1,278 @@
+//! Trying to cross the line through a [`TenantView`]: the view of acme's token must answer a
+//! globex run exactly like a missing one, to every read and verb, and leave it untouched; the
+//! extractor takes the tenant from the verified token only. Also a guard that the API handlers
+//! reach runs through the view alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::ssr::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::Request;
+use durable::gateway::TokenSigner;
+use durable::model::{Namespace, Run, RunId, RunQuery, RunStatus, Scope};
+use durable::prelude::*;
+use durable::store::{SignalSent, SqliteStore, Store};
+use durable::transport::MemoryTransport;
+use durable::{Control, StartRun};
+use leptos::prelude::LeptosOptions;
+use serde_json::{Value, json};
+
+use super::{TenantView, TenantViews};
+use crate::error::ApiError;
+use crate::live::LiveHub;
+use crate::state::{ServerState, Shutdown};
+
+fn ns(name: &str) -> Namespace {
+    Namespace::parse(name).expect("namespace")
+}
+
+/// An engine on a fresh SQLite store, with one suspended `approval` run (it waits for the
+/// `approve` signal) in acme and one in globex, and the server state over it.
+struct World {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    engine: Engine,
+    state: ServerState,
+    acme: RunId,
+    globex: RunId,
+}
+
+impl World {
+    async fn new() -> World {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let sqlite = Arc::new(
+            SqliteStore::connect(&format!("sqlite://{}/api.db", dir.path().display()))
+                .await
+                .expect("store"),
+        );
+        let store: Arc<dyn Store> = sqlite.clone();
+        let transport = Arc::new(MemoryTransport::new());
+        let mut registry = Registry::new();
+        registry.workflow("approval", 1, |ctx: WorkflowContext, _: Value| async move {
+            let got: Option<Value> = ctx.wait_signal("approve", None).await?;
+            Ok::<_, WorkflowError>(json!({ "approved": got }))
+        });
+        let engine = Engine::new(
+            store.clone(),
+            transport.clone(),
+            Arc::new(registry),
+            EngineConfig::default(),
+        );
+        engine.start().await.expect("engine starts");
+        let acme = start_waiting(&engine, &store, "acme").await;
+        let globex = start_waiting(&engine, &store, "globex").await;
+        let options = LeptosOptions::builder().output_name("durable").build();
+        let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+        let state = ServerState {
+            app: AppState::new(options, engine.clone(), sqlite),
+            tenant_views: TenantViews::new(engine.clone()),
+            signer: TokenSigner::new(vec![42u8; 32]).expect("signer"),
+            shutdown: Shutdown(stop_rx),
+            live: LiveHub::new(transport),
+        };
+        World {
+            _dir: dir,
+            store,
+            engine,
+            state,
+            acme,
+            globex,
+        }
+    }
+
+    /// The view an API request carrying `authorization` (and a query naming globex, which must
+    /// not matter) gets, or why it gets none.
+    async fn extract(&self, authorization: &str) -> Result<TenantView, ApiError> {
+        let request = Request::builder()
+            .uri("/api/v1/runs?namespace=globex&tenant=globex")
+            .header("authorization", authorization)
+            .header("x-tenant", "globex")
+            .body(())
+            .expect("request");
+        let (mut parts, ()) = request.into_parts();
+        TenantView::from_request_parts(&mut parts, &self.state).await
+    }
+
+    fn view_for(&self, tenant: &str) -> TenantView {
+        self.state.tenant_views.build(ns(tenant))
+    }
+
+    async fn stop(self) {
+        self.engine.shutdown().await;
+    }
+}
+
+/// Starts an `approval` run in `tenant` straight on the engine and waits until it waits.
+async fn start_waiting(engine: &Engine, store: &Arc<dyn Store>, tenant: &str) -> RunId {
+    let run = engine
+        .start_run(StartRun {
+            workflow: "approval".into(),
+            input: json!({}),
+            namespace: Some(ns(tenant)),
+            ..StartRun::default()
+        })
+        .await
+        .expect("start");
+    wait_for(store, &run.id, RunStatus::Suspended).await;
+    run.id
+}
+
+/// Run `id` as it is in the store, whatever its namespace.
+async fn stored(store: &Arc<dyn Store>, id: &RunId) -> Run {
+    store
+        .get_run(&Scope::All, id)
+        .await
+        .expect("read")
+        .expect("the run exists")
+}
+
+async fn wait_for(store: &Arc<dyn Store>, id: &RunId, status: RunStatus) {
+    for _ in 0..500 {
+        if stored(store, id).await.status == status {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("run {id} never became {status}");
+}
+
+/// The namespaces of every run `view` lists.
+async fn listed(view: &TenantView) -> Vec<String> {
+    let query = RunQuery {
+        limit: 200,
+        ..RunQuery::default()
+    };
+    let page = view.list_runs(&query).await.expect("list");
+    let mut namespaces: Vec<String> = page
+        .runs
+        .iter()
+        .map(|r| r.namespace.as_str().to_owned())
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    namespaces
+}
+
+#[tokio::test]
+async fn a_tenant_view_cannot_read_or_act_on_another_tenants_run() {
+    let world = World::new().await;
+    let acme = world.view_for("acme");
+    let globex = &world.globex;
+    let before = stored(&world.store, globex).await;
+
+    assert_eq!(listed(&acme).await, ["acme"]);
+    assert_eq!(acme.get_run(globex).await.expect("get"), None);
+    assert!(
+        acme.checkpoints(globex)
+            .await
+            .expect("checkpoints")
+            .is_empty()
+    );
+    assert!(matches!(acme.cancel(globex).await, Ok(Control::NotFound)));
+    assert!(matches!(acme.retry(globex).await, Ok(Control::NotFound)));
+    assert!(matches!(
+        acme.continue_run(globex).await,
+        Ok(Control::NotFound)
+    ));
+    assert!(matches!(
+        acme.redispatch(globex).await,
+        Ok((Control::NotFound, 0))
+    ));
+    assert!(matches!(
+        acme.signal(globex, "approve", json!({ "by": "acme" }))
+            .await,
+        Ok(SignalSent::NotFound)
+    ));
+    assert!(matches!(
+        acme.retry_with_input(globex, json!({ "x": 1 })).await,
+        Ok(Control::NotFound)
+    ));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let after = stored(&world.store, globex).await;
+    assert_eq!(after.status, RunStatus::Suspended);
+    assert_eq!(
+        after.updated_at, before.updated_at,
+        "globex's run was not written"
+    );
+
+    // Its own run it reaches: the line is the tenant, not the verbs.
+    assert!(acme.get_run(&world.acme).await.expect("get").is_some());
+    let sent = acme.signal(&world.acme, "approve", json!(true)).await;
+    assert!(matches!(sent, Ok(SignalSent::Delivered(_))), "{sent:?}");
+    wait_for(&world.store, &world.acme, RunStatus::Completed).await;
+    world.stop().await;
+}
+
+#[tokio::test]
+async fn a_start_lands_in_the_tokens_tenant_whatever_the_request_names() {
+    let world = World::new().await;
+    let run = world
+        .view_for("acme")
+        .start_run(StartRun {
+            workflow: "approval".into(),
+            input: json!({}),
+            namespace: Some(ns("globex")),
+            ..StartRun::default()
+        })
+        .await
+        .expect("start");
+    assert_eq!(run.namespace, ns("acme"));
+    world.stop().await;
+}
+
+#[tokio::test]
+async fn the_view_comes_from_the_verified_token_only() {
+    let world = World::new().await;
+    let token = world.state.signer.sign(&ns("acme"));
+    let view = world
+        .extract(&format!("Bearer {token}"))
+        .await
+        .expect("a view for a valid token");
+    assert_eq!(view.scope(), &Scope::Only(ns("acme")));
+    assert_eq!(listed(&view).await, ["acme"]);
+
+    let forged = TokenSigner::new(vec![7u8; 32])
+        .expect("signer")
+        .sign(&ns("globex"));
+    for authorization in [
+        format!("Bearer {forged}"),
+        "Bearer globex".to_owned(),
+        token.clone(),
+        String::new(),
+    ] {
+        assert!(
+            matches!(
+                world.extract(&authorization).await,
+                Err(ApiError::Unauthorized(_))
+            ),
+            "{authorization:?} must not get a view"
+        );
+    }
+    world.stop().await;
+}
+
+/// The API's handlers reach runs through a [`TenantView`] alone: none takes the whole server
+/// state, names the engine, builds a store view or picks a scope. (The engine is private to
+/// `TenantViews` and `AppState` anyway; this keeps a handler from being handed it back.)
+#[test]
+fn api_handlers_reach_runs_only_through_the_tenant_view() {
+    for (file, source) in [
+        ("routes/api.rs", include_str!("../api.rs")),
+        ("routes/sse.rs", include_str!("../sse.rs")),
+        ("routes/health.rs", include_str!("../health.rs")),
+    ] {
+        for banned in [
+            "State<ServerState>",
+            ".engine",
+            "Engine",
+            "ScopedStore",
+            "Scope::",
+        ] {
+            assert!(
+                !source.contains(banned),
+                "{file} names `{banned}`; take a `TenantView` (or the one part of the state needed)"
+            );
+        }
+    }
+}
