@@ -2,10 +2,11 @@
 //! and signals. Each runs inside one transaction.
 
 use serde_json::Value;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 
-use super::rows::{RUN_COLS, Sql, db, push_scope, run_by_id, run_from_row, to_value};
+use super::rows::{RUN_COLS, db, run_by_id, run_from_row, to_value};
 use super::settle::{settle_parent, wake};
+use super::sql::{Sql, push_scope};
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
 use crate::store::rules::{self, settles_parent};
 use crate::store::{RunPatch, SignalSent, StoreResult};
@@ -45,6 +46,66 @@ pub(super) async fn claim_runs(
     sql.push(format!(" FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLS}"));
     let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
     rows.iter().map(run_from_row).collect()
+}
+
+pub(super) async fn renew_leases(
+    pool: &PgPool,
+    owner: &str,
+    ids: &[RunId],
+    until: Millis,
+) -> StoreResult<u64> {
+    let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
+    // Rows a commit holds right now are skipped, never waited for: waiting could close a
+    // lock cycle with a group transaction, and that commit settles the lease anyway.
+    let done = sqlx::query(
+        "UPDATE runs SET locked_until = $1 WHERE id IN (SELECT id FROM runs \
+         WHERE status = 'running' AND locked_by = $2 AND id = ANY($3) FOR UPDATE SKIP LOCKED)",
+    )
+    .bind(until)
+    .bind(owner)
+    .bind(&ids)
+    .execute(pool)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected())
+}
+
+/// [`crate::store::Store::beat_driver`]: how many other drivers are alive at `now`.
+pub(super) async fn beat_driver(
+    pool: &PgPool,
+    owner: &str,
+    alive_until: Millis,
+    now: Millis,
+) -> StoreResult<u32> {
+    // Absence means gone, so rows of drivers long gone can go. Every part of the statement
+    // sees the table as it was before it, so the count never includes `owner`'s own row.
+    let peers: i64 = sqlx::query_scalar(
+        "WITH gone AS (DELETE FROM drivers WHERE alive_until < $2 - 86400000 AND owner <> $1), \
+         peers AS (SELECT count(*) AS n FROM drivers WHERE owner <> $1 AND alive_until >= $3) \
+         INSERT INTO drivers (owner, alive_until) VALUES ($1, $2) \
+         ON CONFLICT (owner) DO UPDATE SET alive_until = EXCLUDED.alive_until \
+         RETURNING (SELECT n FROM peers)",
+    )
+    .bind(owner)
+    .bind(alive_until)
+    .bind(now)
+    .fetch_one(pool)
+    .await
+    .map_err(db)?;
+    Ok(u32::try_from(peers).unwrap_or(u32::MAX))
+}
+
+pub(super) async fn release_leases(pool: &PgPool, owner: &str, now: Millis) -> StoreResult<u64> {
+    let done = sqlx::query(
+        "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = $1 \
+         WHERE status = 'running' AND locked_by = $2",
+    )
+    .bind(now)
+    .bind(owner)
+    .execute(pool)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected())
 }
 
 pub(super) async fn sweep_abandoned(
@@ -89,6 +150,95 @@ pub(super) async fn sweep_abandoned(
         }
     }
     Ok(ended)
+}
+
+pub(super) async fn wake_blocked(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    now: Millis,
+) -> StoreResult<Vec<Run>> {
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', wake_at = NULL, updated_at = ");
+    sql.push_bind(now);
+    sql.push(" WHERE status = 'blocked' AND wake_at <= ")
+        .push_bind(now);
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(format!(" RETURNING {RUN_COLS}"));
+    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
+    rows.iter().map(run_from_row).collect()
+}
+
+pub(super) async fn unblock_runs(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    served: &[(String, u32)],
+    now: Millis,
+) -> StoreResult<Vec<Run>> {
+    if served.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
+    sql.push_bind(now);
+    sql.push(" WHERE status = 'blocked' AND wake_at IS NULL");
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" AND (");
+    for (i, (workflow, version)) in served.iter().enumerate() {
+        if i > 0 {
+            sql.push(" OR ");
+        }
+        sql.push("(workflow = ").push_bind(workflow.clone());
+        sql.push(" AND workflow_version = ")
+            .push_bind(*version as i32);
+        sql.push(")");
+    }
+    sql.push(format!(") RETURNING {RUN_COLS}"));
+    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
+    rows.iter().map(run_from_row).collect()
+}
+
+/// [`crate::store::Store::beat_step`].
+pub(super) async fn beat_step(
+    pool: &PgPool,
+    scope: &Scope,
+    id: &RunId,
+    seq: u32,
+    group: &str,
+    now: Millis,
+) -> StoreResult<bool> {
+    let mut sql = Sql::new("UPDATE checkpoints SET enqueued_at = ");
+    sql.push_bind(now)
+        .push(" WHERE run_id = ")
+        .push_bind(id.as_str().to_owned())
+        .push(" AND seq = ")
+        .push_bind(seq as i32)
+        .push(" AND kind = 'remote_step' AND status = 'pending' AND worker_group = ")
+        .push_bind(group.to_owned())
+        .push(" AND run_id IN (SELECT id FROM runs WHERE id = ")
+        .push_bind(id.as_str().to_owned());
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(")");
+    let done = sql.build().execute(pool).await.map_err(db)?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub(super) async fn mark_dispatched(
+    pool: &PgPool,
+    id: &RunId,
+    seq: u32,
+    by: &str,
+    now: Millis,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4 \
+         WHERE run_id = $2 AND seq = $3 AND status = 'pending'",
+    )
+    .bind(now)
+    .bind(id.as_str())
+    .bind(seq as i32)
+    .bind(by)
+    .execute(pool)
+    .await
+    .map_err(db)?;
+    Ok(())
 }
 
 pub(super) async fn update_run_if(
@@ -204,47 +354,4 @@ pub(super) async fn send_signal(
     wake(conn, id, now).await?;
     let run = run_by_id(conn, id).await?.unwrap_or(run);
     Ok(SignalSent::Delivered(run))
-}
-
-pub(super) async fn wake_blocked(
-    conn: &mut PgConnection,
-    scope: &Scope,
-    now: Millis,
-) -> StoreResult<Vec<Run>> {
-    let mut sql = Sql::new("UPDATE runs SET status = 'pending', wake_at = NULL, updated_at = ");
-    sql.push_bind(now);
-    sql.push(" WHERE status = 'blocked' AND wake_at <= ")
-        .push_bind(now);
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(format!(" RETURNING {RUN_COLS}"));
-    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
-    rows.iter().map(run_from_row).collect()
-}
-
-pub(super) async fn unblock_runs(
-    conn: &mut PgConnection,
-    scope: &Scope,
-    served: &[(String, u32)],
-    now: Millis,
-) -> StoreResult<Vec<Run>> {
-    if served.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
-    sql.push_bind(now);
-    sql.push(" WHERE status = 'blocked' AND wake_at IS NULL");
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(" AND (");
-    for (i, (workflow, version)) in served.iter().enumerate() {
-        if i > 0 {
-            sql.push(" OR ");
-        }
-        sql.push("(workflow = ").push_bind(workflow.clone());
-        sql.push(" AND workflow_version = ")
-            .push_bind(*version as i32);
-        sql.push(")");
-    }
-    sql.push(format!(") RETURNING {RUN_COLS}"));
-    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
-    rows.iter().map(run_from_row).collect()
 }

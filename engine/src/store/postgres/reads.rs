@@ -2,9 +2,8 @@
 
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::rows::{
-    CHECKPOINT_COLS, RUN_COLS, Sql, checkpoint_from_row, db, push_scope, run_from_row,
-};
+use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, db, run_from_row};
+use super::sql::{Sql, push_scope};
 use serde_json::{Value, json};
 
 use crate::model::{

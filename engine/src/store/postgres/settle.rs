@@ -6,7 +6,7 @@ use sqlx::PgConnection;
 use super::rows::{CHECKPOINT_COLS, checkpoint_from_row, db, to_value};
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Millis, RetryPolicy, Run, RunId, RunStatus,
-    StepFailure, StepOutcome, StepResult,
+    StepFailure, StepResult,
 };
 use crate::store::{StoreError, StoreResult, rules};
 
@@ -50,65 +50,6 @@ pub(super) async fn schedule_retry(
     ))
     .bind(due)
     .bind(to_value(error))
-    .bind(result.started_at)
-    .bind(result.run_id.as_str())
-    .bind(result.seq as i32)
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db)?;
-    row.as_ref().map(checkpoint_from_row).transpose()
-}
-
-/// The status, output and error a result writes on its checkpoint.
-pub(super) fn result_columns(
-    result: &StepResult,
-) -> (CheckpointStatus, Option<Value>, Option<Value>) {
-    match &result.outcome {
-        StepOutcome::Completed { output } => {
-            (CheckpointStatus::Completed, Some(output.clone()), None)
-        }
-        StepOutcome::Failed { error } => (CheckpointStatus::Failed, None, Some(to_value(error))),
-    }
-}
-
-/// The statement that records a result on its checkpoint, given the placeholders of its status,
-/// output, error, finished_at, started_at, run id and seq: only a remote step still waiting
-/// takes it.
-pub(super) fn record_result_sql(p: [String; 7]) -> String {
-    let [status, output, error, finished_at, started_at, run_id, seq] = p;
-    format!(
-        "UPDATE checkpoints SET status = {status}, output = {output}, error = {error}, \
-         finished_at = {finished_at}, started_at = COALESCE({started_at}, started_at) \
-         WHERE {}",
-        waiting_step_sql(&run_id, &seq)
-    )
-}
-
-/// The condition on `checkpoints` that picks remote step `seq` of run `run_id` (placeholders)
-/// while it still waits for its result (pending or running).
-pub(super) fn waiting_step_sql(run_id: &str, seq: &str) -> String {
-    format!(
-        "run_id = {run_id} AND seq = {seq} AND kind = 'remote_step' \
-         AND status IN ('pending', 'running')"
-    )
-}
-
-/// Resolves the result's checkpoint if it still waits; `None` for a late or duplicate result.
-pub(super) async fn record_result(
-    conn: &mut PgConnection,
-    result: &StepResult,
-    now: Millis,
-) -> StoreResult<Option<Checkpoint>> {
-    let (status, output, error) = result_columns(result);
-    let placeholders = ["$1", "$2", "$3", "$4", "$5", "$6", "$7"].map(str::to_owned);
-    let row = sqlx::query(&format!(
-        "{} RETURNING {CHECKPOINT_COLS}",
-        record_result_sql(placeholders)
-    ))
-    .bind(status.as_str())
-    .bind(output)
-    .bind(error)
-    .bind(now)
     .bind(result.started_at)
     .bind(result.run_id.as_str())
     .bind(result.seq as i32)

@@ -1,26 +1,20 @@
-//! Persisting a turn, and recording a step result (alone or with the next turn), each in one
-//! transaction.
+//! Persisting a turn: its checkpoints, resolved waits, children, cancellations and the run's
+//! next status, in one transaction (or, when it fits, one statement).
 
 use sqlx::PgConnection;
 
 use super::reads::history;
-use super::rows::{
-    INSERT_RUN, PgQuery, RUN_COLS, Sql, db, default_namespace, insert_run, push_scope, run_by_id,
-    run_from_row, to_value,
-};
-use super::settle::{
-    Resolution, record_result, record_result_sql, resolve_pending, result_columns, schedule_retry,
-    settle_parent, waiting_step_sql,
-};
+use super::result::{record_result, record_result_sql, result_columns, waiting_step_sql};
+use super::rows::{INSERT_RUN, RUN_COLS, db, insert_run, run_by_id, run_from_row, to_value};
+use super::settle::{Resolution, resolve_pending, schedule_retry, settle_parent};
+use super::sql::{PgQuery, default_namespace};
 use super::values::{CheckpointValues, FirstState, RunValues, params};
 use crate::model::{
     CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
 };
 use crate::store::columns::RUN_COL_COUNT;
 use crate::store::rules::{self, settles_parent};
-use crate::store::{
-    Claim, Committed, NewCheckpoint, NewRun, StepApplied, StoreResult, TurnCommit, TurnOutcome,
-};
+use crate::store::{Claim, Committed, NewCheckpoint, NewRun, StoreResult, TurnCommit, TurnOutcome};
 
 /// [`crate::store::Store::commit_turn`] inside a transaction. `None` when the lease is gone or
 /// the turn's view was stale (a buffered signal it took was taken meanwhile): the caller rolls
@@ -98,7 +92,7 @@ pub(super) async fn create_run_and_commit(
 
 /// Whether the write of turn `commit` of run `id` (with or without the result it carries) is one
 /// statement that never backs out after writing, so that alone it needs no transaction (see
-/// [`super::group::GroupCommit::write_as`]): the commit fits one statement, and it does
+/// [`super::writer::Writer::write_as`]): the commit fits one statement, and it does
 /// not end a child run, whose parent's wait is settled by further statements.
 pub(super) fn is_one_statement(id: &RunId, commit: &TurnCommit) -> bool {
     let ends = matches!(
@@ -139,7 +133,7 @@ fn insert_checkpoints_sql(n: usize, param: &mut impl FnMut() -> String) -> Strin
 
 /// Who may move the run in a turn's commit.
 #[derive(Clone, Copy)]
-enum Holder {
+pub(super) enum Holder {
     /// The lease holder of a `running` run, claimed `attempt` times when the turn began.
     Lease { attempt: u32 },
     /// Whoever holds the run exactly as the sticky cache left it: `suspended`, not woken since,
@@ -298,7 +292,7 @@ const FUSED_CHECKPOINTS: usize = 8;
 /// commit that only appends a few checkpoints does all of it in one statement: the hot path of
 /// a burst (a step's result and the turn it wakes) is then one round trip. `None` when the run
 /// was not held or the result was a duplicate: the caller rolls back.
-async fn move_run(
+pub(super) async fn move_run(
     conn: &mut PgConnection,
     lease: &Claim,
     id: &RunId,
@@ -584,114 +578,4 @@ async fn time_out_step(
         .await?;
     }
     Ok(())
-}
-
-/// [`crate::store::Store::apply_step_result`] inside a transaction; `None` means roll back.
-pub(super) async fn apply_step_result(
-    conn: &mut PgConnection,
-    result: &StepResult,
-    now: Millis,
-    claim: Option<&Claim>,
-) -> StoreResult<Option<StepApplied>> {
-    let Some((run, claimed)) = wake_or_claim(conn, result, now, claim).await? else {
-        return Ok(None);
-    };
-    let checkpoint = match &result.outcome {
-        StepOutcome::Failed { error } => match schedule_retry(conn, result, error, now).await? {
-            Some(cp) => Some(cp),
-            None => record_result(conn, result, now).await?,
-        },
-        StepOutcome::Completed { .. } => record_result(conn, result, now).await?,
-    };
-    let Some(checkpoint) = checkpoint else {
-        // Duplicate or unknown step: roll the wake-up (and any claim) back.
-        return Ok(None);
-    };
-    let claimed = match claimed {
-        true => Some(history(conn, &result.run_id).await?),
-        false => None,
-    };
-    Ok(Some(StepApplied {
-        run,
-        claimed,
-        checkpoint,
-    }))
-}
-
-/// Wakes the result's run, claiming it under `claim` when it is suspended and inside the
-/// claim's scope. `None` when the run ended; a parked run keeps the result and stays parked.
-async fn wake_or_claim(
-    conn: &mut PgConnection,
-    result: &StepResult,
-    now: Millis,
-    claim: Option<&Claim>,
-) -> StoreResult<Option<(Run, bool)>> {
-    let mut sql = Sql::new("UPDATE runs SET updated_at = ");
-    sql.push_bind(now);
-    match claim {
-        Some(claim) => {
-            // One predicate, repeated for each column (SET expressions all see the old row).
-            let claimable = |sql: &mut Sql| {
-                sql.push(" CASE WHEN (status = 'suspended'");
-                push_scope(sql, "namespace", &claim.scope);
-                sql.push(") THEN ");
-            };
-            sql.push(", status =");
-            claimable(&mut sql);
-            sql.push("'running' ELSE status END, locked_by =");
-            claimable(&mut sql);
-            sql.push_bind(claim.owner.clone());
-            sql.push(" ELSE locked_by END, locked_until =");
-            claimable(&mut sql);
-            sql.push_bind(claim.until);
-            sql.push(" ELSE locked_until END, attempt = attempt +");
-            claimable(&mut sql);
-            sql.push("1 ELSE 0 END, needs_wake =");
-            claimable(&mut sql);
-            sql.push("FALSE ELSE TRUE END, wake_at =");
-            claimable(&mut sql);
-            sql.push("NULL WHEN status = 'suspended' THEN ");
-            sql.push_bind(now);
-            sql.push(" ELSE wake_at END");
-        }
-        None => {
-            sql.push(", needs_wake = TRUE, wake_at = CASE WHEN status = 'suspended' THEN ");
-            sql.push_bind(now);
-            sql.push(" ELSE wake_at END");
-        }
-    }
-    sql.push(" WHERE id = ");
-    sql.push_bind(result.run_id.as_str().to_owned());
-    sql.push(format!(
-        " AND status IN ('pending', 'suspended', 'running', 'blocked') RETURNING {RUN_COLS}, needs_wake"
-    ));
-    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
-        return Ok(None);
-    };
-    let needs_wake: bool = sqlx::Row::try_get(&row, RUN_COL_COUNT)
-        .map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
-    let run = run_from_row(&row)?;
-    let claimed = claim.is_some_and(|c| {
-        !needs_wake && run.status == RunStatus::Running && run.locked_by.as_ref() == Some(&c.owner)
-    });
-    Ok(Some((run, claimed)))
-}
-
-/// [`crate::store::Store::apply_result_and_commit`] inside a transaction; `None` means roll
-/// back. The run is claimed and moved on by one update (taking its row lock first, as every
-/// write of a run does), then the result is recorded.
-pub(super) async fn apply_result_and_commit(
-    conn: &mut PgConnection,
-    result: &StepResult,
-    lease: &Claim,
-    attempt: u32,
-    commit: &TurnCommit,
-    now: Millis,
-) -> StoreResult<Option<Committed>> {
-    let holder = Holder::Untouched { attempt };
-    let id = &result.run_id;
-    let Some(run) = move_run(conn, lease, id, holder, Some(result), commit, now).await? else {
-        return Ok(None);
-    };
-    finish_turn(conn, run, id, &lease.owner, commit, now).await
 }

@@ -7,7 +7,8 @@
 
 use serde_json::Value;
 
-use super::rows::{PgQuery, to_value};
+use super::rows::to_value;
+use super::sql::PgQuery;
 use crate::model::{Millis, RunId, RunStatus};
 use crate::store::rules;
 use crate::store::{Claim, NewCheckpoint, NewRun, TurnCommit};

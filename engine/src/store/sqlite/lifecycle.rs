@@ -45,6 +45,65 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
     Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
 }
 
+pub(super) fn renew_leases(
+    conn: &Connection,
+    owner: &str,
+    ids: &[RunId],
+    until: Millis,
+) -> StoreResult<Wrote<u64>> {
+    let mut sql = Sql::new("UPDATE runs SET locked_until = ");
+    sql.bind(until)
+        .push(" WHERE status = 'running' AND locked_by = ")
+        .bind(owner.to_owned())
+        .push(" AND id IN (")
+        .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
+        .push(")");
+    Ok(Wrote::Keep(sql.execute(conn)?))
+}
+
+/// [`crate::store::Store::beat_driver`]: how many other drivers are alive at `now`.
+pub(super) fn beat_driver(
+    conn: &Connection,
+    owner: &str,
+    alive_until: Millis,
+    now: Millis,
+) -> StoreResult<Wrote<u32>> {
+    // Absence means gone, so rows of drivers long gone can go.
+    conn.prepare_cached("DELETE FROM drivers WHERE alive_until < ? AND owner <> ?")
+        .map_err(db)?
+        .execute(params![alive_until - 86_400_000, owner])
+        .map_err(db)?;
+    conn.prepare_cached(
+        "INSERT INTO drivers (owner, alive_until) VALUES (?, ?) \
+         ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until",
+    )
+    .map_err(db)?
+    .execute(params![owner, alive_until])
+    .map_err(db)?;
+    let peers = conn
+        .prepare_cached("SELECT count(*) FROM drivers WHERE owner <> ? AND alive_until >= ?")
+        .map_err(db)?
+        .query_row(params![owner, now], |row| row.get::<_, u32>(0))
+        .map_err(db)?;
+    Ok(Wrote::Keep(peers))
+}
+
+pub(super) fn release_leases(
+    conn: &Connection,
+    owner: &str,
+    now: Millis,
+) -> StoreResult<Wrote<u64>> {
+    let released = conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = ? \
+             WHERE status = 'running' AND locked_by = ?",
+        )
+        .map_err(db)?
+        .execute(params![now, owner])
+        .map_err(db)?;
+    Ok(Wrote::Keep(released as u64))
+}
+
 pub(super) fn sweep_abandoned(
     conn: &Connection,
     scope: &Scope,
@@ -89,20 +148,51 @@ pub(super) fn sweep_abandoned(
     Ok(Wrote::Keep(ended))
 }
 
-pub(super) fn renew_leases(
+pub(super) fn wake_blocked(
     conn: &Connection,
-    owner: &str,
-    ids: &[RunId],
-    until: Millis,
-) -> StoreResult<Wrote<u64>> {
-    let mut sql = Sql::new("UPDATE runs SET locked_until = ");
-    sql.bind(until)
-        .push(" WHERE status = 'running' AND locked_by = ")
-        .bind(owner.to_owned())
-        .push(" AND id IN (")
-        .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
-        .push(")");
-    Ok(Wrote::Keep(sql.execute(conn)?))
+    scope: &Scope,
+    now: Millis,
+) -> StoreResult<Wrote<Vec<Run>>> {
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', wake_at = NULL, updated_at = ");
+    sql.bind(now)
+        .push(" WHERE status = 'blocked' AND wake_at <= ")
+        .bind(now)
+        .scope("namespace", scope);
+    sql.push(&format!(" RETURNING {RUN_COLS}"));
+    let woken = sql.all(conn, run_from_row)?;
+    Ok(if woken.is_empty() {
+        Wrote::Discard(woken)
+    } else {
+        Wrote::Keep(woken)
+    })
+}
+
+pub(super) fn unblock_runs(
+    conn: &Connection,
+    scope: &Scope,
+    served: &[(String, u32)],
+    now: Millis,
+) -> StoreResult<Wrote<Vec<Run>>> {
+    if served.is_empty() {
+        return Ok(Wrote::Discard(Vec::new()));
+    }
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
+    sql.bind(now)
+        .push(" WHERE status = 'blocked' AND wake_at IS NULL")
+        .scope("namespace", scope)
+        .push(" AND (");
+    for (i, (workflow, version)) in served.iter().enumerate() {
+        if i > 0 {
+            sql.push(" OR ");
+        }
+        sql.push("(workflow = ")
+            .bind(workflow.clone())
+            .push(" AND workflow_version = ")
+            .bind(i64::from(*version))
+            .push(")");
+    }
+    sql.push(&format!(") RETURNING {RUN_COLS}"));
+    Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
 }
 
 /// [`crate::store::Store::beat_step`] inside the writer's transaction.
@@ -144,33 +234,6 @@ pub(super) fn mark_dispatched(
     .execute(params![now, by, id.as_str(), i64::from(seq)])
     .map_err(db)?;
     Ok(Wrote::Keep(()))
-}
-
-/// [`crate::store::Store::beat_driver`]: how many other drivers are alive at `now`.
-pub(super) fn beat_driver(
-    conn: &Connection,
-    owner: &str,
-    alive_until: Millis,
-    now: Millis,
-) -> StoreResult<Wrote<u32>> {
-    // Absence means gone, so rows of drivers long gone can go.
-    conn.prepare_cached("DELETE FROM drivers WHERE alive_until < ? AND owner <> ?")
-        .map_err(db)?
-        .execute(params![alive_until - 86_400_000, owner])
-        .map_err(db)?;
-    conn.prepare_cached(
-        "INSERT INTO drivers (owner, alive_until) VALUES (?, ?) \
-         ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until",
-    )
-    .map_err(db)?
-    .execute(params![owner, alive_until])
-    .map_err(db)?;
-    let peers = conn
-        .prepare_cached("SELECT count(*) FROM drivers WHERE owner <> ? AND alive_until >= ?")
-        .map_err(db)?
-        .query_row(params![owner, now], |row| row.get::<_, u32>(0))
-        .map_err(db)?;
-    Ok(Wrote::Keep(peers))
 }
 
 pub(super) fn update_run_if(
@@ -278,67 +341,4 @@ pub(super) fn send_signal(
     wake(conn, id, now)?;
     let run = run_by_id(conn, id)?.unwrap_or(run);
     Ok(Wrote::Keep(SignalSent::Delivered(run)))
-}
-
-pub(super) fn wake_blocked(
-    conn: &Connection,
-    scope: &Scope,
-    now: Millis,
-) -> StoreResult<Wrote<Vec<Run>>> {
-    let mut sql = Sql::new("UPDATE runs SET status = 'pending', wake_at = NULL, updated_at = ");
-    sql.bind(now)
-        .push(" WHERE status = 'blocked' AND wake_at <= ")
-        .bind(now)
-        .scope("namespace", scope);
-    sql.push(&format!(" RETURNING {RUN_COLS}"));
-    let woken = sql.all(conn, run_from_row)?;
-    Ok(if woken.is_empty() {
-        Wrote::Discard(woken)
-    } else {
-        Wrote::Keep(woken)
-    })
-}
-
-pub(super) fn unblock_runs(
-    conn: &Connection,
-    scope: &Scope,
-    served: &[(String, u32)],
-    now: Millis,
-) -> StoreResult<Wrote<Vec<Run>>> {
-    if served.is_empty() {
-        return Ok(Wrote::Discard(Vec::new()));
-    }
-    let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
-    sql.bind(now)
-        .push(" WHERE status = 'blocked' AND wake_at IS NULL")
-        .scope("namespace", scope)
-        .push(" AND (");
-    for (i, (workflow, version)) in served.iter().enumerate() {
-        if i > 0 {
-            sql.push(" OR ");
-        }
-        sql.push("(workflow = ")
-            .bind(workflow.clone())
-            .push(" AND workflow_version = ")
-            .bind(i64::from(*version))
-            .push(")");
-    }
-    sql.push(&format!(") RETURNING {RUN_COLS}"));
-    Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
-}
-
-pub(super) fn release_leases(
-    conn: &Connection,
-    owner: &str,
-    now: Millis,
-) -> StoreResult<Wrote<u64>> {
-    let released = conn
-        .prepare_cached(
-            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = ? \
-             WHERE status = 'running' AND locked_by = ?",
-        )
-        .map_err(db)?
-        .execute(params![now, owner])
-        .map_err(db)?;
-    Ok(Wrote::Keep(released as u64))
 }

@@ -6,6 +6,18 @@
 //! ([`readers`]); WAL mode lets them read while the writer commits. Both call SQLite in-thread
 //! (rusqlite): one hand-off per operation, not one per statement. Migrations are sqlx's, shared
 //! with `durable migrate`.
+//!
+//! Its files, by role (the PostgreSQL store has a file of the same name for each):
+//! - `writer.rs`: the group commit every write goes through (and `readers.rs`, the reads);
+//! - `turn.rs`: a turn's commit: its checkpoints, resolved waits, children, cancellations and
+//!   the run's next status;
+//! - `result.rs`: a step result, alone or with the turn it leads to;
+//! - `settle.rs`: resolving waits: step retries, pending checkpoints, a parent's wait;
+//! - `lifecycle.rs`: claims, leases, sweeps, dispatch beats, control verbs and signals;
+//! - `reads.rs`: scoped reads;
+//! - `accounts.rs`: dashboard users and settings;
+//! - `rows.rs`: row mapping and the statements several operations share;
+//! - `sql.rs`: building statements (`?` placeholders).
 
 mod accounts;
 mod lifecycle;

@@ -1,7 +1,7 @@
 //! Many runs' step results, each with the turn it wakes, in one statement.
 //!
 //! In a burst most writes are a step's result and the sticky turn it woke (see
-//! [`crate::store::postgres::turn::apply_result_and_commit`]). One statement for each costs PostgreSQL far more
+//! [`crate::store::postgres::result::apply_result_and_commit`]). One statement for each costs PostgreSQL far more
 //! CPU around the statement (planning, executor start-up, locks) than inside it, so the group
 //! commit hands the ones queued together to [`apply_results_and_commit`], which writes them all
 //! with one `UPDATE … FROM unnest(…)`: every parameter of the one-run statement becomes an array
@@ -17,8 +17,9 @@ use sqlx::postgres::PgRow;
 use super::{Outcomes, each_failed, insert_checkpoints};
 use crate::model::{Millis, Run, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
-use crate::store::postgres::rows::{PgQuery, RUN_COLS, db, run_from_row, to_value};
-use crate::store::postgres::settle::{result_columns, waiting_step_sql};
+use crate::store::postgres::result::{result_columns, waiting_step_sql};
+use crate::store::postgres::rows::{RUN_COLS, db, run_from_row, to_value};
+use crate::store::postgres::sql::PgQuery;
 use crate::store::postgres::turn::finish_turn;
 use crate::store::postgres::values::{CheckpointArrays, CheckpointValues, row_values, unnest};
 use crate::store::rules;
@@ -34,12 +35,12 @@ pub(crate) fn run_of(write: &StepWrite) -> &str {
     write.0.run_id.as_str()
 }
 
-/// One run's write, alone: [`crate::store::postgres::turn::apply_result_and_commit`].
+/// One run's write, alone: [`crate::store::postgres::result::apply_result_and_commit`].
 pub(crate) fn apply_result_and_commit<'c>(
     conn: &'c mut PgConnection,
     (result, lease, attempt, commit, now): &'c StepWrite,
 ) -> BoxFuture<'c, StoreResult<Option<Committed>>> {
-    Box::pin(crate::store::postgres::turn::apply_result_and_commit(
+    Box::pin(crate::store::postgres::result::apply_result_and_commit(
         conn, result, lease, *attempt, commit, *now,
     ))
 }

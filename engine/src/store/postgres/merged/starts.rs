@@ -13,7 +13,8 @@ use sqlx::postgres::PgRow;
 
 use super::{Outcomes, each_failed, insert_checkpoints};
 use crate::model::{Millis, Run};
-use crate::store::postgres::rows::{PgQuery, RUN_COLS, db, run_from_row};
+use crate::store::postgres::rows::{RUN_COLS, db, run_from_row};
+use crate::store::postgres::sql::PgQuery;
 use crate::store::postgres::turn::finish_turn;
 use crate::store::postgres::values::{
     CheckpointArrays, CheckpointValues, FirstState, RunArrays, RunValues, unnest,
