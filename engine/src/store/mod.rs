@@ -12,6 +12,8 @@ mod columns;
 mod error;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod plan;
 mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod rules;

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{TurnCommit, TurnOutcome};
-use crate::model::{Millis, NamespaceLoad, RunId, RunStatus, StepFailure};
+use crate::model::{Millis, RunId, RunStatus, StepFailure};
 
 /// Whether a child ending in `status` settles its parent's wait: every terminal status but
 /// `continued`, whose successor settles it instead.
@@ -20,19 +20,6 @@ pub(crate) fn child_seq(id: &RunId) -> Option<i64> {
         .rsplit_once(".child.")
         .and_then(|(_, s)| s.split(':').next())
         .and_then(|s| s.parse::<i64>().ok())
-}
-
-/// Adds `n` runs counted under `status` to a namespace's load; `failed` stands for the recent
-/// failures (failed or dead) both stores count in a second scan.
-pub(crate) fn add_to_load(load: &mut NamespaceLoad, status: &str, n: u64) {
-    match status {
-        "pending" => load.pending += n,
-        "running" | "cancelling" => load.running += n,
-        "suspended" => load.suspended += n,
-        "blocked" => load.blocked += n,
-        "failed" => load.failed_recently += n,
-        _ => {}
-    }
 }
 
 /// The error of a run given up after `max_recoveries` driver deaths.
