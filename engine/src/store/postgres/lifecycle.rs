@@ -1,14 +1,14 @@
-//! Run lifecycle writes other than turns and results: claims, leases, sweeps, control verbs
-//! and signals. Each runs inside one transaction.
+//! Run lifecycle writes other than turns and results: claims, leases, sweeps, dispatch beats,
+//! control verbs and signals. Each runs inside one transaction. The rules of the verbs and the
+//! sweep are `plan::lifecycle`'s; these are their statements.
 
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 
-use super::rows::{RUN_COLS, db, run_by_id, run_from_row, to_value};
-use super::settle::{settle_parent, wake};
+use super::rows::{RUN_COLS, db, run_from_row, to_value};
 use super::sql::{Sql, push_scope};
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::rules::{self, settles_parent};
+use crate::store::plan::lifecycle::{self, LifecycleStatements};
 use crate::store::{RunPatch, SignalSent, StoreResult};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
@@ -114,42 +114,7 @@ pub(super) async fn sweep_abandoned(
     max_recoveries: u32,
     now: Millis,
 ) -> StoreResult<Vec<Run>> {
-    let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
-    sql.push_bind(to_value(&rules::dead(max_recoveries)));
-    sql.push(", finished_at = ").push_bind(now);
-    sql.push(", updated_at = ").push_bind(now);
-    sql.push(
-        ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
-         WHERE status = 'running' AND locked_until < ",
-    );
-    sql.push_bind(now);
-    sql.push(" AND recoveries >= ")
-        .push_bind(max_recoveries as i32);
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(format!(" RETURNING {RUN_COLS}"));
-    let mut ended = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
-    let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
-    sql.push_bind(now);
-    sql.push(", updated_at = ").push_bind(now);
-    sql.push(
-        ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
-         WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
-    );
-    sql.push_bind(now);
-    sql.push(")");
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(format!(" RETURNING {RUN_COLS}"));
-    ended.extend(sql.build().fetch_all(&mut *conn).await.map_err(db)?);
-    let ended = ended
-        .iter()
-        .map(run_from_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-    for run in &ended {
-        if let Some(parent) = &run.parent_run_id {
-            settle_parent(conn, parent, run, now).await?;
-        }
-    }
-    Ok(ended)
+    lifecycle::sweep_abandoned(conn, scope, max_recoveries, now).await
 }
 
 pub(super) async fn wake_blocked(
@@ -249,38 +214,7 @@ pub(super) async fn update_run_if(
     patch: &RunPatch,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    if expected.is_empty() {
-        return Ok(None);
-    }
-    let finished_at = patch.status.is_terminal().then_some(now);
-    let mut sql = Sql::new("UPDATE runs SET status = ");
-    sql.push_bind(patch.status.as_str());
-    sql.push(", updated_at = ").push_bind(now);
-    sql.push(", finished_at = COALESCE(finished_at, ")
-        .push_bind(finished_at)
-        .push(")");
-    if let Some(error) = &patch.error {
-        sql.push(", error = ").push_bind(to_value(error));
-    }
-    if patch.status.is_terminal() {
-        sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
-    }
-    sql.push(" WHERE id = ").push_bind(id.as_str().to_owned());
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(" AND status IN (");
-    let mut list = sql.separated(", ");
-    for status in expected {
-        list.push_bind(status.as_str());
-    }
-    sql.push(format!(") RETURNING {RUN_COLS}"));
-    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
-        return Ok(None);
-    };
-    let run = run_from_row(&row)?;
-    if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
-        settle_parent(conn, parent, &run, now).await?;
-    }
-    Ok(Some(run))
+    lifecycle::update_run_if(conn, scope, id, expected, patch, now).await
 }
 
 pub(super) async fn retry_run(
@@ -332,26 +266,109 @@ pub(super) async fn send_signal(
     payload: &Value,
     now: Millis,
 ) -> StoreResult<SignalSent> {
-    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
-    sql.push_bind(id.as_str().to_owned());
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(" FOR UPDATE");
-    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
-        return Ok(SignalSent::NotFound);
-    };
-    let run = run_from_row(&row)?;
-    if run.status.is_terminal() {
-        return Ok(SignalSent::RunFinished(run));
+    lifecycle::send_signal(conn, scope, id, name, payload, now).await
+}
+
+impl LifecycleStatements for PgConnection {
+    async fn update_status_if(
+        &mut self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: &RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>> {
+        let finished_at = patch.status.is_terminal().then_some(now);
+        let mut sql = Sql::new("UPDATE runs SET status = ");
+        sql.push_bind(patch.status.as_str());
+        sql.push(", updated_at = ").push_bind(now);
+        sql.push(", finished_at = COALESCE(finished_at, ")
+            .push_bind(finished_at)
+            .push(")");
+        if let Some(error) = &patch.error {
+            sql.push(", error = ").push_bind(to_value(error));
+        }
+        if patch.status.is_terminal() {
+            sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
+        }
+        sql.push(" WHERE id = ").push_bind(id.as_str().to_owned());
+        push_scope(&mut sql, "namespace", scope);
+        sql.push(" AND status IN (");
+        let mut list = sql.separated(", ");
+        for status in expected {
+            list.push_bind(status.as_str());
+        }
+        sql.push(format!(") RETURNING {RUN_COLS}"));
+        let row = sql.build().fetch_optional(&mut *self).await.map_err(db)?;
+        row.as_ref().map(run_from_row).transpose()
     }
-    sqlx::query("INSERT INTO signals (run_id, name, payload, created_at) VALUES ($1, $2, $3, $4)")
+
+    async fn run_to_signal(&mut self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+        sql.push_bind(id.as_str().to_owned());
+        push_scope(&mut sql, "namespace", scope);
+        sql.push(" FOR UPDATE");
+        let row = sql.build().fetch_optional(&mut *self).await.map_err(db)?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    async fn buffer_signal(
+        &mut self,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO signals (run_id, name, payload, created_at) VALUES ($1, $2, $3, $4)",
+        )
         .bind(id.as_str())
         .bind(name)
         .bind(payload)
         .bind(now)
-        .execute(&mut *conn)
+        .execute(&mut *self)
         .await
         .map_err(db)?;
-    wake(conn, id, now).await?;
-    let run = run_by_id(conn, id).await?.unwrap_or(run);
-    Ok(SignalSent::Delivered(run))
+        Ok(())
+    }
+
+    async fn bury_dead(
+        &mut self,
+        scope: &Scope,
+        max_recoveries: u32,
+        error: Value,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
+        sql.push_bind(error);
+        sql.push(", finished_at = ").push_bind(now);
+        sql.push(", updated_at = ").push_bind(now);
+        sql.push(
+            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+             WHERE status = 'running' AND locked_until < ",
+        );
+        sql.push_bind(now);
+        sql.push(" AND recoveries >= ")
+            .push_bind(max_recoveries as i32);
+        push_scope(&mut sql, "namespace", scope);
+        sql.push(format!(" RETURNING {RUN_COLS}"));
+        let rows = sql.build().fetch_all(&mut *self).await.map_err(db)?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn end_cancelling(&mut self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
+        let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
+        sql.push_bind(now);
+        sql.push(", updated_at = ").push_bind(now);
+        sql.push(
+            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+             WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
+        );
+        sql.push_bind(now);
+        sql.push(")");
+        push_scope(&mut sql, "namespace", scope);
+        sql.push(format!(" RETURNING {RUN_COLS}"));
+        let rows = sql.build().fetch_all(&mut *self).await.map_err(db)?;
+        rows.iter().map(run_from_row).collect()
+    }
 }

@@ -19,10 +19,12 @@
 //! - `rows.rs`: row mapping and the statements several operations share;
 //! - `sql.rs`: building statements (`$n` placeholders).
 //!
-//! And only here: `merged/` (many runs' writes in one statement), `values.rs` (what a new run's
-//! and checkpoint's columns hold, bound for one row or as arrays), `testing.rs`.
+//! And only here: `fused.rs` (a turn's own write in one statement), `merged/` (many runs' writes
+//! in one statement), `values.rs` (what a new run's and checkpoint's columns hold, bound for one
+//! row or as arrays), `testing.rs`.
 
 mod accounts;
+mod fused;
 mod lifecycle;
 mod merged;
 mod reads;

@@ -1,15 +1,16 @@
-//! Run lifecycle writes other than turns and results: claims, leases, sweeps, control verbs
-//! and signals. Each runs inside the writer's transaction.
+//! Run lifecycle writes other than turns and results: claims, leases, sweeps, dispatch beats,
+//! control verbs and signals. Each runs inside the writer's transaction. The rules of the verbs
+//! and the sweep are `plan::lifecycle`'s; these are their statements.
 
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
-use super::rows::{RUN_COLS, db, run_by_id, run_from_row, to_json};
-use super::settle::{settle_parent, settles_parent, wake};
+use super::rows::{RUN_COLS, db, run_from_row, to_json};
 use super::sql::Sql;
-use super::writer::Wrote;
+use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::{RunPatch, SignalSent, StoreResult, rules};
+use crate::store::plan::lifecycle::{self, LifecycleStatements};
+use crate::store::{RunPatch, SignalSent, StoreResult};
 
 /// How [`claim_runs`] leases what it takes.
 pub(super) struct ClaimRequest {
@@ -105,46 +106,12 @@ pub(super) fn release_leases(
 }
 
 pub(super) fn sweep_abandoned(
-    conn: &Connection,
+    conn: &mut Connection,
     scope: &Scope,
     max_recoveries: u32,
     now: Millis,
 ) -> StoreResult<Wrote<Vec<Run>>> {
-    let dead = rules::dead(max_recoveries);
-    let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
-    sql.bind(to_json(&dead))
-        .push(", finished_at = ")
-        .bind(now)
-        .push(", updated_at = ")
-        .bind(now)
-        .push(
-            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
-             WHERE status = 'running' AND locked_until < ",
-        )
-        .bind(now)
-        .push(" AND recoveries >= ")
-        .bind(i64::from(max_recoveries))
-        .scope("namespace", scope)
-        .push(&format!(" RETURNING {RUN_COLS}"));
-    let mut ended = sql.all(conn, run_from_row)?;
-    let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
-    sql.bind(now)
-        .push(", updated_at = ")
-        .bind(now)
-        .push(
-            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
-             WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
-        )
-        .bind(now)
-        .push(")")
-        .scope("namespace", scope)
-        .push(&format!(" RETURNING {RUN_COLS}"));
-    ended.extend(sql.all(conn, run_from_row)?);
-    for run in &ended {
-        if let Some(parent) = &run.parent_run_id {
-            settle_parent(conn, parent, run, now)?;
-        }
-    }
+    let ended = at_once(lifecycle::sweep_abandoned(conn, scope, max_recoveries, now))?;
     Ok(Wrote::Keep(ended))
 }
 
@@ -237,43 +204,17 @@ pub(super) fn mark_dispatched(
 }
 
 pub(super) fn update_run_if(
-    conn: &Connection,
+    conn: &mut Connection,
     scope: &Scope,
     id: &RunId,
     expected: &[RunStatus],
     patch: &RunPatch,
     now: Millis,
 ) -> StoreResult<Wrote<Option<Run>>> {
-    if expected.is_empty() {
-        return Ok(Wrote::Discard(None));
-    }
-    let finished_at = patch.status.is_terminal().then_some(now);
-    let mut sql = Sql::new("UPDATE runs SET status = ");
-    sql.bind(patch.status.as_str().to_owned())
-        .push(", updated_at = ")
-        .bind(now)
-        .push(", finished_at = COALESCE(finished_at, ")
-        .bind(finished_at)
-        .push(")");
-    if let Some(error) = &patch.error {
-        sql.push(", error = ").bind(to_json(error));
-    }
-    if patch.status.is_terminal() {
-        sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
-    }
-    sql.push(" WHERE id = ")
-        .bind(id.as_str().to_owned())
-        .scope("namespace", scope)
-        .push(" AND status IN (")
-        .bind_list(expected.iter().map(|s| s.as_str().to_owned()))
-        .push(&format!(") RETURNING {RUN_COLS}"));
-    let Some(run) = sql.one(conn, run_from_row)? else {
-        return Ok(Wrote::Discard(None));
-    };
-    if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
-        settle_parent(conn, parent, &run, now)?;
-    }
-    Ok(Wrote::Keep(Some(run)))
+    let moved = at_once(lifecycle::update_run_if(
+        conn, scope, id, expected, patch, now,
+    ))?;
+    Ok(Wrote::unless_none(moved))
 }
 
 pub(super) fn retry_run(
@@ -317,28 +258,113 @@ pub(super) fn retry_run(
 }
 
 pub(super) fn send_signal(
-    conn: &Connection,
+    conn: &mut Connection,
     scope: &Scope,
     id: &RunId,
     name: &str,
     payload: &Value,
     now: Millis,
 ) -> StoreResult<Wrote<SignalSent>> {
-    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
-    sql.bind(id.as_str().to_owned()).scope("namespace", scope);
-    let Some(run) = sql.one(conn, run_from_row)? else {
-        return Ok(Wrote::Discard(SignalSent::NotFound));
-    };
-    if run.status.is_terminal() {
-        return Ok(Wrote::Discard(SignalSent::RunFinished(run)));
-    }
-    conn.prepare_cached(
-        "INSERT INTO signals (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)",
+    Ok(
+        match at_once(lifecycle::send_signal(conn, scope, id, name, payload, now))? {
+            sent @ SignalSent::Delivered(_) => Wrote::Keep(sent),
+            sent => Wrote::Discard(sent),
+        },
     )
-    .map_err(db)?
-    .execute(params![id.as_str(), name, to_json(payload), now])
-    .map_err(db)?;
-    wake(conn, id, now)?;
-    let run = run_by_id(conn, id)?.unwrap_or(run);
-    Ok(Wrote::Keep(SignalSent::Delivered(run)))
+}
+
+impl LifecycleStatements for Connection {
+    async fn update_status_if(
+        &mut self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: &RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>> {
+        let finished_at = patch.status.is_terminal().then_some(now);
+        let mut sql = Sql::new("UPDATE runs SET status = ");
+        sql.bind(patch.status.as_str().to_owned())
+            .push(", updated_at = ")
+            .bind(now)
+            .push(", finished_at = COALESCE(finished_at, ")
+            .bind(finished_at)
+            .push(")");
+        if let Some(error) = &patch.error {
+            sql.push(", error = ").bind(to_json(error));
+        }
+        if patch.status.is_terminal() {
+            sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
+        }
+        sql.push(" WHERE id = ")
+            .bind(id.as_str().to_owned())
+            .scope("namespace", scope)
+            .push(" AND status IN (")
+            .bind_list(expected.iter().map(|s| s.as_str().to_owned()))
+            .push(&format!(") RETURNING {RUN_COLS}"));
+        sql.one(self, run_from_row)
+    }
+
+    async fn run_to_signal(&mut self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+        sql.bind(id.as_str().to_owned()).scope("namespace", scope);
+        sql.one(self, run_from_row)
+    }
+
+    async fn buffer_signal(
+        &mut self,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<()> {
+        self.prepare_cached(
+            "INSERT INTO signals (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)",
+        )
+        .map_err(db)?
+        .execute(params![id.as_str(), name, to_json(payload), now])
+        .map_err(db)?;
+        Ok(())
+    }
+
+    async fn bury_dead(
+        &mut self,
+        scope: &Scope,
+        max_recoveries: u32,
+        error: String,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
+        sql.bind(error)
+            .push(", finished_at = ")
+            .bind(now)
+            .push(", updated_at = ")
+            .bind(now)
+            .push(
+                ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+                 WHERE status = 'running' AND locked_until < ",
+            )
+            .bind(now)
+            .push(" AND recoveries >= ")
+            .bind(i64::from(max_recoveries))
+            .scope("namespace", scope)
+            .push(&format!(" RETURNING {RUN_COLS}"));
+        sql.all(self, run_from_row)
+    }
+
+    async fn end_cancelling(&mut self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
+        let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
+        sql.bind(now)
+            .push(", updated_at = ")
+            .bind(now)
+            .push(
+                ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+                 WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
+            )
+            .bind(now)
+            .push(")")
+            .scope("namespace", scope)
+            .push(&format!(" RETURNING {RUN_COLS}"));
+        sql.all(self, run_from_row)
+    }
 }

@@ -17,12 +17,12 @@ use sqlx::postgres::PgRow;
 use super::{Outcomes, each_failed, insert_checkpoints};
 use crate::model::{Millis, Run, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
-use crate::store::postgres::result::{result_columns, waiting_step_sql};
+use crate::store::plan::result::columns;
+use crate::store::plan::turn::{finish, run_update};
+use crate::store::postgres::result::waiting_step_sql;
 use crate::store::postgres::rows::{RUN_COLS, db, run_from_row, to_value};
 use crate::store::postgres::sql::PgQuery;
-use crate::store::postgres::turn::finish_turn;
 use crate::store::postgres::values::{CheckpointArrays, CheckpointValues, row_values, unnest};
-use crate::store::rules;
 use crate::store::{Claim, Committed, StoreError, StoreResult, TurnCommit};
 
 /// One run's write: its step result, the lease its turn ran under, how many times the run was
@@ -63,9 +63,7 @@ pub(crate) fn apply_results_and_commit<'c>(
         for (write, run) in writes.iter().zip(moved) {
             let (result, lease, _, commit, now) = write;
             outcomes.push(match run {
-                Some(run) => {
-                    finish_turn(conn, run, &result.run_id, &lease.owner, commit, *now).await
-                }
+                Some(run) => finish(conn, run, &result.run_id, &lease.owner, commit, *now).await,
                 None => Ok(None),
             });
         }
@@ -102,8 +100,8 @@ fn statement<'q>(writes: &[&'q StepWrite]) -> PgQuery<'q> {
     let mut runs = StepArrays::default();
     let mut cps = CheckpointArrays::default();
     for (k, (result, lease, attempt, commit, now)) in writes.iter().enumerate() {
-        let update = rules::run_update(&commit.outcome, *now);
-        let (status, output, error) = result_columns(result);
+        let update = run_update(&commit.outcome, *now);
+        let (status, output, error) = columns::<PgConnection>(result);
         runs.push(StepValues {
             id: result.run_id.as_str().to_owned(),
             status: update.status.as_str(),
@@ -158,7 +156,7 @@ row_values! {
 
 /// The merged statement. `a` holds a row per run (its columns prefixed `x_` so that bare names
 /// are the tables'); `w` locks each run's waiting step; `r` moves each untouched run whose step
-/// still waits, as [`crate::store::postgres::turn`]'s `update_run_sql` does for one (a run woken meanwhile stays
+/// still waits, as [`crate::store::postgres::fused`]'s `update_run_sql` does for one (a run woken meanwhile stays
 /// `running` under the lease); `c` records the results of the runs `r` moved; `i` inserts
 /// their new checkpoints. It answers each moved run, its write's position and whether its
 /// result was recorded.
