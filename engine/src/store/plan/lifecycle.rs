@@ -12,6 +12,18 @@ use super::turn::TurnStatements;
 use crate::model::{Millis, Run, RunId, RunStatus, Scope, StepFailure};
 use crate::store::{RunPatch, SignalSent, StoreResult};
 
+/// What [`crate::store::Store::claim_runs`] asks for: up to `limit` runnable runs in `scope`,
+/// leased to `owner` until `now + lease_ms`, leaving runs recovered `max_recoveries` times to
+/// the sweep.
+pub(crate) struct ClaimRequest {
+    pub scope: Scope,
+    pub owner: String,
+    pub now: Millis,
+    pub lease_ms: i64,
+    pub limit: u32,
+    pub max_recoveries: u32,
+}
+
 /// The statements of the control verbs and the sweep, in a store's dialect, inside its write
 /// transaction.
 pub(crate) trait LifecycleStatements: TurnStatements {

@@ -17,8 +17,23 @@ use crate::model::{
     step_id,
 };
 use crate::store::{
-    Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit, TurnOutcome,
+    Claim, Committed, History, NewCheckpoint, NewRun, StoreError, StoreResult, TurnCommit,
+    TurnOutcome,
 };
+
+/// The lease a new run is inserted under, as `(owner, until)`: the driver's `claim` when its
+/// scope admits the run's namespace (only a driver of that namespace may take the run); else
+/// none, and the run is inserted `pending`.
+pub(crate) fn start_lease(run: &NewRun, claim: Option<&Claim>) -> Option<(String, Millis)> {
+    claim
+        .filter(|c| c.scope.admits(&run.namespace))
+        .map(|c| (c.owner.clone(), c.until))
+}
+
+/// What a start whose run id is taken fails with.
+pub(crate) fn id_taken(id: &RunId) -> StoreError {
+    StoreError::Conflict(format!("run `{id}`"))
+}
 
 /// What a turn's outcome writes on its run: the next status (before the stay-running rule), the
 /// output or error, the timer to wake for, and the end time.

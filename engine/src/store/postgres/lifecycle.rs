@@ -8,41 +8,36 @@ use sqlx::{PgConnection, PgPool};
 use super::rows::{RUN_COLS, db, run_from_row, to_value};
 use super::sql::{Sql, push_scope};
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::plan::lifecycle::{self, LifecycleStatements};
+use crate::store::plan::lifecycle::{self, ClaimRequest, LifecycleStatements};
 use crate::store::{RunPatch, SignalSent, StoreResult};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
 /// database each take a disjoint set, and none waits for another's claim.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn claim_runs(
     conn: &mut PgConnection,
-    scope: &Scope,
-    owner: &str,
-    now: Millis,
-    lease_ms: i64,
-    limit: u32,
-    max_recoveries: u32,
+    req: &ClaimRequest,
 ) -> StoreResult<Vec<Run>> {
     let mut sql = Sql::new(
         "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
          status = 'running', needs_wake = FALSE, wake_at = NULL, attempt = attempt + 1, locked_by = ",
     );
-    sql.push_bind(owner.to_owned());
-    sql.push(", locked_until = ").push_bind(now + lease_ms);
-    sql.push(", updated_at = ").push_bind(now);
+    sql.push_bind(req.owner.clone());
+    sql.push(", locked_until = ")
+        .push_bind(req.now + req.lease_ms);
+    sql.push(", updated_at = ").push_bind(req.now);
     sql.push(
         " WHERE id IN (SELECT id FROM runs WHERE (status = 'pending' \
          OR (status = 'suspended' AND wake_at <= ",
     );
-    sql.push_bind(now);
+    sql.push_bind(req.now);
     sql.push(") OR (status = 'running' AND locked_until < ")
-        .push_bind(now);
+        .push_bind(req.now);
     sql.push(" AND recoveries < ")
-        .push_bind(max_recoveries as i32);
+        .push_bind(req.max_recoveries as i32);
     sql.push("))");
-    push_scope(&mut sql, "namespace", scope);
+    push_scope(&mut sql, "namespace", &req.scope);
     sql.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
-        .push_bind(i64::from(limit));
+        .push_bind(i64::from(req.limit));
     sql.push(format!(" FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLS}"));
     let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
     rows.iter().map(run_from_row).collect()

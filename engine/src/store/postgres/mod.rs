@@ -7,6 +7,13 @@
 //! (starts, turns, step results) are committed in groups ([`writer`]); reads and the other
 //! writes use the pool directly.
 //!
+//! What both stores compute alike (a turn's commit, a result, settling a parent, a list's
+//! filters) is `crate::store::plan`'s; the files here hold PostgreSQL's statements and I/O.
+//! Each method of the capability traits below runs the function of the same name in the file of
+//! its role, as the SQLite store's do: a start, turn or step result through the group commit
+//! (merged with others' by `merged/` when it can be), another write in a transaction of its own
+//! (`in_tx!`), a read on the pool.
+//!
 //! Its files, by role (the SQLite store has a file of the same name for each):
 //! - `writer/`: the group commit of starts, turns and step results;
 //! - `turn.rs`: a turn's commit: its checkpoints, resolved waits, children, cancellations and
@@ -47,6 +54,8 @@ use sqlx::postgres::PgPoolOptions;
 
 use self::rows::db;
 use self::writer::Writer;
+use super::plan;
+use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
     RunControl, RunPatch, RunReads, SignalSent, StepApplied, StoreError, StoreResult, TurnCommit,
@@ -133,20 +142,17 @@ impl Turns for PgStore {
         now: Millis,
         claim: Option<&Claim>,
     ) -> StoreResult<Run> {
-        // Only a driver of the run's namespace may take it.
-        let lease = claim
-            .filter(|c| c.scope.admits(&run.namespace))
-            .map(|c| (c.owner.clone(), c.until));
+        let lease = plan::turn::start_lease(&run, claim);
         let id = run.id.clone();
         self.writer
             .write_as(true, (run, lease, now), |conn, (run, lease, now)| {
                 let lease = lease
                     .as_ref()
                     .map(|(owner, until)| (owner.as_str(), *until));
-                Box::pin(rows::insert_run(conn, run, *now, false, lease))
+                Box::pin(turn::create_run(conn, run, *now, lease))
             })
             .await?
-            .ok_or_else(|| StoreError::Conflict(format!("run `{id}`")))
+            .ok_or_else(|| plan::turn::id_taken(&id))
     }
 
     async fn commit_turn(
@@ -195,7 +201,7 @@ impl Turns for PgStore {
             .await?;
         match created {
             Some(Some(committed)) => Ok(Some(committed)),
-            Some(None) => Err(StoreError::Conflict(format!("run `{id}`"))),
+            Some(None) => Err(plan::turn::id_taken(&id)),
             None => Ok(None),
         }
     }
@@ -307,15 +313,15 @@ impl Leases for PgStore {
         limit: u32,
         max_recoveries: u32,
     ) -> StoreResult<Vec<Run>> {
-        in_tx!(self.pool, |conn| lifecycle::claim_runs(
-            conn,
-            scope,
-            owner,
+        let req = ClaimRequest {
+            scope: scope.clone(),
+            owner: owner.to_owned(),
             now,
             lease_ms,
             limit,
-            max_recoveries
-        ))
+            max_recoveries,
+        };
+        in_tx!(self.pool, |conn| lifecycle::claim_runs(conn, &req))
     }
 
     async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64> {

@@ -7,6 +7,7 @@ use sqlx::{PgConnection, Postgres, Row};
 
 use super::values::{FirstState, RunValues, params};
 use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId};
+use crate::store::plan::turn::id_taken;
 use crate::store::{NewRun, StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};
@@ -138,7 +139,7 @@ pub(super) async fn insert_run(
         .fetch_optional(&mut *conn)
         .await
         .map_err(|e| match db(e) {
-            StoreError::Conflict(_) => StoreError::Conflict(format!("run `{}`", run.id)),
+            StoreError::Conflict(_) => id_taken(&run.id),
             other => other,
         })?;
     row.as_ref().map(run_from_row).transpose()

@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::PgConnection;
 
+use super::result::waiting_step_sql;
 use super::rows::{CHECKPOINT_COLS, checkpoint_from_row, db, to_value};
 use crate::model::{
     Checkpoint, CheckpointKind, Millis, RetryPolicy, RunId, StepFailure, StepResult,
@@ -64,10 +65,10 @@ impl Settle for PgConnection {
         run: &RunId,
         seq: u32,
     ) -> StoreResult<Option<(u32, Option<RetryPolicy>)>> {
-        let row: Option<(i32, Option<Value>)> = sqlx::query_as(
-            "SELECT attempts, retry_policy FROM checkpoints WHERE run_id = $1 AND seq = $2 \
-             AND kind = 'remote_step' AND status IN ('pending', 'running') FOR UPDATE",
-        )
+        let row: Option<(i32, Option<Value>)> = sqlx::query_as(&format!(
+            "SELECT attempts, retry_policy FROM checkpoints WHERE {} FOR UPDATE",
+            waiting_step_sql("$1", "$2")
+        ))
         .bind(run.as_str())
         .bind(seq as i32)
         .fetch_optional(&mut *self)
@@ -91,8 +92,8 @@ impl Settle for PgConnection {
     ) -> StoreResult<Option<Checkpoint>> {
         let row = sqlx::query(&format!(
             "UPDATE checkpoints SET attempts = attempts + 1, enqueued_at = NULL, wake_at = $1, \
-             error = $2, started_at = COALESCE($3, started_at) WHERE run_id = $4 AND seq = $5 \
-             AND kind = 'remote_step' AND status IN ('pending', 'running') RETURNING {CHECKPOINT_COLS}"
+             error = $2, started_at = COALESCE($3, started_at) WHERE {} RETURNING {CHECKPOINT_COLS}",
+            waiting_step_sql("$4", "$5")
         ))
         .bind(due)
         .bind(to_value(error))

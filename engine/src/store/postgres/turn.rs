@@ -18,6 +18,18 @@ use crate::store::{
     Claim, Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit, TurnOutcome,
 };
 
+/// [`crate::store::Store::create_run`] inside a transaction: `pending`, or with `lease`
+/// (`owner`, `until`) already `running` under it. `None` when the id is taken: one statement
+/// that wrote nothing.
+pub(super) async fn create_run(
+    conn: &mut PgConnection,
+    run: &NewRun,
+    now: Millis,
+    lease: Option<(&str, Millis)>,
+) -> StoreResult<Option<Run>> {
+    insert_run(conn, run, now, false, lease).await
+}
+
 /// [`crate::store::Store::commit_turn`] inside a transaction. `None` when the lease is gone or
 /// the turn's view was stale (a buffered signal it took was taken meanwhile): the caller rolls
 /// back.

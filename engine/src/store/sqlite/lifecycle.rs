@@ -9,18 +9,8 @@ use super::rows::{RUN_COLS, db, run_from_row, to_json};
 use super::sql::Sql;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::plan::lifecycle::{self, LifecycleStatements};
+use crate::store::plan::lifecycle::{self, ClaimRequest, LifecycleStatements};
 use crate::store::{RunPatch, SignalSent, StoreResult};
-
-/// How [`claim_runs`] leases what it takes.
-pub(super) struct ClaimRequest {
-    pub scope: Scope,
-    pub owner: String,
-    pub now: Millis,
-    pub lease_ms: i64,
-    pub limit: u32,
-    pub max_recoveries: u32,
-}
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
     let mut sql = Sql::new(

@@ -7,6 +7,11 @@
 //! (rusqlite): one hand-off per operation, not one per statement. Migrations are sqlx's, shared
 //! with `durable migrate`.
 //!
+//! What both stores compute alike (a turn's commit, a result, settling a parent, a list's
+//! filters) is `crate::store::plan`'s; the files here hold SQLite's statements and I/O. Each
+//! method of the capability traits below runs the function of the same name in the file of its
+//! role, as the PostgreSQL store's do: a write on the writer thread, a read on a reader.
+//!
 //! Its files, by role (the PostgreSQL store has a file of the same name for each):
 //! - `writer.rs`: the group commit every write goes through (and `readers.rs`, the reads);
 //! - `turn.rs`: a turn's commit: its checkpoints, resolved waits, children, cancellations and
@@ -40,9 +45,10 @@ use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{Connection as _, SqliteConnection};
 
-use self::lifecycle::ClaimRequest;
 use self::readers::Readers;
 use self::writer::{Writer, Wrote};
+use super::plan;
+use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
     RunControl, RunPatch, RunReads, SignalSent, StepApplied, StoreError, StoreResult, TurnCommit,
@@ -143,18 +149,13 @@ impl Turns for SqliteStore {
         now: Millis,
         claim: Option<&Claim>,
     ) -> StoreResult<Run> {
-        // Only a driver of the run's namespace may take it.
-        let lease = claim
-            .filter(|c| c.scope.admits(&run.namespace))
-            .map(|c| (c.owner.clone(), c.until));
+        let lease = plan::turn::start_lease(&run, claim);
         self.writer
             .write(move |conn| {
                 let lease = lease
                     .as_ref()
                     .map(|(owner, until)| (owner.as_str(), *until));
-                let created = rows::insert_run(conn, &run, now, false, lease)?
-                    .ok_or_else(|| StoreError::Conflict(format!("run `{}`", run.id)))?;
-                Ok(Wrote::Keep(created))
+                turn::create_run(conn, &run, now, lease)
             })
             .await
     }
@@ -185,18 +186,7 @@ impl Turns for SqliteStore {
         }
         let lease = lease.clone();
         self.writer
-            .write(move |conn| {
-                let held = Some((lease.owner.as_str(), lease.until));
-                if rows::insert_run(conn, &run, now, false, held)?.is_none() {
-                    return Err(StoreError::Conflict(format!("run `{}`", run.id)));
-                }
-                Ok(
-                    match turn::commit_turn(conn, &lease, &run.id, None, &commit, now)? {
-                        Wrote::Keep(Some(committed)) => Wrote::Keep(Some(committed)),
-                        Wrote::Keep(None) | Wrote::Discard(_) => Wrote::Discard(None),
-                    },
-                )
-            })
+            .write(move |conn| turn::create_run_and_commit(conn, &run, &lease, &commit, now))
             .await
     }
 

@@ -52,6 +52,21 @@ pub(super) fn apply_result_and_commit(
     }
 }
 
+/// Appends what every write of a try's outcome on its step ends with: `started_at` from
+/// `result` (kept when it has none), only on `result`'s remote step while it still waits
+/// (pending or running), returning the checkpoint.
+pub(super) fn push_try_of(sql: &mut Sql, result: &StepResult) {
+    sql.push(", started_at = COALESCE(")
+        .bind(result.started_at)
+        .push(", started_at) WHERE run_id = ")
+        .bind(result.run_id.as_str().to_owned())
+        .push(" AND seq = ")
+        .bind(i64::from(result.seq))
+        .push(&format!(
+            " AND kind = 'remote_step' AND status IN ('pending', 'running') RETURNING {CHECKPOINT_COLS}"
+        ));
+}
+
 impl ResultStatements for Connection {
     async fn wake_or_claim(
         &mut self,
@@ -116,16 +131,8 @@ impl ResultStatements for Connection {
             .push(", error = ")
             .bind(error)
             .push(", finished_at = ")
-            .bind(now)
-            .push(", started_at = COALESCE(")
-            .bind(result.started_at)
-            .push(", started_at) WHERE run_id = ")
-            .bind(result.run_id.as_str().to_owned())
-            .push(" AND seq = ")
-            .bind(i64::from(result.seq))
-            .push(&format!(
-                " AND kind = 'remote_step' AND status IN ('pending', 'running') RETURNING {CHECKPOINT_COLS}"
-            ));
+            .bind(now);
+        push_try_of(&mut sql, result);
         sql.one(self, checkpoint_from_row)
     }
 }

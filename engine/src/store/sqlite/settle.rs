@@ -4,7 +4,8 @@
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
-use super::rows::{CHECKPOINT_COLS, checkpoint_from_row, db, from_json, to_json};
+use super::result::push_try_of;
+use super::rows::{checkpoint_from_row, db, from_json, to_json};
 use super::sql::{Sql, optional};
 use crate::model::{
     Checkpoint, CheckpointKind, Millis, RetryPolicy, RunId, StepFailure, StepResult,
@@ -93,18 +94,8 @@ impl Settle for Connection {
         let mut sql = Sql::new(
             "UPDATE checkpoints SET attempts = attempts + 1, enqueued_at = NULL, wake_at = ",
         );
-        sql.bind(due)
-            .push(", error = ")
-            .bind(to_json(error))
-            .push(", started_at = COALESCE(")
-            .bind(result.started_at)
-            .push(", started_at) WHERE run_id = ")
-            .bind(result.run_id.as_str().to_owned())
-            .push(" AND seq = ")
-            .bind(i64::from(result.seq))
-            .push(&format!(
-                " AND kind = 'remote_step' AND status IN ('pending', 'running') RETURNING {CHECKPOINT_COLS}"
-            ));
+        sql.bind(due).push(", error = ").bind(to_json(error));
+        push_try_of(&mut sql, result);
         sql.one(self, checkpoint_from_row)
     }
 }

@@ -12,6 +12,41 @@ use crate::model::{Millis, Run, RunId, Scope};
 use crate::store::plan::turn::{self, RunUpdate, TurnStatements, Which, run_update};
 use crate::store::{Claim, Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit};
 
+/// [`crate::store::Store::create_run`] inside the writer's transaction: `pending`, or with
+/// `lease` (`owner`, `until`) already `running` under it.
+pub(super) fn create_run(
+    conn: &mut Connection,
+    run: &NewRun,
+    now: Millis,
+    lease: Option<(&str, Millis)>,
+) -> StoreResult<Wrote<Run>> {
+    let created =
+        insert_run(conn, run, now, false, lease)?.ok_or_else(|| turn::id_taken(&run.id))?;
+    Ok(Wrote::Keep(created))
+}
+
+/// [`crate::store::Store::create_run_and_commit`] inside the writer's transaction: the run
+/// inserted claimed under `lease`, then its first turn committed as [`commit_turn`] commits
+/// any. Nothing stays written unless the turn commits.
+pub(super) fn create_run_and_commit(
+    conn: &mut Connection,
+    run: &NewRun,
+    lease: &Claim,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Wrote<Option<Committed>>> {
+    let held = Some((lease.owner.as_str(), lease.until));
+    if insert_run(conn, run, now, false, held)?.is_none() {
+        return Err(turn::id_taken(&run.id));
+    }
+    Ok(
+        match commit_turn(conn, lease, &run.id, None, commit, now)? {
+            Wrote::Keep(Some(committed)) => Wrote::Keep(Some(committed)),
+            Wrote::Keep(None) | Wrote::Discard(_) => Wrote::Discard(None),
+        },
+    )
+}
+
 /// [`crate::store::Store::commit_turn`] inside the writer's transaction; `attempt` is `None`
 /// for a run the same transaction just claimed or inserted.
 pub(super) fn commit_turn(
