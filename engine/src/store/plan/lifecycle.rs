@@ -24,6 +24,27 @@ pub(crate) struct ClaimRequest {
     pub max_recoveries: u32,
 }
 
+impl ClaimRequest {
+    /// The request [`crate::store::Store::claim_runs`]'s arguments make.
+    pub(crate) fn new(
+        scope: &Scope,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> Self {
+        ClaimRequest {
+            scope: scope.clone(),
+            owner: owner.to_owned(),
+            now,
+            lease_ms,
+            limit,
+            max_recoveries,
+        }
+    }
+}
+
 /// The statements of the control verbs and the sweep, in a store's dialect, inside its write
 /// transaction.
 pub(crate) trait LifecycleStatements: TurnStatements {

@@ -13,7 +13,7 @@ use super::values::{CheckpointValues, params};
 use crate::model::{Millis, Run, RunId, Scope, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
 use crate::store::plan::result::{ResultStatements, columns};
-use crate::store::plan::turn::{RunUpdate, run_update};
+use crate::store::plan::turn::run_update;
 use crate::store::{Claim, NewCheckpoint, StoreError, StoreResult, TurnCommit, TurnOutcome};
 
 /// Who may move the run in a turn's commit.
@@ -208,21 +208,15 @@ fn bind_update_run<'q>(
     commit: &TurnCommit,
     now: Millis,
 ) -> PgQuery<'q> {
-    let RunUpdate {
-        status,
-        output,
-        error,
-        wake_at,
-        finished_at,
-    } = run_update(&commit.outcome, now);
+    let row = run_update(&commit.outcome, now);
     let mut query = query
-        .bind(status.as_str())
-        .bind(wake_at)
+        .bind(row.status.as_str())
+        .bind(row.wake_at)
         .bind(now)
-        .bind(output)
-        .bind(error.map(|e| to_value(&e)))
+        .bind(row.output)
+        .bind(row.error.map(|e| to_value(&e)))
         .bind(lease.until)
-        .bind(finished_at)
+        .bind(row.finished_at)
         .bind(id.as_str())
         .bind(&lease.owner)
         .bind(!commit.timed_out_steps.is_empty());

@@ -305,14 +305,7 @@ impl Leases for SqliteStore {
         limit: u32,
         max_recoveries: u32,
     ) -> StoreResult<Vec<Run>> {
-        let req = ClaimRequest {
-            scope: scope.clone(),
-            owner: owner.to_owned(),
-            now,
-            lease_ms,
-            limit,
-            max_recoveries,
-        };
+        let req = ClaimRequest::new(scope, owner, now, lease_ms, limit, max_recoveries);
         self.writer
             .write(move |conn| lifecycle::claim_runs(conn, &req))
             .await

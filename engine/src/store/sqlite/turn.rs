@@ -9,7 +9,7 @@ use super::rows::{RUN_COLS, db, insert_run, run_by_id, run_from_row, to_json};
 use super::sql::optional;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Run, RunId, Scope};
-use crate::store::plan::turn::{self, RunUpdate, TurnStatements, Which, run_update};
+use crate::store::plan::turn::{self, TurnStatements, Which, run_update};
 use crate::store::{Claim, Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit};
 
 /// [`crate::store::Store::create_run`] inside the writer's transaction: `pending`, or with
@@ -77,14 +77,7 @@ fn update_run(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    let RunUpdate {
-        status,
-        output,
-        error,
-        wake_at,
-        finished_at,
-    } = run_update(&commit.outcome, now);
-    let (output, error) = (output.map(|v| to_json(&v)), error.map(|e| to_json(&e)));
+    let row = run_update(&commit.outcome, now);
     let woken = "?1 = 'suspended' AND (needs_wake = 1 OR ?10 OR (?2 IS NOT NULL AND ?2 <= ?3))";
     let sql = format!(
         "UPDATE runs SET \
@@ -101,13 +94,13 @@ fn update_run(
     let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
     let mut rows = stmt
         .query(params![
-            status.as_str(),
-            wake_at,
+            row.status.as_str(),
+            row.wake_at,
             now,
-            output,
-            error,
+            row.output.map(|v| to_json(&v)),
+            row.error.map(|e| to_json(&e)),
             lease.until,
-            finished_at,
+            row.finished_at,
             id.as_str(),
             lease.owner,
             !commit.timed_out_steps.is_empty(),
