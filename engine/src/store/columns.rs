@@ -14,6 +14,15 @@ pub(crate) const CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attem
     worker_group, input, output, error, wake_at, enqueued_at, started_at, finished_at, \
     retry_policy, timeout_ms";
 
+/// `cols` (one of the lists above) with each column prefixed by `table.`, for a statement that
+/// joins another table.
+pub(crate) fn qualified(cols: &str, table: &str) -> String {
+    cols.split(',')
+        .map(|c| format!("{table}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -21,5 +30,18 @@ mod tests {
     #[test]
     fn run_col_count_counts_run_cols() {
         assert_eq!(RUN_COLS.split(',').count(), RUN_COL_COUNT);
+    }
+
+    #[test]
+    fn qualified_prefixes_every_column() {
+        assert_eq!(
+            qualified(CHECKPOINT_COLS, "c")
+                .split(", ")
+                .collect::<Vec<_>>(),
+            CHECKPOINT_COLS
+                .split(", ")
+                .map(|c| format!("c.{c}"))
+                .collect::<Vec<_>>()
+        );
     }
 }

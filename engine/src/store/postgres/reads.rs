@@ -11,6 +11,7 @@ use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
     Run, RunId, RunPage, RunQuery, Scope, StatusCount, ValueCount,
 };
+use crate::store::columns::qualified;
 use crate::store::plan::filters::{Filter, List};
 use crate::store::plan::reads;
 use crate::store::{History, LostDispatch, PendingStep, StoreError, StoreResult};
@@ -228,11 +229,7 @@ pub(super) async fn pending_remote_steps(
     lost: &LostDispatch,
     limit: u32,
 ) -> StoreResult<Vec<PendingStep>> {
-    let cols = CHECKPOINT_COLS
-        .split(',')
-        .map(|c| format!("c.{}", c.trim()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let cols = qualified(CHECKPOINT_COLS, "c");
     let mut sql = Sql::new(format!(
         "SELECT {cols}, r.namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
          WHERE c.kind = 'remote_step' AND c.status = 'pending' \

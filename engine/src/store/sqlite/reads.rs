@@ -11,6 +11,7 @@ use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
     Run, RunId, RunPage, RunQuery, Scope, StatusCount, ValueCount,
 };
+use crate::store::columns::qualified;
 use crate::store::plan::filters::{Filter, List};
 use crate::store::plan::reads;
 use crate::store::{History, LostDispatch, PendingStep, StoreResult};
@@ -155,13 +156,8 @@ pub(super) fn namespace_loads(
 
 /// [`RUN_COLS`] qualified with `runs.`, for queries that join another table.
 fn qualified_run_cols() -> &'static str {
-    static COLS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        RUN_COLS
-            .split(',')
-            .map(|c| format!("runs.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    });
+    static COLS: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| qualified(RUN_COLS, "runs"));
     &COLS
 }
 
@@ -237,11 +233,7 @@ pub(super) fn pending_remote_steps(
     lost: &LostDispatch,
     limit: u32,
 ) -> StoreResult<Vec<PendingStep>> {
-    let cols = CHECKPOINT_COLS
-        .split(", ")
-        .map(|c| format!("c.{}", c.trim()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let cols = qualified(CHECKPOINT_COLS, "c");
     let mut sql = Sql::new(format!(
         "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
          WHERE c.kind = 'remote_step' AND c.status = 'pending' \
