@@ -7,6 +7,7 @@ pub(crate) const RUN_COLS: &str = "id, namespace, workflow, workflow_version, st
     continued_from, attempt, wake_at, locked_by, locked_until, created_at, updated_at, finished_at";
 
 /// How many columns [`RUN_COLS`] names; a statement's own columns after them start here.
+#[cfg(any(test, feature = "postgres"))]
 pub(crate) const RUN_COL_COUNT: usize = 22;
 
 /// A checkpoint's columns.

@@ -89,6 +89,7 @@ pub(crate) fn run_update(outcome: &TurnOutcome, now: Millis) -> RunUpdate {
 /// [`run_update`] with the stay-running rule every store's turn update applies (a run that
 /// would suspend but whose timer is already due, or one of whose steps timed out, stays
 /// `running` under the lease, claimed once more). A new run was never woken otherwise.
+#[cfg(feature = "postgres")]
 pub(crate) fn first_turn_row(commit: &TurnCommit, now: Millis) -> (RunUpdate, bool) {
     let mut row = run_update(&commit.outcome, now);
     let woken = row.status == RunStatus::Suspended

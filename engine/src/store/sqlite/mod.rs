@@ -46,7 +46,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{Connection as _, SqliteConnection};
 
 use self::readers::Readers;
-use self::writer::{Writer, Wrote};
+use self::writer::Writer;
 use super::plan;
 use super::plan::lifecycle::ClaimRequest;
 use super::{
@@ -116,7 +116,7 @@ impl SqliteStore {
         self.writer
             .write(move |conn| {
                 let changed = conn.execute(&sql, []).map_err(rows::db)?;
-                Ok(Wrote::Keep(changed as u64))
+                Ok(writer::Wrote::Keep(changed as u64))
             })
             .await
     }
