@@ -7,12 +7,22 @@ pub(crate) const RUN_COLS: &str = "id, namespace, workflow, workflow_version, st
     continued_from, attempt, wake_at, locked_by, locked_until, created_at, updated_at, finished_at";
 
 /// How many columns [`RUN_COLS`] names; a statement's own columns after them start here.
+#[cfg(any(test, feature = "postgres"))]
 pub(crate) const RUN_COL_COUNT: usize = 22;
 
 /// A checkpoint's columns.
 pub(crate) const CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, \
     worker_group, input, output, error, wake_at, enqueued_at, started_at, finished_at, \
     retry_policy, timeout_ms";
+
+/// `cols` (one of the lists above) with each column prefixed by `table.`, for a statement that
+/// joins another table.
+pub(crate) fn qualified(cols: &str, table: &str) -> String {
+    cols.split(',')
+        .map(|c| format!("{table}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 #[cfg(test)]
 mod tests {
@@ -21,5 +31,18 @@ mod tests {
     #[test]
     fn run_col_count_counts_run_cols() {
         assert_eq!(RUN_COLS.split(',').count(), RUN_COL_COUNT);
+    }
+
+    #[test]
+    fn qualified_prefixes_every_column() {
+        assert_eq!(
+            qualified(CHECKPOINT_COLS, "c")
+                .split(", ")
+                .collect::<Vec<_>>(),
+            CHECKPOINT_COLS
+                .split(", ")
+                .map(|c| format!("c.{c}"))
+                .collect::<Vec<_>>()
+        );
     }
 }

@@ -1,50 +1,106 @@
-//! Run lifecycle writes other than turns and results: claims, leases, sweeps, control verbs
-//! and signals. Each runs inside one transaction.
+//! Run lifecycle writes other than turns and results: claims, leases, sweeps, dispatch beats,
+//! control verbs and signals. Each runs inside one transaction. The rules of the verbs and the
+//! sweep are `plan::lifecycle`'s; these are their statements.
 
 use serde_json::Value;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 
-use super::rows::{RUN_COLS, Sql, db, push_scope, run_by_id, run_from_row, to_value};
-use super::settle::{settle_parent, wake};
+use super::rows::{RUN_COLS, db, run_from_row, to_value};
+use super::sql::{Sql, push_scope};
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::rules::{self, settles_parent};
+use crate::store::plan::lifecycle::{self, ClaimRequest, LifecycleStatements};
 use crate::store::{RunPatch, SignalSent, StoreResult};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
 /// database each take a disjoint set, and none waits for another's claim.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn claim_runs(
     conn: &mut PgConnection,
-    scope: &Scope,
-    owner: &str,
-    now: Millis,
-    lease_ms: i64,
-    limit: u32,
-    max_recoveries: u32,
+    req: &ClaimRequest,
 ) -> StoreResult<Vec<Run>> {
     let mut sql = Sql::new(
         "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
          status = 'running', needs_wake = FALSE, wake_at = NULL, attempt = attempt + 1, locked_by = ",
     );
-    sql.push_bind(owner.to_owned());
-    sql.push(", locked_until = ").push_bind(now + lease_ms);
-    sql.push(", updated_at = ").push_bind(now);
+    sql.push_bind(req.owner.clone());
+    sql.push(", locked_until = ")
+        .push_bind(req.now + req.lease_ms);
+    sql.push(", updated_at = ").push_bind(req.now);
     sql.push(
         " WHERE id IN (SELECT id FROM runs WHERE (status = 'pending' \
          OR (status = 'suspended' AND wake_at <= ",
     );
-    sql.push_bind(now);
+    sql.push_bind(req.now);
     sql.push(") OR (status = 'running' AND locked_until < ")
-        .push_bind(now);
+        .push_bind(req.now);
     sql.push(" AND recoveries < ")
-        .push_bind(max_recoveries as i32);
+        .push_bind(req.max_recoveries as i32);
     sql.push("))");
-    push_scope(&mut sql, "namespace", scope);
+    push_scope(&mut sql, "namespace", &req.scope);
     sql.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
-        .push_bind(i64::from(limit));
+        .push_bind(i64::from(req.limit));
     sql.push(format!(" FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLS}"));
     let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
     rows.iter().map(run_from_row).collect()
+}
+
+pub(super) async fn renew_leases(
+    pool: &PgPool,
+    owner: &str,
+    ids: &[RunId],
+    until: Millis,
+) -> StoreResult<u64> {
+    let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
+    // Rows a commit holds right now are skipped, never waited for: waiting could close a
+    // lock cycle with a group transaction, and that commit settles the lease anyway.
+    let done = sqlx::query(
+        "UPDATE runs SET locked_until = $1 WHERE id IN (SELECT id FROM runs \
+         WHERE status = 'running' AND locked_by = $2 AND id = ANY($3) FOR UPDATE SKIP LOCKED)",
+    )
+    .bind(until)
+    .bind(owner)
+    .bind(&ids)
+    .execute(pool)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected())
+}
+
+/// [`crate::store::Store::beat_driver`]: how many other drivers are alive at `now`.
+pub(super) async fn beat_driver(
+    pool: &PgPool,
+    owner: &str,
+    alive_until: Millis,
+    now: Millis,
+) -> StoreResult<u32> {
+    // Absence means gone, so rows of drivers long gone can go. Every part of the statement
+    // sees the table as it was before it, so the count never includes `owner`'s own row.
+    let peers: i64 = sqlx::query_scalar(
+        "WITH gone AS (DELETE FROM drivers WHERE alive_until < $2 - 86400000 AND owner <> $1), \
+         peers AS (SELECT count(*) AS n FROM drivers WHERE owner <> $1 AND alive_until >= $3) \
+         INSERT INTO drivers (owner, alive_until) VALUES ($1, $2) \
+         ON CONFLICT (owner) DO UPDATE SET alive_until = EXCLUDED.alive_until \
+         RETURNING (SELECT n FROM peers)",
+    )
+    .bind(owner)
+    .bind(alive_until)
+    .bind(now)
+    .fetch_one(pool)
+    .await
+    .map_err(db)?;
+    Ok(u32::try_from(peers).unwrap_or(u32::MAX))
+}
+
+pub(super) async fn release_leases(pool: &PgPool, owner: &str, now: Millis) -> StoreResult<u64> {
+    let done = sqlx::query(
+        "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = $1 \
+         WHERE status = 'running' AND locked_by = $2",
+    )
+    .bind(now)
+    .bind(owner)
+    .execute(pool)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected())
 }
 
 pub(super) async fn sweep_abandoned(
@@ -53,42 +109,96 @@ pub(super) async fn sweep_abandoned(
     max_recoveries: u32,
     now: Millis,
 ) -> StoreResult<Vec<Run>> {
-    let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
-    sql.push_bind(to_value(&rules::dead(max_recoveries)));
-    sql.push(", finished_at = ").push_bind(now);
-    sql.push(", updated_at = ").push_bind(now);
-    sql.push(
-        ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
-         WHERE status = 'running' AND locked_until < ",
-    );
+    lifecycle::sweep_abandoned(conn, scope, max_recoveries, now).await
+}
+
+pub(super) async fn wake_blocked(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    now: Millis,
+) -> StoreResult<Vec<Run>> {
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', wake_at = NULL, updated_at = ");
     sql.push_bind(now);
-    sql.push(" AND recoveries >= ")
-        .push_bind(max_recoveries as i32);
+    sql.push(" WHERE status = 'blocked' AND wake_at <= ")
+        .push_bind(now);
     push_scope(&mut sql, "namespace", scope);
     sql.push(format!(" RETURNING {RUN_COLS}"));
-    let mut ended = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
-    let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
-    sql.push_bind(now);
-    sql.push(", updated_at = ").push_bind(now);
-    sql.push(
-        ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
-         WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
-    );
-    sql.push_bind(now);
-    sql.push(")");
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(format!(" RETURNING {RUN_COLS}"));
-    ended.extend(sql.build().fetch_all(&mut *conn).await.map_err(db)?);
-    let ended = ended
-        .iter()
-        .map(run_from_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-    for run in &ended {
-        if let Some(parent) = &run.parent_run_id {
-            settle_parent(conn, parent, run, now).await?;
-        }
+    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
+    rows.iter().map(run_from_row).collect()
+}
+
+pub(super) async fn unblock_runs(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    served: &[(String, u32)],
+    now: Millis,
+) -> StoreResult<Vec<Run>> {
+    if served.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(ended)
+    let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
+    sql.push_bind(now);
+    sql.push(" WHERE status = 'blocked' AND wake_at IS NULL");
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" AND (");
+    for (i, (workflow, version)) in served.iter().enumerate() {
+        if i > 0 {
+            sql.push(" OR ");
+        }
+        sql.push("(workflow = ").push_bind(workflow.clone());
+        sql.push(" AND workflow_version = ")
+            .push_bind(*version as i32);
+        sql.push(")");
+    }
+    sql.push(format!(") RETURNING {RUN_COLS}"));
+    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
+    rows.iter().map(run_from_row).collect()
+}
+
+/// [`crate::store::Store::beat_step`].
+pub(super) async fn beat_step(
+    pool: &PgPool,
+    scope: &Scope,
+    id: &RunId,
+    seq: u32,
+    group: &str,
+    now: Millis,
+) -> StoreResult<bool> {
+    let mut sql = Sql::new("UPDATE checkpoints SET enqueued_at = ");
+    sql.push_bind(now)
+        .push(" WHERE run_id = ")
+        .push_bind(id.as_str().to_owned())
+        .push(" AND seq = ")
+        .push_bind(seq as i32)
+        .push(" AND kind = 'remote_step' AND status = 'pending' AND worker_group = ")
+        .push_bind(group.to_owned())
+        .push(" AND run_id IN (SELECT id FROM runs WHERE id = ")
+        .push_bind(id.as_str().to_owned());
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(")");
+    let done = sql.build().execute(pool).await.map_err(db)?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub(super) async fn mark_dispatched(
+    pool: &PgPool,
+    id: &RunId,
+    seq: u32,
+    by: &str,
+    now: Millis,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4 \
+         WHERE run_id = $2 AND seq = $3 AND status = 'pending'",
+    )
+    .bind(now)
+    .bind(id.as_str())
+    .bind(seq as i32)
+    .bind(by)
+    .execute(pool)
+    .await
+    .map_err(db)?;
+    Ok(())
 }
 
 pub(super) async fn update_run_if(
@@ -99,38 +209,7 @@ pub(super) async fn update_run_if(
     patch: &RunPatch,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    if expected.is_empty() {
-        return Ok(None);
-    }
-    let finished_at = patch.status.is_terminal().then_some(now);
-    let mut sql = Sql::new("UPDATE runs SET status = ");
-    sql.push_bind(patch.status.as_str());
-    sql.push(", updated_at = ").push_bind(now);
-    sql.push(", finished_at = COALESCE(finished_at, ")
-        .push_bind(finished_at)
-        .push(")");
-    if let Some(error) = &patch.error {
-        sql.push(", error = ").push_bind(to_value(error));
-    }
-    if patch.status.is_terminal() {
-        sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
-    }
-    sql.push(" WHERE id = ").push_bind(id.as_str().to_owned());
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(" AND status IN (");
-    let mut list = sql.separated(", ");
-    for status in expected {
-        list.push_bind(status.as_str());
-    }
-    sql.push(format!(") RETURNING {RUN_COLS}"));
-    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
-        return Ok(None);
-    };
-    let run = run_from_row(&row)?;
-    if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
-        settle_parent(conn, parent, &run, now).await?;
-    }
-    Ok(Some(run))
+    lifecycle::update_run_if(conn, scope, id, expected, patch, now).await
 }
 
 pub(super) async fn retry_run(
@@ -182,69 +261,109 @@ pub(super) async fn send_signal(
     payload: &Value,
     now: Millis,
 ) -> StoreResult<SignalSent> {
-    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
-    sql.push_bind(id.as_str().to_owned());
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(" FOR UPDATE");
-    let Some(row) = sql.build().fetch_optional(&mut *conn).await.map_err(db)? else {
-        return Ok(SignalSent::NotFound);
-    };
-    let run = run_from_row(&row)?;
-    if run.status.is_terminal() {
-        return Ok(SignalSent::RunFinished(run));
+    lifecycle::send_signal(conn, scope, id, name, payload, now).await
+}
+
+impl LifecycleStatements for PgConnection {
+    async fn update_status_if(
+        &mut self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: &RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>> {
+        let finished_at = patch.status.is_terminal().then_some(now);
+        let mut sql = Sql::new("UPDATE runs SET status = ");
+        sql.push_bind(patch.status.as_str());
+        sql.push(", updated_at = ").push_bind(now);
+        sql.push(", finished_at = COALESCE(finished_at, ")
+            .push_bind(finished_at)
+            .push(")");
+        if let Some(error) = &patch.error {
+            sql.push(", error = ").push_bind(to_value(error));
+        }
+        if patch.status.is_terminal() {
+            sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
+        }
+        sql.push(" WHERE id = ").push_bind(id.as_str().to_owned());
+        push_scope(&mut sql, "namespace", scope);
+        sql.push(" AND status IN (");
+        let mut list = sql.separated(", ");
+        for status in expected {
+            list.push_bind(status.as_str());
+        }
+        sql.push(format!(") RETURNING {RUN_COLS}"));
+        let row = sql.build().fetch_optional(&mut *self).await.map_err(db)?;
+        row.as_ref().map(run_from_row).transpose()
     }
-    sqlx::query("INSERT INTO signals (run_id, name, payload, created_at) VALUES ($1, $2, $3, $4)")
+
+    async fn run_to_signal(&mut self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+        sql.push_bind(id.as_str().to_owned());
+        push_scope(&mut sql, "namespace", scope);
+        sql.push(" FOR UPDATE");
+        let row = sql.build().fetch_optional(&mut *self).await.map_err(db)?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    async fn buffer_signal(
+        &mut self,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO signals (run_id, name, payload, created_at) VALUES ($1, $2, $3, $4)",
+        )
         .bind(id.as_str())
         .bind(name)
         .bind(payload)
         .bind(now)
-        .execute(&mut *conn)
+        .execute(&mut *self)
         .await
         .map_err(db)?;
-    wake(conn, id, now).await?;
-    let run = run_by_id(conn, id).await?.unwrap_or(run);
-    Ok(SignalSent::Delivered(run))
-}
-
-pub(super) async fn wake_blocked(
-    conn: &mut PgConnection,
-    scope: &Scope,
-    now: Millis,
-) -> StoreResult<Vec<Run>> {
-    let mut sql = Sql::new("UPDATE runs SET status = 'pending', wake_at = NULL, updated_at = ");
-    sql.push_bind(now);
-    sql.push(" WHERE status = 'blocked' AND wake_at <= ")
-        .push_bind(now);
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(format!(" RETURNING {RUN_COLS}"));
-    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
-    rows.iter().map(run_from_row).collect()
-}
-
-pub(super) async fn unblock_runs(
-    conn: &mut PgConnection,
-    scope: &Scope,
-    served: &[(String, u32)],
-    now: Millis,
-) -> StoreResult<Vec<Run>> {
-    if served.is_empty() {
-        return Ok(Vec::new());
+        Ok(())
     }
-    let mut sql = Sql::new("UPDATE runs SET status = 'pending', error = NULL, updated_at = ");
-    sql.push_bind(now);
-    sql.push(" WHERE status = 'blocked' AND wake_at IS NULL");
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(" AND (");
-    for (i, (workflow, version)) in served.iter().enumerate() {
-        if i > 0 {
-            sql.push(" OR ");
-        }
-        sql.push("(workflow = ").push_bind(workflow.clone());
-        sql.push(" AND workflow_version = ")
-            .push_bind(*version as i32);
+
+    async fn bury_dead(
+        &mut self,
+        scope: &Scope,
+        max_recoveries: u32,
+        error: Value,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
+        sql.push_bind(error);
+        sql.push(", finished_at = ").push_bind(now);
+        sql.push(", updated_at = ").push_bind(now);
+        sql.push(
+            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+             WHERE status = 'running' AND locked_until < ",
+        );
+        sql.push_bind(now);
+        sql.push(" AND recoveries >= ")
+            .push_bind(max_recoveries as i32);
+        push_scope(&mut sql, "namespace", scope);
+        sql.push(format!(" RETURNING {RUN_COLS}"));
+        let rows = sql.build().fetch_all(&mut *self).await.map_err(db)?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn end_cancelling(&mut self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
+        let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
+        sql.push_bind(now);
+        sql.push(", updated_at = ").push_bind(now);
+        sql.push(
+            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+             WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
+        );
+        sql.push_bind(now);
         sql.push(")");
+        push_scope(&mut sql, "namespace", scope);
+        sql.push(format!(" RETURNING {RUN_COLS}"));
+        let rows = sql.build().fetch_all(&mut *self).await.map_err(db)?;
+        rows.iter().map(run_from_row).collect()
     }
-    sql.push(format!(") RETURNING {RUN_COLS}"));
-    let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
-    rows.iter().map(run_from_row).collect()
 }

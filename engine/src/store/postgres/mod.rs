@@ -3,20 +3,47 @@
 //! Semantically identical to the SQLite store (the same conformance suite runs on both): the
 //! same namespace rules, compare-and-set transitions, leases and scoped reads. Each operation is
 //! one transaction on a pooled connection; runs are claimed with `FOR UPDATE SKIP LOCKED`, so
-//! control planes on one database drive disjoint sets of runs.
+//! control planes on one database drive disjoint sets of runs. The writes every run makes
+//! (starts, turns, step results) are committed in groups ([`writer`]); reads and the other
+//! writes use the pool directly.
+//!
+//! What both stores compute alike (a turn's commit, a result, settling a parent, a list's
+//! filters) is `crate::store::plan`'s; the files here hold PostgreSQL's statements and I/O.
+//! Each method of the capability traits below runs the function of the same name in the file of
+//! its role, as the SQLite store's do: a start, turn or step result through the group commit
+//! (merged with others' by `merged/` when it can be), another write in a transaction of its own
+//! (`in_tx!`), a read on the pool.
+//!
+//! Its files, by role (the SQLite store has a file of the same name for each):
+//! - `writer/`: the group commit of starts, turns and step results;
+//! - `turn.rs`: a turn's commit: its checkpoints, resolved waits, children, cancellations and
+//!   the run's next status;
+//! - `result.rs`: a step result, alone or with the turn it leads to;
+//! - `settle.rs`: resolving waits: step retries, pending checkpoints, a parent's wait;
+//! - `lifecycle.rs`: claims, leases, sweeps, dispatch beats, control verbs and signals;
+//! - `reads.rs`: scoped reads;
+//! - `accounts.rs`: dashboard users and settings;
+//! - `rows.rs`: row mapping and the statements several operations share;
+//! - `sql.rs`: building statements (`$n` placeholders).
+//!
+//! And only here: `fused.rs` (a turn's own write in one statement), `merged/` (many runs' writes
+//! in one statement), `values.rs` (what a new run's and checkpoint's columns hold, bound for one
+//! row or as arrays), `testing.rs`.
 
 mod accounts;
-mod group;
+mod fused;
 mod lifecycle;
 mod merged;
-mod queue;
 mod reads;
+mod result;
 mod rows;
 mod settle;
+mod sql;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 mod turn;
 mod values;
+mod writer;
 
 use std::time::Duration;
 
@@ -25,8 +52,10 @@ use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use self::group::GroupCommit;
 use self::rows::db;
+use self::writer::Writer;
+use super::plan;
+use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
     RunControl, RunPatch, RunReads, SignalSent, StepApplied, StoreError, StoreResult, TurnCommit,
@@ -42,7 +71,7 @@ use crate::model::{
 pub struct PgStore {
     pool: PgPool,
     /// Starts, turns and step results: the writes every run makes, committed in groups.
-    group: GroupCommit,
+    writer: Writer,
 }
 
 /// Runs `$body` (an async block using `$conn: &mut PgConnection`) in a transaction, committing
@@ -81,7 +110,7 @@ impl PgStore {
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let pool = PgPoolOptions::new()
             // Reads, the cold writes, and one connection per group-commit lane.
-            .max_connections(16 + group::LANES as u32)
+            .max_connections(16 + writer::LANES as u32)
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await
@@ -90,8 +119,8 @@ impl PgStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migrate(Box::new(e)))?;
-        let group = GroupCommit::start(&pool);
-        Ok(PgStore { pool, group })
+        let writer = Writer::start(&pool);
+        Ok(PgStore { pool, writer })
     }
 
     /// Runs raw SQL; for tests that plant legacy rows.
@@ -113,20 +142,17 @@ impl Turns for PgStore {
         now: Millis,
         claim: Option<&Claim>,
     ) -> StoreResult<Run> {
-        // Only a driver of the run's namespace may take it.
-        let lease = claim
-            .filter(|c| c.scope.admits(&run.namespace))
-            .map(|c| (c.owner.clone(), c.until));
+        let lease = plan::turn::start_lease(&run, claim);
         let id = run.id.clone();
-        self.group
+        self.writer
             .write_as(true, (run, lease, now), |conn, (run, lease, now)| {
                 let lease = lease
                     .as_ref()
                     .map(|(owner, until)| (owner.as_str(), *until));
-                Box::pin(rows::insert_run(conn, run, *now, false, lease))
+                Box::pin(turn::create_run(conn, run, *now, lease))
             })
             .await?
-            .ok_or_else(|| StoreError::Conflict(format!("run `{id}`")))
+            .ok_or_else(|| plan::turn::id_taken(&id))
     }
 
     async fn commit_turn(
@@ -139,7 +165,7 @@ impl Turns for PgStore {
     ) -> StoreResult<Option<Committed>> {
         let one_statement = turn::is_one_statement(id, &commit);
         let args = (lease.clone(), id.clone(), attempt, commit, now);
-        self.group
+        self.writer
             .write_as(
                 one_statement,
                 args,
@@ -164,7 +190,7 @@ impl Turns for PgStore {
         let one_statement = turn::is_one_statement(&id, &commit);
         let args = (run, lease.clone(), commit, now);
         let created = self
-            .group
+            .writer
             .write_merged(
                 one_statement,
                 merged::create_runs_and_commit,
@@ -175,7 +201,7 @@ impl Turns for PgStore {
             .await?;
         match created {
             Some(Some(committed)) => Ok(Some(committed)),
-            Some(None) => Err(StoreError::Conflict(format!("run `{id}`"))),
+            Some(None) => Err(plan::turn::id_taken(&id)),
             None => Ok(None),
         }
     }
@@ -187,9 +213,14 @@ impl Turns for PgStore {
         claim: Option<&Claim>,
     ) -> StoreResult<Option<StepApplied>> {
         let args = (result.clone(), now, claim.cloned());
-        self.group
+        self.writer
             .write(args, |conn, (result, now, claim)| {
-                Box::pin(turn::apply_step_result(conn, result, *now, claim.as_ref()))
+                Box::pin(result::apply_step_result(
+                    conn,
+                    result,
+                    *now,
+                    claim.as_ref(),
+                ))
             })
             .await
     }
@@ -204,7 +235,7 @@ impl Turns for PgStore {
     ) -> StoreResult<Option<Committed>> {
         let one_statement = turn::is_one_statement(&result.run_id, &commit);
         let args = (result.clone(), lease.clone(), attempt, commit, now);
-        self.group
+        self.writer
             .write_merged(
                 one_statement,
                 merged::apply_results_and_commit,
@@ -223,7 +254,7 @@ impl Turns for PgStore {
     ) -> StoreResult<bool> {
         let args = (scope.clone(), id.clone(), checkpoint);
         let written = self
-            .group
+            .writer
             .write(args, |conn, (scope, id, checkpoint)| {
                 Box::pin(turn::record_local_step(conn, scope, id, checkpoint))
             })
@@ -282,54 +313,19 @@ impl Leases for PgStore {
         limit: u32,
         max_recoveries: u32,
     ) -> StoreResult<Vec<Run>> {
-        in_tx!(self.pool, |conn| lifecycle::claim_runs(
-            conn,
-            scope,
-            owner,
-            now,
-            lease_ms,
-            limit,
-            max_recoveries
-        ))
+        let req = ClaimRequest::new(scope, owner, now, lease_ms, limit, max_recoveries);
+        in_tx!(self.pool, |conn| lifecycle::claim_runs(conn, &req))
     }
 
     async fn renew_leases(&self, owner: &str, ids: &[RunId], until: Millis) -> StoreResult<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
-        let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
-        // Rows a commit holds right now are skipped, never waited for: waiting could close a
-        // lock cycle with a group transaction, and that commit settles the lease anyway.
-        let done = sqlx::query(
-            "UPDATE runs SET locked_until = $1 WHERE id IN (SELECT id FROM runs \
-             WHERE status = 'running' AND locked_by = $2 AND id = ANY($3) FOR UPDATE SKIP LOCKED)",
-        )
-        .bind(until)
-        .bind(owner)
-        .bind(&ids)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(done.rows_affected())
+        lifecycle::renew_leases(&self.pool, owner, ids, until).await
     }
 
     async fn beat_driver(&self, owner: &str, alive_until: Millis, now: Millis) -> StoreResult<u32> {
-        // Absence means gone, so rows of drivers long gone can go. Every part of the statement
-        // sees the table as it was before it, so the count never includes `owner`'s own row.
-        let peers: i64 = sqlx::query_scalar(
-            "WITH gone AS (DELETE FROM drivers WHERE alive_until < $2 - 86400000 AND owner <> $1), \
-             peers AS (SELECT count(*) AS n FROM drivers WHERE owner <> $1 AND alive_until >= $3) \
-             INSERT INTO drivers (owner, alive_until) VALUES ($1, $2) \
-             ON CONFLICT (owner) DO UPDATE SET alive_until = EXCLUDED.alive_until \
-             RETURNING (SELECT n FROM peers)",
-        )
-        .bind(owner)
-        .bind(alive_until)
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(u32::try_from(peers).unwrap_or(u32::MAX))
+        lifecycle::beat_driver(&self.pool, owner, alive_until, now).await
     }
 
     async fn next_wake_at(&self, scope: &Scope) -> StoreResult<Option<Millis>> {
@@ -337,16 +333,7 @@ impl Leases for PgStore {
     }
 
     async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64> {
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = $1 \
-             WHERE status = 'running' AND locked_by = $2",
-        )
-        .bind(now)
-        .bind(owner)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(done.rows_affected())
+        lifecycle::release_leases(&self.pool, owner, now).await
     }
 }
 
@@ -401,20 +388,7 @@ impl Dispatches for PgStore {
         group: &str,
         now: Millis,
     ) -> StoreResult<bool> {
-        let mut sql = rows::Sql::new("UPDATE checkpoints SET enqueued_at = ");
-        sql.push_bind(now)
-            .push(" WHERE run_id = ")
-            .push_bind(id.as_str().to_owned())
-            .push(" AND seq = ")
-            .push_bind(seq as i32)
-            .push(" AND kind = 'remote_step' AND status = 'pending' AND worker_group = ")
-            .push_bind(group.to_owned())
-            .push(" AND run_id IN (SELECT id FROM runs WHERE id = ")
-            .push_bind(id.as_str().to_owned());
-        rows::push_scope(&mut sql, "namespace", scope);
-        sql.push(")");
-        let done = sql.build().execute(&self.pool).await.map_err(db)?;
-        Ok(done.rows_affected() > 0)
+        lifecycle::beat_step(&self.pool, scope, id, seq, group, now).await
     }
 
     async fn mark_dispatched(
@@ -424,18 +398,7 @@ impl Dispatches for PgStore {
         by: &str,
         now: Millis,
     ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4 \
-             WHERE run_id = $2 AND seq = $3 AND status = 'pending'",
-        )
-        .bind(now)
-        .bind(id.as_str())
-        .bind(seq as i32)
-        .bind(by)
-        .execute(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(())
+        lifecycle::mark_dispatched(&self.pool, id, seq, by, now).await
     }
 }
 

@@ -1,17 +1,20 @@
-//! Reads, each confined to a [`Scope`].
+//! Reads, each confined to a [`Scope`]. A list's filters and the counts' aggregation are
+//! `plan::filters`' and `plan::reads`'; these are their statements.
 
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::rows::{
-    CHECKPOINT_COLS, RUN_COLS, Sql, checkpoint_from_row, db, push_scope, run_from_row,
-};
+use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, db, run_from_row};
+use super::sql::{Sql, push_scope};
 use serde_json::{Value, json};
 
 use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
-    Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
+    Run, RunId, RunPage, RunQuery, Scope, StatusCount, ValueCount,
 };
-use crate::store::{History, LostDispatch, PendingStep, StoreError, StoreResult, rules};
+use crate::store::columns::qualified;
+use crate::store::plan::filters::{Filter, List};
+use crate::store::plan::reads;
+use crate::store::{History, LostDispatch, PendingStep, StoreError, StoreResult};
 
 pub(super) async fn get_run(pool: &PgPool, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -26,50 +29,54 @@ pub(super) async fn list_runs(
     scope: &Scope,
     query: &RunQuery,
 ) -> StoreResult<RunPage> {
-    let limit = query.page_size();
+    let list = List::of(query);
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE TRUE"));
     push_scope(&mut sql, "namespace", scope);
-    if let Some(status) = query.status {
-        sql.push(" AND status = ").push_bind(status.as_str());
-    }
-    if let Some(workflow) = &query.workflow {
-        sql.push(" AND workflow = ").push_bind(workflow.clone());
-    }
-    // Containment, which the GIN indexes on tags and search attributes serve. Those indexes
-    // hold only runs that have some (see migration 0004), so the filter names that predicate
-    // too; containment implies it.
-    if let Some(tag) = &query.tag {
-        sql.push(" AND tags <> '[]'::jsonb AND tags @> ")
-            .push_bind(json!([tag]));
-    }
-    if let Some(filter) = &query.attribute {
-        let mut wanted = serde_json::Map::new();
-        wanted.insert(filter.key.clone(), filter.value.clone());
-        sql.push(" AND search_attributes <> '{}'::jsonb AND search_attributes @> ")
-            .push_bind(Value::Object(wanted));
-    }
-    if let Some(family) = &query.family {
-        sql.push(" AND (id = ")
-            .push_bind(family.as_str().to_owned())
-            .push(" OR (root_run_id <> id AND root_run_id = ")
-            .push_bind(family.as_str().to_owned())
-            .push("))");
-    }
-    if let Some(from) = query.created_from {
-        sql.push(" AND created_at >= ").push_bind(from);
-    }
-    if let Some(until) = query.created_until {
-        sql.push(" AND created_at < ").push_bind(until);
-    }
-    if let Some(Cursor { created_at, id }) = &query.cursor {
-        sql.push(" AND (created_at, id) < (")
-            .push_bind(*created_at)
-            .push(", ")
-            .push_bind(id.as_str().to_owned())
-            .push(")");
+    for filter in &list.filters {
+        match filter {
+            Filter::Status(status) => {
+                sql.push(" AND status = ").push_bind(status.as_str());
+            }
+            Filter::Workflow(workflow) => {
+                sql.push(" AND workflow = ").push_bind(workflow.to_string());
+            }
+            // Containment, which the GIN indexes on tags and search attributes serve. Those
+            // indexes hold only runs that have some (see migration 0004), so the filter names
+            // that predicate too; containment implies it.
+            Filter::Tag(tag) => {
+                sql.push(" AND tags <> '[]'::jsonb AND tags @> ")
+                    .push_bind(json!([tag]));
+            }
+            Filter::Attribute(filter) => {
+                let mut wanted = serde_json::Map::new();
+                wanted.insert(filter.key.clone(), filter.value.clone());
+                sql.push(" AND search_attributes <> '{}'::jsonb AND search_attributes @> ")
+                    .push_bind(Value::Object(wanted));
+            }
+            Filter::Family(family) => {
+                sql.push(" AND (id = ")
+                    .push_bind(family.as_str().to_owned())
+                    .push(" OR (root_run_id <> id AND root_run_id = ")
+                    .push_bind(family.as_str().to_owned())
+                    .push("))");
+            }
+            Filter::CreatedFrom(from) => {
+                sql.push(" AND created_at >= ").push_bind(*from);
+            }
+            Filter::CreatedUntil(until) => {
+                sql.push(" AND created_at < ").push_bind(*until);
+            }
+            Filter::After(Cursor { created_at, id }) => {
+                sql.push(" AND (created_at, id) < (")
+                    .push_bind(*created_at)
+                    .push(", ")
+                    .push_bind(id.as_str().to_owned())
+                    .push(")");
+            }
+        }
     }
     sql.push(" ORDER BY created_at DESC, id DESC LIMIT ")
-        .push_bind(i64::from(limit) + 1);
+        .push_bind(list.fetch());
     // Planned for these values every time: a cached generic plan cannot tell a rare tag from a
     // common one and picks the tag index even where the namespace + workflow index is 20x
     // faster (measured with the lists benchmark).
@@ -79,17 +86,11 @@ pub(super) async fn list_runs(
         .fetch_all(pool)
         .await
         .map_err(db)?;
-    let mut runs = rows
+    let runs = rows
         .iter()
         .map(run_from_row)
         .collect::<StoreResult<Vec<_>>>()?;
-    let next_cursor = if runs.len() > limit as usize {
-        runs.truncate(limit as usize);
-        runs.last().map(Cursor::after)
-    } else {
-        None
-    };
-    Ok(RunPage { runs, next_cursor })
+    Ok(list.page(runs))
 }
 
 pub(super) async fn count_by_status(pool: &PgPool, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
@@ -98,21 +99,16 @@ pub(super) async fn count_by_status(pool: &PgPool, scope: &Scope) -> StoreResult
     sql.push(" GROUP BY status");
     let rows = sql.build().fetch_all(pool).await.map_err(db)?;
     let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
-    let mut counts = rows
+    let rows = rows
         .iter()
         .map(|row| {
-            let status: String = row.try_get(0).map_err(corrupt)?;
-            let n: i64 = row.try_get(1).map_err(corrupt)?;
-            Ok(StatusCount {
-                status: status
-                    .parse::<RunStatus>()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                count: n as u64,
-            })
+            Ok((
+                row.try_get(0).map_err(corrupt)?,
+                row.try_get(1).map_err(corrupt)?,
+            ))
         })
         .collect::<StoreResult<Vec<_>>>()?;
-    counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
-    Ok(counts)
+    reads::status_counts(rows)
 }
 
 pub(super) async fn namespace_loads(
@@ -137,21 +133,18 @@ pub(super) async fn namespace_loads(
     sql.push(" GROUP BY namespace");
     let rows = sql.build().fetch_all(pool).await.map_err(db)?;
     let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
-    let mut loads = std::collections::BTreeMap::<String, NamespaceLoad>::new();
-    for row in &rows {
-        let ns: Option<String> = row.try_get(0).map_err(corrupt)?;
-        let status: String = row.try_get(1).map_err(corrupt)?;
-        let n: i64 = row.try_get(2).map_err(corrupt)?;
-        let namespace = Namespace::from_stored(ns.as_deref());
-        let load = loads
-            .entry(namespace.as_str().to_owned())
-            .or_insert_with(|| NamespaceLoad {
-                namespace,
-                ..NamespaceLoad::default()
-            });
-        rules::add_to_load(load, &status, n as u64);
-    }
-    Ok(loads.into_values().collect())
+    let rows = rows
+        .iter()
+        .map(|row| {
+            let n: i64 = row.try_get(2).map_err(corrupt)?;
+            Ok((
+                row.try_get(0).map_err(corrupt)?,
+                row.try_get(1).map_err(corrupt)?,
+                n as u64,
+            ))
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(reads::namespace_loads(rows))
 }
 
 pub(super) async fn facets(pool: &PgPool, scope: &Scope) -> StoreResult<Facets> {
@@ -236,11 +229,7 @@ pub(super) async fn pending_remote_steps(
     lost: &LostDispatch,
     limit: u32,
 ) -> StoreResult<Vec<PendingStep>> {
-    let cols = CHECKPOINT_COLS
-        .split(',')
-        .map(|c| format!("c.{}", c.trim()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let cols = qualified(CHECKPOINT_COLS, "c");
     let mut sql = Sql::new(format!(
         "SELECT {cols}, r.namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
          WHERE c.kind = 'remote_step' AND c.status = 'pending' \

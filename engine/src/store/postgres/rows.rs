@@ -2,18 +2,15 @@
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{PgConnection, Postgres, QueryBuilder, Row};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Postgres, Row};
 
 use super::values::{FirstState, RunValues, params};
-use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, Scope,
-};
+use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId};
+use crate::store::plan::turn::id_taken;
 use crate::store::{NewRun, StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};
-
-pub(super) type Sql = QueryBuilder<'static, Postgres>;
 
 /// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], anything else
 /// leaves the database unavailable for this call.
@@ -24,26 +21,6 @@ pub(super) fn db(e: sqlx::Error) -> StoreError {
         return StoreError::Conflict(d.message().to_owned());
     }
     StoreError::Unavailable(Box::new(e))
-}
-
-/// Appends ` AND <namespace matches scope>` for column `col`. `default` also matches legacy
-/// NULL / `''` rows; [`Scope::All`] adds nothing (no restriction, never `IS NULL`).
-pub(super) fn push_scope(sql: &mut Sql, col: &str, scope: &Scope) {
-    match scope.namespace() {
-        None => {}
-        Some(ns) if ns.is_default() => {
-            sql.push(default_namespace(col));
-        }
-        Some(ns) => {
-            sql.push(format!(" AND {col} = "));
-            sql.push_bind(ns.as_str().to_owned());
-        }
-    }
-}
-
-/// ` AND <col is the default namespace>`: `default`, or a legacy NULL / `''`.
-pub(super) fn default_namespace(col: &str) -> String {
-    format!(" AND ({col} = 'default' OR {col} IS NULL OR {col} = '')")
 }
 
 fn get<T>(row: &PgRow, idx: usize, name: &str) -> StoreResult<T>
@@ -132,9 +109,6 @@ pub(super) fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-/// A statement with its binds.
-pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
-
 /// Inserts a new run, its columns bound by [`RunValues::bind`] as `$1`–`$22`.
 pub(super) static INSERT_RUN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
@@ -165,7 +139,7 @@ pub(super) async fn insert_run(
         .fetch_optional(&mut *conn)
         .await
         .map_err(|e| match db(e) {
-            StoreError::Conflict(_) => StoreError::Conflict(format!("run `{}`", run.id)),
+            StoreError::Conflict(_) => id_taken(&run.id),
             other => other,
         })?;
     row.as_ref().map(run_from_row).transpose()

@@ -1,199 +1,108 @@
-//! Resolving waits: step retries, pending checkpoints and a parent's wait on its child.
+//! Resolving waits: step retries, pending checkpoints and a parent's wait on its child. The
+//! rules are `plan::settle`'s; these are its statements.
 
+use serde::Serialize;
 use serde_json::Value;
 use sqlx::PgConnection;
 
+use super::result::waiting_step_sql;
 use super::rows::{CHECKPOINT_COLS, checkpoint_from_row, db, to_value};
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, RetryPolicy, Run, RunId, RunStatus,
-    StepFailure, StepOutcome, StepResult,
+    Checkpoint, CheckpointKind, Millis, RetryPolicy, RunId, StepFailure, StepResult,
 };
-use crate::store::{StoreError, StoreResult, rules};
+use crate::store::plan::settle::{Resolution, Settle};
+use crate::store::{StoreError, StoreResult};
 
-/// If the failed step may be retried (retryable error, tries left in its policy), keeps its
-/// checkpoint pending with the backoff as `wake_at` and no dispatch time; the run's next turn
-/// dispatches it once due. Returns the updated checkpoint, or `None` when the failure is final.
-pub(super) async fn schedule_retry(
-    conn: &mut PgConnection,
-    result: &StepResult,
-    error: &StepFailure,
-    now: Millis,
-) -> StoreResult<Option<Checkpoint>> {
-    if !error.is_retryable() {
-        return Ok(None);
+impl Settle for PgConnection {
+    type Json = Value;
+
+    fn json<T: Serialize>(value: &T) -> Value {
+        to_value(value)
     }
-    let row: Option<(i32, Option<Value>)> = sqlx::query_as(
-        "SELECT attempts, retry_policy FROM checkpoints WHERE run_id = $1 AND seq = $2 \
-         AND kind = 'remote_step' AND status IN ('pending', 'running') FOR UPDATE",
-    )
-    .bind(result.run_id.as_str())
-    .bind(result.seq as i32)
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db)?;
-    let Some((attempts, Some(policy))) = row else {
-        return Ok(None);
-    };
-    let policy: RetryPolicy = serde_json::from_value(policy)
-        .map_err(|e| StoreError::Corrupt(format!("checkpoint retry policy: {e}")))?;
-    let attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
-    if attempts >= policy.max_attempts {
-        return Ok(None);
+
+    async fn resolve_pending(
+        &mut self,
+        run: &RunId,
+        seq: i64,
+        kind: CheckpointKind,
+        resolution: Resolution<Value>,
+        now: Millis,
+    ) -> StoreResult<u64> {
+        let (status, output, error) = resolution.columns();
+        let done = sqlx::query(
+            "UPDATE checkpoints SET status = $1, output = $2, error = $3, finished_at = $4 \
+             WHERE run_id = $5 AND seq = $6 AND kind = $7 AND status = 'pending'",
+        )
+        .bind(status.as_str())
+        .bind(output)
+        .bind(error)
+        .bind(now)
+        .bind(run.as_str())
+        .bind(seq as i32)
+        .bind(kind.as_str())
+        .execute(&mut *self)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected())
     }
-    let spread: f64 = rand::random::<f64>() * 2.0 - 1.0;
-    let due =
-        now.saturating_add(i64::try_from(policy.delay_ms(attempts, spread)).unwrap_or(i64::MAX));
-    let row = sqlx::query(&format!(
-        "UPDATE checkpoints SET attempts = attempts + 1, enqueued_at = NULL, wake_at = $1, \
-         error = $2, started_at = COALESCE($3, started_at) WHERE run_id = $4 AND seq = $5 \
-         AND kind = 'remote_step' AND status IN ('pending', 'running') RETURNING {CHECKPOINT_COLS}"
-    ))
-    .bind(due)
-    .bind(to_value(error))
-    .bind(result.started_at)
-    .bind(result.run_id.as_str())
-    .bind(result.seq as i32)
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db)?;
-    row.as_ref().map(checkpoint_from_row).transpose()
-}
 
-/// The status, output and error a result writes on its checkpoint.
-pub(super) fn result_columns(
-    result: &StepResult,
-) -> (CheckpointStatus, Option<Value>, Option<Value>) {
-    match &result.outcome {
-        StepOutcome::Completed { output } => {
-            (CheckpointStatus::Completed, Some(output.clone()), None)
-        }
-        StepOutcome::Failed { error } => (CheckpointStatus::Failed, None, Some(to_value(error))),
+    async fn wake(&mut self, id: &RunId, now: Millis) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE runs SET needs_wake = TRUE, updated_at = $1, \
+             wake_at = CASE WHEN status = 'suspended' THEN $1 ELSE wake_at END \
+             WHERE id = $2 AND status IN ('pending', 'suspended', 'running')",
+        )
+        .bind(now)
+        .bind(id.as_str())
+        .execute(&mut *self)
+        .await
+        .map_err(db)?;
+        Ok(done.rows_affected())
     }
-}
 
-/// The statement that records a result on its checkpoint, given the placeholders of its status,
-/// output, error, finished_at, started_at, run id and seq: only a remote step still waiting
-/// takes it.
-pub(super) fn record_result_sql(p: [String; 7]) -> String {
-    let [status, output, error, finished_at, started_at, run_id, seq] = p;
-    format!(
-        "UPDATE checkpoints SET status = {status}, output = {output}, error = {error}, \
-         finished_at = {finished_at}, started_at = COALESCE({started_at}, started_at) \
-         WHERE {}",
-        waiting_step_sql(&run_id, &seq)
-    )
-}
-
-/// The condition on `checkpoints` that picks remote step `seq` of run `run_id` (placeholders)
-/// while it still waits for its result (pending or running).
-pub(super) fn waiting_step_sql(run_id: &str, seq: &str) -> String {
-    format!(
-        "run_id = {run_id} AND seq = {seq} AND kind = 'remote_step' \
-         AND status IN ('pending', 'running')"
-    )
-}
-
-/// Resolves the result's checkpoint if it still waits; `None` for a late or duplicate result.
-pub(super) async fn record_result(
-    conn: &mut PgConnection,
-    result: &StepResult,
-    now: Millis,
-) -> StoreResult<Option<Checkpoint>> {
-    let (status, output, error) = result_columns(result);
-    let placeholders = ["$1", "$2", "$3", "$4", "$5", "$6", "$7"].map(str::to_owned);
-    let row = sqlx::query(&format!(
-        "{} RETURNING {CHECKPOINT_COLS}",
-        record_result_sql(placeholders)
-    ))
-    .bind(status.as_str())
-    .bind(output)
-    .bind(error)
-    .bind(now)
-    .bind(result.started_at)
-    .bind(result.run_id.as_str())
-    .bind(result.seq as i32)
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db)?;
-    row.as_ref().map(checkpoint_from_row).transpose()
-}
-
-/// How a pending checkpoint resolves.
-pub(super) enum Resolution {
-    Completed(Option<Value>),
-    Failed(Value),
-}
-
-/// Resolves checkpoint `(run, seq)` of `kind` if it is still pending; returns how many rows
-/// changed (0 when it was already resolved, so a late or repeated resolution is a no-op).
-pub(super) async fn resolve_pending(
-    conn: &mut PgConnection,
-    run: &RunId,
-    seq: i64,
-    kind: CheckpointKind,
-    resolution: Resolution,
-    now: Millis,
-) -> StoreResult<u64> {
-    let (status, output, error) = match resolution {
-        Resolution::Completed(output) => (CheckpointStatus::Completed, output, None),
-        Resolution::Failed(error) => (CheckpointStatus::Failed, None, Some(error)),
-    };
-    let done = sqlx::query(
-        "UPDATE checkpoints SET status = $1, output = $2, error = $3, finished_at = $4 \
-         WHERE run_id = $5 AND seq = $6 AND kind = $7 AND status = 'pending'",
-    )
-    .bind(status.as_str())
-    .bind(output)
-    .bind(error)
-    .bind(now)
-    .bind(run.as_str())
-    .bind(seq as i32)
-    .bind(kind.as_str())
-    .execute(&mut *conn)
-    .await
-    .map_err(db)?;
-    Ok(done.rows_affected())
-}
-
-/// Marks run `id` as woken: a suspended run becomes due now, a running one turns again after
-/// its current turn.
-pub(super) async fn wake(conn: &mut PgConnection, id: &RunId, now: Millis) -> StoreResult<u64> {
-    let done = sqlx::query(
-        "UPDATE runs SET needs_wake = TRUE, updated_at = $1, \
-         wake_at = CASE WHEN status = 'suspended' THEN $1 ELSE wake_at END \
-         WHERE id = $2 AND status IN ('pending', 'suspended', 'running')",
-    )
-    .bind(now)
-    .bind(id.as_str())
-    .execute(&mut *conn)
-    .await
-    .map_err(db)?;
-    Ok(done.rows_affected())
-}
-
-/// Resolves the parent's wait on `child` with the child's outcome and wakes the parent, in the
-/// child's final transaction (so a parent never misses its child's end).
-pub(super) async fn settle_parent(
-    conn: &mut PgConnection,
-    parent: &RunId,
-    child: &Run,
-    now: Millis,
-) -> StoreResult<()> {
-    let Some(seq) = rules::child_seq(&child.id) else {
-        return Ok(());
-    };
-    let resolution = match child.status {
-        RunStatus::Completed => Resolution::Completed(Some(to_value(&child.output))),
-        other => {
-            let failure = child
-                .error
-                .clone()
-                .unwrap_or_else(|| rules::child_ended(&child.id, other));
-            Resolution::Failed(to_value(&failure))
-        }
-    };
-    if resolve_pending(conn, parent, seq, CheckpointKind::Child, resolution, now).await? > 0 {
-        wake(conn, parent, now).await?;
+    async fn tries(
+        &mut self,
+        run: &RunId,
+        seq: u32,
+    ) -> StoreResult<Option<(u32, Option<RetryPolicy>)>> {
+        let row: Option<(i32, Option<Value>)> = sqlx::query_as(&format!(
+            "SELECT attempts, retry_policy FROM checkpoints WHERE {} FOR UPDATE",
+            waiting_step_sql("$1", "$2")
+        ))
+        .bind(run.as_str())
+        .bind(seq as i32)
+        .fetch_optional(&mut *self)
+        .await
+        .map_err(db)?;
+        let Some((attempts, policy)) = row else {
+            return Ok(None);
+        };
+        let policy = policy
+            .map(serde_json::from_value::<RetryPolicy>)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("checkpoint retry policy: {e}")))?;
+        Ok(Some((u32::try_from(attempts).unwrap_or(u32::MAX), policy)))
     }
-    Ok(())
+
+    async fn retry_at(
+        &mut self,
+        result: &StepResult,
+        error: &StepFailure,
+        due: Millis,
+    ) -> StoreResult<Option<Checkpoint>> {
+        let row = sqlx::query(&format!(
+            "UPDATE checkpoints SET attempts = attempts + 1, enqueued_at = NULL, wake_at = $1, \
+             error = $2, started_at = COALESCE($3, started_at) WHERE {} RETURNING {CHECKPOINT_COLS}",
+            waiting_step_sql("$4", "$5")
+        ))
+        .bind(due)
+        .bind(to_value(error))
+        .bind(result.started_at)
+        .bind(result.run_id.as_str())
+        .bind(result.seq as i32)
+        .fetch_optional(&mut *self)
+        .await
+        .map_err(db)?;
+        row.as_ref().map(checkpoint_from_row).transpose()
+    }
 }

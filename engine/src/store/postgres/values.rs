@@ -7,9 +7,10 @@
 
 use serde_json::Value;
 
-use super::rows::{PgQuery, to_value};
+use super::rows::to_value;
+use super::sql::PgQuery;
 use crate::model::{Millis, RunId, RunStatus};
-use crate::store::rules;
+use crate::store::plan::turn::first_turn_row;
 use crate::store::{Claim, NewCheckpoint, NewRun, TurnCommit};
 
 /// Declares a row type's values (`$values`, bound with `bind`), its arrays (`$arrays`, an
@@ -151,9 +152,9 @@ impl<'a> FirstState<'a> {
 
 impl<'a> FirstState<'a> {
     /// As a new run's first turn, `commit` under `lease` at `now`, leaves it (see
-    /// [`rules::first_turn_row`]).
+    /// [`first_turn_row`]).
     pub(super) fn after_first_turn(commit: &TurnCommit, lease: &'a Claim, now: Millis) -> Self {
-        let (row, woken) = rules::first_turn_row(commit, now);
+        let (row, woken) = first_turn_row(commit, now);
         FirstState {
             status: row.status,
             lease: woken.then_some((lease.owner.as_str(), lease.until)),

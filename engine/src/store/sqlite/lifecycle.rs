@@ -1,25 +1,16 @@
-//! Run lifecycle writes other than turns and results: claims, leases, sweeps, control verbs
-//! and signals. Each runs inside the writer's transaction.
+//! Run lifecycle writes other than turns and results: claims, leases, sweeps, dispatch beats,
+//! control verbs and signals. Each runs inside the writer's transaction. The rules of the verbs
+//! and the sweep are `plan::lifecycle`'s; these are their statements.
 
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
-use super::rows::{RUN_COLS, db, run_by_id, run_from_row, to_json};
-use super::settle::{settle_parent, settles_parent, wake};
+use super::rows::{RUN_COLS, db, run_from_row, to_json};
 use super::sql::Sql;
-use super::writer::Wrote;
+use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::{RunPatch, SignalSent, StoreResult, rules};
-
-/// How [`claim_runs`] leases what it takes.
-pub(super) struct ClaimRequest {
-    pub scope: Scope,
-    pub owner: String,
-    pub now: Millis,
-    pub lease_ms: i64,
-    pub limit: u32,
-    pub max_recoveries: u32,
-}
+use crate::store::plan::lifecycle::{self, ClaimRequest, LifecycleStatements};
+use crate::store::{RunPatch, SignalSent, StoreResult};
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
     let mut sql = Sql::new(
@@ -45,50 +36,6 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
     Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
 }
 
-pub(super) fn sweep_abandoned(
-    conn: &Connection,
-    scope: &Scope,
-    max_recoveries: u32,
-    now: Millis,
-) -> StoreResult<Wrote<Vec<Run>>> {
-    let dead = rules::dead(max_recoveries);
-    let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
-    sql.bind(to_json(&dead))
-        .push(", finished_at = ")
-        .bind(now)
-        .push(", updated_at = ")
-        .bind(now)
-        .push(
-            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
-             WHERE status = 'running' AND locked_until < ",
-        )
-        .bind(now)
-        .push(" AND recoveries >= ")
-        .bind(i64::from(max_recoveries))
-        .scope("namespace", scope)
-        .push(&format!(" RETURNING {RUN_COLS}"));
-    let mut ended = sql.all(conn, run_from_row)?;
-    let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
-    sql.bind(now)
-        .push(", updated_at = ")
-        .bind(now)
-        .push(
-            ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
-             WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
-        )
-        .bind(now)
-        .push(")")
-        .scope("namespace", scope)
-        .push(&format!(" RETURNING {RUN_COLS}"));
-    ended.extend(sql.all(conn, run_from_row)?);
-    for run in &ended {
-        if let Some(parent) = &run.parent_run_id {
-            settle_parent(conn, parent, run, now)?;
-        }
-    }
-    Ok(Wrote::Keep(ended))
-}
-
 pub(super) fn renew_leases(
     conn: &Connection,
     owner: &str,
@@ -103,47 +50,6 @@ pub(super) fn renew_leases(
         .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
         .push(")");
     Ok(Wrote::Keep(sql.execute(conn)?))
-}
-
-/// [`crate::store::Store::beat_step`] inside the writer's transaction.
-pub(super) fn beat_step(
-    conn: &Connection,
-    scope: &Scope,
-    id: &RunId,
-    seq: u32,
-    group: &str,
-    now: Millis,
-) -> StoreResult<Wrote<bool>> {
-    let mut sql = Sql::new("UPDATE checkpoints SET enqueued_at = ");
-    sql.bind(now)
-        .push(" WHERE run_id = ")
-        .bind(id.as_str().to_owned())
-        .push(" AND seq = ")
-        .bind(i64::from(seq))
-        .push(" AND kind = 'remote_step' AND status = 'pending' AND worker_group = ")
-        .bind(group.to_owned())
-        .push(" AND run_id IN (SELECT id FROM runs WHERE id = ")
-        .bind(id.as_str().to_owned())
-        .scope("namespace", scope)
-        .push(")");
-    Ok(Wrote::Keep(sql.execute(conn)? > 0))
-}
-
-pub(super) fn mark_dispatched(
-    conn: &Connection,
-    id: &RunId,
-    seq: u32,
-    by: &str,
-    now: Millis,
-) -> StoreResult<Wrote<()>> {
-    conn.prepare_cached(
-        "UPDATE checkpoints SET enqueued_at = ?, dispatched_by = ? \
-         WHERE run_id = ? AND seq = ? AND status = 'pending'",
-    )
-    .map_err(db)?
-    .execute(params![now, by, id.as_str(), i64::from(seq)])
-    .map_err(db)?;
-    Ok(Wrote::Keep(()))
 }
 
 /// [`crate::store::Store::beat_driver`]: how many other drivers are alive at `now`.
@@ -173,111 +79,30 @@ pub(super) fn beat_driver(
     Ok(Wrote::Keep(peers))
 }
 
-pub(super) fn update_run_if(
+pub(super) fn release_leases(
     conn: &Connection,
-    scope: &Scope,
-    id: &RunId,
-    expected: &[RunStatus],
-    patch: &RunPatch,
+    owner: &str,
     now: Millis,
-) -> StoreResult<Wrote<Option<Run>>> {
-    if expected.is_empty() {
-        return Ok(Wrote::Discard(None));
-    }
-    let finished_at = patch.status.is_terminal().then_some(now);
-    let mut sql = Sql::new("UPDATE runs SET status = ");
-    sql.bind(patch.status.as_str().to_owned())
-        .push(", updated_at = ")
-        .bind(now)
-        .push(", finished_at = COALESCE(finished_at, ")
-        .bind(finished_at)
-        .push(")");
-    if let Some(error) = &patch.error {
-        sql.push(", error = ").bind(to_json(error));
-    }
-    if patch.status.is_terminal() {
-        sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
-    }
-    sql.push(" WHERE id = ")
-        .bind(id.as_str().to_owned())
-        .scope("namespace", scope)
-        .push(" AND status IN (")
-        .bind_list(expected.iter().map(|s| s.as_str().to_owned()))
-        .push(&format!(") RETURNING {RUN_COLS}"));
-    let Some(run) = sql.one(conn, run_from_row)? else {
-        return Ok(Wrote::Discard(None));
-    };
-    if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
-        settle_parent(conn, parent, &run, now)?;
-    }
-    Ok(Wrote::Keep(Some(run)))
+) -> StoreResult<Wrote<u64>> {
+    let released = conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = ? \
+             WHERE status = 'running' AND locked_by = ?",
+        )
+        .map_err(db)?
+        .execute(params![now, owner])
+        .map_err(db)?;
+    Ok(Wrote::Keep(released as u64))
 }
 
-pub(super) fn retry_run(
-    conn: &Connection,
+pub(super) fn sweep_abandoned(
+    conn: &mut Connection,
     scope: &Scope,
-    id: &RunId,
+    max_recoveries: u32,
     now: Millis,
-) -> StoreResult<Wrote<Option<Run>>> {
-    let mut sql = Sql::new(
-        "UPDATE runs SET status = 'pending', error = NULL, output = NULL, finished_at = NULL, \
-         wake_at = NULL, needs_wake = 0, recoveries = 0, locked_by = NULL, locked_until = NULL, \
-         updated_at = ",
-    );
-    sql.bind(now)
-        .push(" WHERE id = ")
-        .bind(id.as_str().to_owned())
-        .scope("namespace", scope)
-        .push(&format!(
-            " AND status IN ('failed', 'dead') RETURNING {RUN_COLS}"
-        ));
-    let Some(run) = sql.one(conn, run_from_row)? else {
-        return Ok(Wrote::Discard(None));
-    };
-    // Signals taken by the waits about to be dropped are buffered again: the run meets those
-    // waits again on its way back.
-    conn.prepare_cached(
-        "UPDATE signals SET consumed_seq = NULL WHERE run_id = ?1 AND consumed_seq >= \
-         (SELECT MIN(seq) FROM checkpoints WHERE run_id = ?1 AND status = 'failed')",
-    )
-    .map_err(db)?
-    .execute([id.as_str()])
-    .map_err(db)?;
-    conn.prepare_cached(
-        "DELETE FROM checkpoints WHERE run_id = ?1 AND seq >= \
-         (SELECT MIN(seq) FROM checkpoints WHERE run_id = ?1 AND status = 'failed')",
-    )
-    .map_err(db)?
-    .execute([id.as_str()])
-    .map_err(db)?;
-    Ok(Wrote::Keep(Some(run)))
-}
-
-pub(super) fn send_signal(
-    conn: &Connection,
-    scope: &Scope,
-    id: &RunId,
-    name: &str,
-    payload: &Value,
-    now: Millis,
-) -> StoreResult<Wrote<SignalSent>> {
-    let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
-    sql.bind(id.as_str().to_owned()).scope("namespace", scope);
-    let Some(run) = sql.one(conn, run_from_row)? else {
-        return Ok(Wrote::Discard(SignalSent::NotFound));
-    };
-    if run.status.is_terminal() {
-        return Ok(Wrote::Discard(SignalSent::RunFinished(run)));
-    }
-    conn.prepare_cached(
-        "INSERT INTO signals (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)",
-    )
-    .map_err(db)?
-    .execute(params![id.as_str(), name, to_json(payload), now])
-    .map_err(db)?;
-    wake(conn, id, now)?;
-    let run = run_by_id(conn, id)?.unwrap_or(run);
-    Ok(Wrote::Keep(SignalSent::Delivered(run)))
+) -> StoreResult<Wrote<Vec<Run>>> {
+    let ended = at_once(lifecycle::sweep_abandoned(conn, scope, max_recoveries, now))?;
+    Ok(Wrote::Keep(ended))
 }
 
 pub(super) fn wake_blocked(
@@ -327,18 +152,209 @@ pub(super) fn unblock_runs(
     Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
 }
 
-pub(super) fn release_leases(
+/// [`crate::store::Store::beat_step`] inside the writer's transaction.
+pub(super) fn beat_step(
     conn: &Connection,
-    owner: &str,
+    scope: &Scope,
+    id: &RunId,
+    seq: u32,
+    group: &str,
     now: Millis,
-) -> StoreResult<Wrote<u64>> {
-    let released = conn
-        .prepare_cached(
-            "UPDATE runs SET status = 'pending', locked_by = NULL, locked_until = NULL, updated_at = ? \
-             WHERE status = 'running' AND locked_by = ?",
+) -> StoreResult<Wrote<bool>> {
+    let mut sql = Sql::new("UPDATE checkpoints SET enqueued_at = ");
+    sql.bind(now)
+        .push(" WHERE run_id = ")
+        .bind(id.as_str().to_owned())
+        .push(" AND seq = ")
+        .bind(i64::from(seq))
+        .push(" AND kind = 'remote_step' AND status = 'pending' AND worker_group = ")
+        .bind(group.to_owned())
+        .push(" AND run_id IN (SELECT id FROM runs WHERE id = ")
+        .bind(id.as_str().to_owned())
+        .scope("namespace", scope)
+        .push(")");
+    Ok(Wrote::Keep(sql.execute(conn)? > 0))
+}
+
+pub(super) fn mark_dispatched(
+    conn: &Connection,
+    id: &RunId,
+    seq: u32,
+    by: &str,
+    now: Millis,
+) -> StoreResult<Wrote<()>> {
+    conn.prepare_cached(
+        "UPDATE checkpoints SET enqueued_at = ?, dispatched_by = ? \
+         WHERE run_id = ? AND seq = ? AND status = 'pending'",
+    )
+    .map_err(db)?
+    .execute(params![now, by, id.as_str(), i64::from(seq)])
+    .map_err(db)?;
+    Ok(Wrote::Keep(()))
+}
+
+pub(super) fn update_run_if(
+    conn: &mut Connection,
+    scope: &Scope,
+    id: &RunId,
+    expected: &[RunStatus],
+    patch: &RunPatch,
+    now: Millis,
+) -> StoreResult<Wrote<Option<Run>>> {
+    let moved = at_once(lifecycle::update_run_if(
+        conn, scope, id, expected, patch, now,
+    ))?;
+    Ok(Wrote::unless_none(moved))
+}
+
+pub(super) fn retry_run(
+    conn: &Connection,
+    scope: &Scope,
+    id: &RunId,
+    now: Millis,
+) -> StoreResult<Wrote<Option<Run>>> {
+    let mut sql = Sql::new(
+        "UPDATE runs SET status = 'pending', error = NULL, output = NULL, finished_at = NULL, \
+         wake_at = NULL, needs_wake = 0, recoveries = 0, locked_by = NULL, locked_until = NULL, \
+         updated_at = ",
+    );
+    sql.bind(now)
+        .push(" WHERE id = ")
+        .bind(id.as_str().to_owned())
+        .scope("namespace", scope)
+        .push(&format!(
+            " AND status IN ('failed', 'dead') RETURNING {RUN_COLS}"
+        ));
+    let Some(run) = sql.one(conn, run_from_row)? else {
+        return Ok(Wrote::Discard(None));
+    };
+    // Signals taken by the waits about to be dropped are buffered again: the run meets those
+    // waits again on its way back.
+    conn.prepare_cached(
+        "UPDATE signals SET consumed_seq = NULL WHERE run_id = ?1 AND consumed_seq >= \
+         (SELECT MIN(seq) FROM checkpoints WHERE run_id = ?1 AND status = 'failed')",
+    )
+    .map_err(db)?
+    .execute([id.as_str()])
+    .map_err(db)?;
+    conn.prepare_cached(
+        "DELETE FROM checkpoints WHERE run_id = ?1 AND seq >= \
+         (SELECT MIN(seq) FROM checkpoints WHERE run_id = ?1 AND status = 'failed')",
+    )
+    .map_err(db)?
+    .execute([id.as_str()])
+    .map_err(db)?;
+    Ok(Wrote::Keep(Some(run)))
+}
+
+pub(super) fn send_signal(
+    conn: &mut Connection,
+    scope: &Scope,
+    id: &RunId,
+    name: &str,
+    payload: &Value,
+    now: Millis,
+) -> StoreResult<Wrote<SignalSent>> {
+    Ok(
+        match at_once(lifecycle::send_signal(conn, scope, id, name, payload, now))? {
+            sent @ SignalSent::Delivered(_) => Wrote::Keep(sent),
+            sent => Wrote::Discard(sent),
+        },
+    )
+}
+
+impl LifecycleStatements for Connection {
+    async fn update_status_if(
+        &mut self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: &RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>> {
+        let finished_at = patch.status.is_terminal().then_some(now);
+        let mut sql = Sql::new("UPDATE runs SET status = ");
+        sql.bind(patch.status.as_str().to_owned())
+            .push(", updated_at = ")
+            .bind(now)
+            .push(", finished_at = COALESCE(finished_at, ")
+            .bind(finished_at)
+            .push(")");
+        if let Some(error) = &patch.error {
+            sql.push(", error = ").bind(to_json(error));
+        }
+        if patch.status.is_terminal() {
+            sql.push(", locked_by = NULL, locked_until = NULL, wake_at = NULL");
+        }
+        sql.push(" WHERE id = ")
+            .bind(id.as_str().to_owned())
+            .scope("namespace", scope)
+            .push(" AND status IN (")
+            .bind_list(expected.iter().map(|s| s.as_str().to_owned()))
+            .push(&format!(") RETURNING {RUN_COLS}"));
+        sql.one(self, run_from_row)
+    }
+
+    async fn run_to_signal(&mut self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
+        sql.bind(id.as_str().to_owned()).scope("namespace", scope);
+        sql.one(self, run_from_row)
+    }
+
+    async fn buffer_signal(
+        &mut self,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<()> {
+        self.prepare_cached(
+            "INSERT INTO signals (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)",
         )
         .map_err(db)?
-        .execute(params![now, owner])
+        .execute(params![id.as_str(), name, to_json(payload), now])
         .map_err(db)?;
-    Ok(Wrote::Keep(released as u64))
+        Ok(())
+    }
+
+    async fn bury_dead(
+        &mut self,
+        scope: &Scope,
+        max_recoveries: u32,
+        error: String,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>> {
+        let mut sql = Sql::new("UPDATE runs SET status = 'dead', error = ");
+        sql.bind(error)
+            .push(", finished_at = ")
+            .bind(now)
+            .push(", updated_at = ")
+            .bind(now)
+            .push(
+                ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+                 WHERE status = 'running' AND locked_until < ",
+            )
+            .bind(now)
+            .push(" AND recoveries >= ")
+            .bind(i64::from(max_recoveries))
+            .scope("namespace", scope)
+            .push(&format!(" RETURNING {RUN_COLS}"));
+        sql.all(self, run_from_row)
+    }
+
+    async fn end_cancelling(&mut self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>> {
+        let mut sql = Sql::new("UPDATE runs SET status = 'cancelled', finished_at = ");
+        sql.bind(now)
+            .push(", updated_at = ")
+            .bind(now)
+            .push(
+                ", locked_by = NULL, locked_until = NULL, wake_at = NULL \
+                 WHERE status = 'cancelling' AND (locked_until IS NULL OR locked_until < ",
+            )
+            .bind(now)
+            .push(")")
+            .scope("namespace", scope)
+            .push(&format!(" RETURNING {RUN_COLS}"));
+        sql.all(self, run_from_row)
+    }
 }

@@ -6,6 +6,23 @@
 //! ([`readers`]); WAL mode lets them read while the writer commits. Both call SQLite in-thread
 //! (rusqlite): one hand-off per operation, not one per statement. Migrations are sqlx's, shared
 //! with `durable migrate`.
+//!
+//! What both stores compute alike (a turn's commit, a result, settling a parent, a list's
+//! filters) is `crate::store::plan`'s; the files here hold SQLite's statements and I/O. Each
+//! method of the capability traits below runs the function of the same name in the file of its
+//! role, as the PostgreSQL store's do: a write on the writer thread, a read on a reader.
+//!
+//! Its files, by role (the PostgreSQL store has a file of the same name for each):
+//! - `writer.rs`: the group commit every write goes through (and `readers.rs`, the reads);
+//! - `turn.rs`: a turn's commit: its checkpoints, resolved waits, children, cancellations and
+//!   the run's next status;
+//! - `result.rs`: a step result, alone or with the turn it leads to;
+//! - `settle.rs`: resolving waits: step retries, pending checkpoints, a parent's wait;
+//! - `lifecycle.rs`: claims, leases, sweeps, dispatch beats, control verbs and signals;
+//! - `reads.rs`: scoped reads;
+//! - `accounts.rs`: dashboard users and settings;
+//! - `rows.rs`: row mapping and the statements several operations share;
+//! - `sql.rs`: building statements (`?` placeholders).
 
 mod accounts;
 mod lifecycle;
@@ -28,9 +45,10 @@ use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{Connection as _, SqliteConnection};
 
-use self::lifecycle::ClaimRequest;
 use self::readers::Readers;
-use self::writer::{Writer, Wrote};
+use self::writer::Writer;
+use super::plan;
+use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
     RunControl, RunPatch, RunReads, SignalSent, StepApplied, StoreError, StoreResult, TurnCommit,
@@ -98,7 +116,7 @@ impl SqliteStore {
         self.writer
             .write(move |conn| {
                 let changed = conn.execute(&sql, []).map_err(rows::db)?;
-                Ok(Wrote::Keep(changed as u64))
+                Ok(writer::Wrote::Keep(changed as u64))
             })
             .await
     }
@@ -131,18 +149,13 @@ impl Turns for SqliteStore {
         now: Millis,
         claim: Option<&Claim>,
     ) -> StoreResult<Run> {
-        // Only a driver of the run's namespace may take it.
-        let lease = claim
-            .filter(|c| c.scope.admits(&run.namespace))
-            .map(|c| (c.owner.clone(), c.until));
+        let lease = plan::turn::start_lease(&run, claim);
         self.writer
             .write(move |conn| {
                 let lease = lease
                     .as_ref()
                     .map(|(owner, until)| (owner.as_str(), *until));
-                let created = rows::insert_run(conn, &run, now, false, lease)?
-                    .ok_or_else(|| StoreError::Conflict(format!("run `{}`", run.id)))?;
-                Ok(Wrote::Keep(created))
+                turn::create_run(conn, &run, now, lease)
             })
             .await
     }
@@ -173,18 +186,7 @@ impl Turns for SqliteStore {
         }
         let lease = lease.clone();
         self.writer
-            .write(move |conn| {
-                let held = Some((lease.owner.as_str(), lease.until));
-                if rows::insert_run(conn, &run, now, false, held)?.is_none() {
-                    return Err(StoreError::Conflict(format!("run `{}`", run.id)));
-                }
-                Ok(
-                    match turn::commit_turn(conn, &lease, &run.id, None, &commit, now)? {
-                        Wrote::Keep(Some(committed)) => Wrote::Keep(Some(committed)),
-                        Wrote::Keep(None) | Wrote::Discard(_) => Wrote::Discard(None),
-                    },
-                )
-            })
+            .write(move |conn| turn::create_run_and_commit(conn, &run, &lease, &commit, now))
             .await
     }
 
@@ -303,14 +305,7 @@ impl Leases for SqliteStore {
         limit: u32,
         max_recoveries: u32,
     ) -> StoreResult<Vec<Run>> {
-        let req = ClaimRequest {
-            scope: scope.clone(),
-            owner: owner.to_owned(),
-            now,
-            lease_ms,
-            limit,
-            max_recoveries,
-        };
+        let req = ClaimRequest::new(scope, owner, now, lease_ms, limit, max_recoveries);
         self.writer
             .write(move |conn| lifecycle::claim_runs(conn, &req))
             .await

@@ -1,4 +1,5 @@
-//! Reads, each on a reader connection and confined to a [`Scope`].
+//! Reads, each on a reader connection and confined to a [`Scope`]. A list's filters and the
+//! counts' aggregation are `plan::filters`' and `plan::reads`'; these are their statements.
 
 use rusqlite::Connection;
 
@@ -8,9 +9,12 @@ use serde_json::Value;
 
 use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
-    Run, RunId, RunPage, RunQuery, RunStatus, Scope, StatusCount, ValueCount,
+    Run, RunId, RunPage, RunQuery, Scope, StatusCount, ValueCount,
 };
-use crate::store::{History, LostDispatch, PendingStep, StoreError, StoreResult, rules};
+use crate::store::columns::qualified;
+use crate::store::plan::filters::{Filter, List};
+use crate::store::plan::reads;
+use crate::store::{History, LostDispatch, PendingStep, StoreResult};
 
 pub(super) fn get_run(conn: &Connection, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -23,93 +27,99 @@ pub(super) fn list_runs(
     scope: &Scope,
     query: &RunQuery,
 ) -> StoreResult<RunPage> {
-    let limit = query.page_size();
+    let list = List::of(query);
     // What drives the scan, newest first: the tag's (or attribute's) index rows when the list
     // is filtered on one, so a rare value is found without walking every run; else the runs.
+    let drive = list
+        .filters
+        .iter()
+        .position(|f| matches!(f, Filter::Tag(_) | Filter::Attribute(_)));
     let mut sql = Sql::new(format!("SELECT {} FROM ", qualified_run_cols()));
-    let (created, id, namespace) = if let Some(tag) = &query.tag {
-        sql.push("run_tags d JOIN runs ON runs.id = d.run_id WHERE d.tag = ")
-            .bind(tag.clone());
-        ("d.created_at", "d.run_id", "d.namespace")
-    } else if let Some(filter) = &query.attribute {
-        sql.push("run_attributes d JOIN runs ON runs.id = d.run_id WHERE d.key = ")
-            .bind(filter.key.clone())
-            .push(" AND d.value = ")
-            .bind(filter.value.to_string());
-        ("d.created_at", "d.run_id", "d.namespace")
-    } else {
-        sql.push("runs WHERE 1 = 1");
-        ("runs.created_at", "runs.id", "runs.namespace")
+    let (created, id, namespace) = match drive.map(|k| &list.filters[k]) {
+        Some(Filter::Tag(tag)) => {
+            sql.push("run_tags d JOIN runs ON runs.id = d.run_id WHERE d.tag = ")
+                .bind(tag.to_string());
+            ("d.created_at", "d.run_id", "d.namespace")
+        }
+        Some(Filter::Attribute(filter)) => {
+            sql.push("run_attributes d JOIN runs ON runs.id = d.run_id WHERE d.key = ")
+                .bind(filter.key.clone())
+                .push(" AND d.value = ")
+                .bind(filter.value.to_string());
+            ("d.created_at", "d.run_id", "d.namespace")
+        }
+        _ => {
+            sql.push("runs WHERE 1 = 1");
+            ("runs.created_at", "runs.id", "runs.namespace")
+        }
     };
     sql.scope(namespace, scope);
-    if let (Some(_), Some(filter)) = (&query.tag, &query.attribute) {
-        sql.push(
-            " AND EXISTS (SELECT 1 FROM run_attributes a WHERE a.run_id = runs.id AND a.key = ",
-        )
-        .bind(filter.key.clone())
-        .push(" AND a.value = ")
-        .bind(filter.value.to_string())
-        .push(")");
-    }
-    if let Some(status) = query.status {
-        sql.push(" AND runs.status = ")
-            .bind(status.as_str().to_owned());
-    }
-    if let Some(workflow) = &query.workflow {
-        sql.push(" AND runs.workflow = ").bind(workflow.clone());
-    }
-    if let Some(family) = &query.family {
-        sql.push(" AND (runs.id = ")
-            .bind(family.as_str().to_owned())
-            .push(" OR runs.root_run_id = ")
-            .bind(family.as_str().to_owned())
-            .push(")");
-    }
-    if let Some(from) = query.created_from {
-        sql.push(&format!(" AND {created} >= ")).bind(from);
-    }
-    if let Some(until) = query.created_until {
-        sql.push(&format!(" AND {created} < ")).bind(until);
-    }
-    if let Some(Cursor {
-        created_at,
-        id: after,
-    }) = &query.cursor
-    {
-        sql.push(&format!(" AND ({created} < "))
-            .bind(*created_at)
-            .push(&format!(" OR ({created} = "))
-            .bind(*created_at)
-            .push(&format!(" AND {id} < "))
-            .bind(after.as_str().to_owned())
-            .push("))");
+    for (k, filter) in list.filters.iter().enumerate() {
+        if Some(k) == drive {
+            continue;
+        }
+        match filter {
+            Filter::Status(status) => {
+                sql.push(" AND runs.status = ")
+                    .bind(status.as_str().to_owned());
+            }
+            Filter::Workflow(workflow) => {
+                sql.push(" AND runs.workflow = ").bind(workflow.to_string());
+            }
+            // A second tag or attribute filter, when the first drives the scan.
+            Filter::Tag(tag) => {
+                sql.push(
+                    " AND EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = runs.id AND t.tag = ",
+                )
+                .bind(tag.to_string())
+                .push(")");
+            }
+            Filter::Attribute(filter) => {
+                sql.push(
+                    " AND EXISTS (SELECT 1 FROM run_attributes a WHERE a.run_id = runs.id AND a.key = ",
+                )
+                .bind(filter.key.clone())
+                .push(" AND a.value = ")
+                .bind(filter.value.to_string())
+                .push(")");
+            }
+            Filter::Family(family) => {
+                sql.push(" AND (runs.id = ")
+                    .bind(family.as_str().to_owned())
+                    .push(" OR runs.root_run_id = ")
+                    .bind(family.as_str().to_owned())
+                    .push(")");
+            }
+            Filter::CreatedFrom(from) => {
+                sql.push(&format!(" AND {created} >= ")).bind(*from);
+            }
+            Filter::CreatedUntil(until) => {
+                sql.push(&format!(" AND {created} < ")).bind(*until);
+            }
+            Filter::After(Cursor {
+                created_at,
+                id: after,
+            }) => {
+                sql.push(&format!(" AND ({created} < "))
+                    .bind(*created_at)
+                    .push(&format!(" OR ({created} = "))
+                    .bind(*created_at)
+                    .push(&format!(" AND {id} < "))
+                    .bind(after.as_str().to_owned())
+                    .push("))");
+            }
+        }
     }
     sql.push(&format!(" ORDER BY {created} DESC, {id} DESC LIMIT "))
-        .bind(i64::from(limit) + 1);
-    let mut runs = sql.all(conn, run_from_row)?;
-    let next_cursor = if runs.len() > limit as usize {
-        runs.truncate(limit as usize);
-        runs.last().map(Cursor::after)
-    } else {
-        None
-    };
-    Ok(RunPage { runs, next_cursor })
+        .bind(list.fetch());
+    Ok(list.page(sql.all(conn, run_from_row)?))
 }
 
 pub(super) fn count_by_status(conn: &Connection, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
     let mut sql = Sql::new("SELECT status, COUNT(*) AS n FROM runs WHERE 1 = 1");
     sql.scope("namespace", scope).push(" GROUP BY status");
-    let mut counts = sql.all(conn, |row| {
-        let status: String = col(row, "status")?;
-        Ok(StatusCount {
-            status: status
-                .parse::<RunStatus>()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            count: col::<i64>(row, "n")? as u64,
-        })
-    })?;
-    counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
-    Ok(counts)
+    let rows = sql.all(conn, |row| Ok((col(row, "status")?, col(row, "n")?)))?;
+    reads::status_counts(rows)
 }
 
 pub(super) fn namespace_loads(
@@ -117,22 +127,22 @@ pub(super) fn namespace_loads(
     scope: &Scope,
     failed_since: Millis,
 ) -> StoreResult<Vec<NamespaceLoad>> {
-    let mut loads = std::collections::BTreeMap::<String, NamespaceLoad>::new();
     // Two index-driven scans: live statuses by (status, ...), recent failures by
     // (status, finished_at); finished history is never walked.
+    let load = |row: &rusqlite::Row<'_>| {
+        Ok((
+            col::<Option<String>>(row, "ns")?,
+            col::<String>(row, "status")?,
+            col::<i64>(row, "n")? as u64,
+        ))
+    };
     let mut sql = Sql::new(
         "SELECT namespace AS ns, status, COUNT(*) AS n FROM runs \
          WHERE status IN ('pending', 'running', 'cancelling', 'suspended', 'blocked')",
     );
     sql.scope("namespace", scope)
         .push(" GROUP BY namespace, status");
-    let live = sql.all(conn, |row| {
-        Ok((
-            col::<Option<String>>(row, "ns")?,
-            col::<String>(row, "status")?,
-            col::<i64>(row, "n")? as u64,
-        ))
-    })?;
+    let live = sql.all(conn, load)?;
     let mut sql = Sql::new(
         "SELECT namespace AS ns, 'failed' AS status, COUNT(*) AS n FROM runs \
          WHERE status IN ('failed', 'dead') AND finished_at >= ",
@@ -140,35 +150,14 @@ pub(super) fn namespace_loads(
     sql.bind(failed_since)
         .scope("namespace", scope)
         .push(" GROUP BY namespace");
-    let failed = sql.all(conn, |row| {
-        Ok((
-            col::<Option<String>>(row, "ns")?,
-            col::<String>(row, "status")?,
-            col::<i64>(row, "n")? as u64,
-        ))
-    })?;
-    for (ns, status, n) in live.into_iter().chain(failed) {
-        let namespace = Namespace::from_stored(ns.as_deref());
-        let load = loads
-            .entry(namespace.as_str().to_owned())
-            .or_insert_with(|| NamespaceLoad {
-                namespace,
-                ..NamespaceLoad::default()
-            });
-        rules::add_to_load(load, &status, n);
-    }
-    Ok(loads.into_values().collect())
+    let failed = sql.all(conn, load)?;
+    Ok(reads::namespace_loads(live.into_iter().chain(failed)))
 }
 
 /// [`RUN_COLS`] qualified with `runs.`, for queries that join another table.
 fn qualified_run_cols() -> &'static str {
-    static COLS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        RUN_COLS
-            .split(',')
-            .map(|c| format!("runs.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    });
+    static COLS: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| qualified(RUN_COLS, "runs"));
     &COLS
 }
 
@@ -244,11 +233,7 @@ pub(super) fn pending_remote_steps(
     lost: &LostDispatch,
     limit: u32,
 ) -> StoreResult<Vec<PendingStep>> {
-    let cols = CHECKPOINT_COLS
-        .split(", ")
-        .map(|c| format!("c.{}", c.trim()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let cols = qualified(CHECKPOINT_COLS, "c");
     let mut sql = Sql::new(format!(
         "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
          WHERE c.kind = 'remote_step' AND c.status = 'pending' \

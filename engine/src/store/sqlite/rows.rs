@@ -8,6 +8,7 @@ use super::sql::Sql;
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus,
 };
+use crate::store::plan::turn::id_taken;
 use crate::store::{NewRun, StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};
@@ -177,7 +178,7 @@ pub(super) fn insert_run(
     }
     sql.push(&format!(" RETURNING {RUN_COLS}"));
     let inserted = sql.one(conn, run_from_row).map_err(|e| match e {
-        StoreError::Conflict(_) => StoreError::Conflict(format!("run `{}`", run.id)),
+        StoreError::Conflict(_) => id_taken(&run.id),
         other => other,
     })?;
     if inserted.is_some() {

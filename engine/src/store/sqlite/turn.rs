@@ -1,22 +1,56 @@
-//! Persisting a turn: its checkpoints, resolved waits, children, cancellations and the run's
-//! next status, in one write.
+//! Persisting a turn: the run's next status and its checkpoints, then the rest of the commit as
+//! `plan::turn` orders it (resolved waits, children, cancellations, the parent's wait), in one
+//! write. These are its statements.
 
 use rusqlite::{Connection, params};
 
 use super::reads::history;
 use super::rows::{RUN_COLS, db, insert_run, run_by_id, run_from_row, to_json};
-use super::settle::{Resolution, resolve_pending, schedule_retry, settle_parent, settles_parent};
 use super::sql::optional;
-use super::writer::Wrote;
-use crate::model::{
-    CheckpointKind, Millis, Run, RunId, RunStatus, Scope, StepOutcome, StepResult, step_id,
-};
-use crate::store::{Claim, Committed, NewCheckpoint, StoreResult, TurnCommit, TurnOutcome, rules};
+use super::writer::{Wrote, at_once};
+use crate::model::{Millis, Run, RunId, Scope};
+use crate::store::plan::turn::{self, TurnStatements, Which, run_update};
+use crate::store::{Claim, Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit};
+
+/// [`crate::store::Store::create_run`] inside the writer's transaction: `pending`, or with
+/// `lease` (`owner`, `until`) already `running` under it.
+pub(super) fn create_run(
+    conn: &mut Connection,
+    run: &NewRun,
+    now: Millis,
+    lease: Option<(&str, Millis)>,
+) -> StoreResult<Wrote<Run>> {
+    let created =
+        insert_run(conn, run, now, false, lease)?.ok_or_else(|| turn::id_taken(&run.id))?;
+    Ok(Wrote::Keep(created))
+}
+
+/// [`crate::store::Store::create_run_and_commit`] inside the writer's transaction: the run
+/// inserted claimed under `lease`, then its first turn committed as [`commit_turn`] commits
+/// any. Nothing stays written unless the turn commits.
+pub(super) fn create_run_and_commit(
+    conn: &mut Connection,
+    run: &NewRun,
+    lease: &Claim,
+    commit: &TurnCommit,
+    now: Millis,
+) -> StoreResult<Wrote<Option<Committed>>> {
+    let held = Some((lease.owner.as_str(), lease.until));
+    if insert_run(conn, run, now, false, held)?.is_none() {
+        return Err(turn::id_taken(&run.id));
+    }
+    Ok(
+        match commit_turn(conn, lease, &run.id, None, commit, now)? {
+            Wrote::Keep(Some(committed)) => Wrote::Keep(Some(committed)),
+            Wrote::Keep(None) | Wrote::Discard(_) => Wrote::Discard(None),
+        },
+    )
+}
 
 /// [`crate::store::Store::commit_turn`] inside the writer's transaction; `attempt` is `None`
 /// for a run the same transaction just claimed or inserted.
 pub(super) fn commit_turn(
-    conn: &Connection,
+    conn: &mut Connection,
     lease: &Claim,
     id: &RunId,
     attempt: Option<u32>,
@@ -27,80 +61,8 @@ pub(super) fn commit_turn(
         return Ok(Wrote::Keep(None));
     };
     insert_checkpoints(conn, id, &commit.checkpoints, Some(&lease.owner))?;
-    for seq in &commit.redispatched {
-        conn.prepare_cached(
-            "UPDATE checkpoints SET enqueued_at = ?, dispatched_by = ? WHERE run_id = ? \
-             AND seq = ? AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
-        )
-        .map_err(db)?
-        .execute(params![now, lease.owner, id.as_str(), i64::from(*seq)])
-        .map_err(db)?;
-    }
-    for seq in &commit.fired_timers {
-        let fired = Resolution::Completed(None);
-        resolve_pending(conn, id, i64::from(*seq), CheckpointKind::Sleep, fired, now)?;
-    }
-    for (signal_id, seq) in &commit.consumed_signals {
-        let payload: Option<String> = optional(
-            conn.prepare_cached(
-                "UPDATE signals SET consumed_seq = ? WHERE id = ? AND run_id = ? \
-                 AND consumed_seq IS NULL RETURNING payload",
-            )
-            .map_err(db)?
-            .query_row(params![i64::from(*seq), signal_id, id.as_str()], |r| {
-                r.get(0)
-            }),
-        )?;
-        let Some(payload) = payload else {
-            // Taken by another wait meanwhile: this turn's view was stale; discard it.
-            return Ok(Wrote::Discard(None));
-        };
-        let got = Resolution::Completed(Some(payload));
-        resolve_pending(conn, id, i64::from(*seq), CheckpointKind::Signal, got, now)?;
-    }
-    for seq in &commit.timed_out_signals {
-        let timed_out = Resolution::Failed(to_json(&rules::signal_timed_out()));
-        resolve_pending(
-            conn,
-            id,
-            i64::from(*seq),
-            CheckpointKind::Signal,
-            timed_out,
-            now,
-        )?;
-    }
-    for seq in &commit.timed_out_steps {
-        time_out_step(conn, id, *seq, now)?;
-    }
-    for child in &commit.children {
-        if insert_run(conn, child, now, true, None)?.is_none() {
-            // The child exists (a retried parent re-issues it): if it already ended, settle the
-            // new wait at once.
-            if let Some(existing) = run_by_id(conn, &child.id)?
-                && existing.status.is_terminal()
-            {
-                settle_parent(conn, id, &existing, now)?;
-            }
-        }
-    }
-    if let TurnOutcome::Continue(next) = &commit.outcome {
-        insert_run(conn, next, now, true, None)?;
-    }
-    let cancelled = cancel_children(conn, id, &commit.cancel_runs, now)?;
-    if let (Some(parent), true) = (&run.parent_run_id, settles_parent(run.status)) {
-        settle_parent(conn, parent, &run, now)?;
-    }
-    // A suspended run's history after a commit that only appends is derived by the caller.
-    let history = match run.status {
-        RunStatus::Running => Some(history(conn, id)?),
-        RunStatus::Suspended if !commit.only_appends() => Some(history(conn, id)?),
-        _ => None,
-    };
-    Ok(Wrote::Keep(Some(Committed {
-        run,
-        history,
-        cancelled,
-    })))
+    let committed = at_once(turn::finish(conn, run, id, &lease.owner, commit, now))?;
+    Ok(Wrote::unless_none(committed))
 }
 
 /// Moves the run to its next status if `lease` still holds it (at `attempt`, if given). A run
@@ -115,14 +77,7 @@ fn update_run(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Run>> {
-    let rules::RunUpdate {
-        status,
-        output,
-        error,
-        wake_at,
-        finished_at,
-    } = rules::run_update(&commit.outcome, now);
-    let (output, error) = (output.map(|v| to_json(&v)), error.map(|e| to_json(&e)));
+    let row = run_update(&commit.outcome, now);
     let woken = "?1 = 'suspended' AND (needs_wake = 1 OR ?10 OR (?2 IS NOT NULL AND ?2 <= ?3))";
     let sql = format!(
         "UPDATE runs SET \
@@ -139,13 +94,13 @@ fn update_run(
     let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
     let mut rows = stmt
         .query(params![
-            status.as_str(),
-            wake_at,
+            row.status.as_str(),
+            row.wake_at,
             now,
-            output,
-            error,
+            row.output.map(|v| to_json(&v)),
+            row.error.map(|e| to_json(&e)),
             lease.until,
-            finished_at,
+            row.finished_at,
             id.as_str(),
             lease.owner,
             !commit.timed_out_steps.is_empty(),
@@ -157,18 +112,13 @@ fn update_run(
 
 /// [`crate::store::Store::record_local_step`] inside the writer's transaction.
 pub(super) fn record_local_step(
-    conn: &Connection,
+    conn: &mut Connection,
     scope: &Scope,
     id: &RunId,
     checkpoint: &NewCheckpoint,
 ) -> StoreResult<Wrote<bool>> {
-    let open = run_by_id(conn, id)?
-        .is_some_and(|run| scope.admits(&run.namespace) && !run.status.is_terminal());
-    if !open {
-        return Ok(Wrote::Keep(false));
-    }
-    let written = insert_checkpoints(conn, id, std::slice::from_ref(checkpoint), None)?;
-    Ok(Wrote::Keep(written > 0))
+    let written = at_once(turn::record_local_step(conn, scope, id, checkpoint))?;
+    Ok(Wrote::Keep(written))
 }
 
 /// Inserts `checkpoints`, keeping any already at their position; returns how many were new.
@@ -214,99 +164,96 @@ fn insert_checkpoints(
     Ok(written)
 }
 
-/// Cancels `children` of run `id` (a fail-fast gather): waiting ones end `cancelled` and settle
-/// the parent's wait, running ones go `cancelling`. A child that continued as new is cancelled
-/// as its live successor (`<child>:c<n>`). Never touches a run that is not `id`'s child.
-/// Returns the runs it cancelled or set cancelling.
-fn cancel_children(
-    conn: &Connection,
-    id: &RunId,
-    children: &[RunId],
-    now: Millis,
-) -> StoreResult<Vec<RunId>> {
-    let mut changed = Vec::new();
-    for child in children {
-        // A child that continued as new is cancelled as its live successor, looked for only
-        // then (a scan of the parent's children).
-        let mut cancelled = cancel_child(conn, id, child, "id = ?1", now)?;
-        if cancelled.is_none() && continued(conn, id, child)? {
-            let successor = "substr(id, 1, length(?1) + 2) = ?1 || ':c'";
-            cancelled = cancel_child(conn, id, child, successor, now)?;
-        }
-        if let Some(child) = cancelled {
-            if settles_parent(child.status) {
-                settle_parent(conn, id, &child, now)?;
-            }
-            changed.push(child.id);
-        }
-    }
-    Ok(changed)
-}
-
-/// Whether `child`, a child of `parent`, continued as new.
-fn continued(conn: &Connection, parent: &RunId, child: &RunId) -> StoreResult<bool> {
-    let found: Option<i64> = optional(
-        conn.prepare_cached(
-            "SELECT 1 FROM runs WHERE id = ?1 AND parent_run_id = ?2 AND status = 'continued'",
+impl TurnStatements for Connection {
+    async fn mark_redispatched(
+        &mut self,
+        id: &RunId,
+        seq: u32,
+        owner: &str,
+        now: Millis,
+    ) -> StoreResult<()> {
+        self.prepare_cached(
+            "UPDATE checkpoints SET enqueued_at = ?, dispatched_by = ? WHERE run_id = ? \
+             AND seq = ? AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
         )
         .map_err(db)?
-        .query_row(params![child.as_str(), parent.as_str()], |r| r.get(0)),
-    )?;
-    Ok(found.is_some())
-}
-
-/// Cancels the live child of run `parent` that `which` (a condition on `?1`, the child's id)
-/// picks: waiting, it ends `cancelled`; running, it goes `cancelling`.
-fn cancel_child(
-    conn: &Connection,
-    parent: &RunId,
-    child: &RunId,
-    which: &str,
-    now: Millis,
-) -> StoreResult<Option<Run>> {
-    let sql = format!(
-        "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
-         error = ?2, updated_at = ?3, \
-         finished_at = CASE WHEN status = 'running' THEN finished_at ELSE ?3 END, wake_at = NULL \
-         WHERE {which} AND parent_run_id = ?4 \
-         AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"
-    );
-    let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
-    let mut rows = stmt
-        .query(params![
-            child.as_str(),
-            to_json(&rules::sibling_failed(parent)),
-            now,
-            parent.as_str()
-        ])
+        .execute(params![now, owner, id.as_str(), i64::from(seq)])
         .map_err(db)?;
-    rows.next().map_err(db)?.map(run_from_row).transpose()
-}
-
-/// Fails the current try of remote step `seq` with `timeout`: retried by its policy (pending
-/// again after the backoff), or failed for good. A result that arrives for a try that timed out
-/// is still accepted while the step waits for its retry.
-fn time_out_step(conn: &Connection, id: &RunId, seq: u32, now: Millis) -> StoreResult<()> {
-    let timeout = rules::step_timed_out(seq);
-    let result = StepResult {
-        run_id: id.clone(),
-        seq,
-        step_id: step_id(id, seq),
-        started_at: None,
-        outcome: StepOutcome::Failed {
-            error: timeout.clone(),
-        },
-    };
-    if schedule_retry(conn, &result, &timeout, now)?.is_none() {
-        let failed = Resolution::Failed(to_json(&timeout));
-        resolve_pending(
-            conn,
-            id,
-            i64::from(seq),
-            CheckpointKind::RemoteStep,
-            failed,
-            now,
-        )?;
+        Ok(())
     }
-    Ok(())
+
+    async fn take_signal(
+        &mut self,
+        id: &RunId,
+        signal: i64,
+        seq: u32,
+    ) -> StoreResult<Option<String>> {
+        optional(
+            self.prepare_cached(
+                "UPDATE signals SET consumed_seq = ? WHERE id = ? AND run_id = ? \
+                 AND consumed_seq IS NULL RETURNING payload",
+            )
+            .map_err(db)?
+            .query_row(params![i64::from(seq), signal, id.as_str()], |r| r.get(0)),
+        )
+    }
+
+    async fn insert_run(
+        &mut self,
+        run: &NewRun,
+        now: Millis,
+        keep_existing: bool,
+        lease: Option<(&str, Millis)>,
+    ) -> StoreResult<Option<Run>> {
+        insert_run(self, run, now, keep_existing, lease)
+    }
+
+    async fn insert_checkpoint(&mut self, id: &RunId, cp: &NewCheckpoint) -> StoreResult<bool> {
+        Ok(insert_checkpoints(self, id, std::slice::from_ref(cp), None)? > 0)
+    }
+
+    async fn run_by_id(&mut self, id: &RunId) -> StoreResult<Option<Run>> {
+        run_by_id(self, id)
+    }
+
+    async fn cancel_child(
+        &mut self,
+        parent: &RunId,
+        child: &RunId,
+        which: Which,
+        error: String,
+        now: Millis,
+    ) -> StoreResult<Option<Run>> {
+        let which = match which {
+            Which::Child => "id = ?1",
+            Which::Successor => "substr(id, 1, length(?1) + 2) = ?1 || ':c'",
+        };
+        let sql = format!(
+            "UPDATE runs SET status = CASE WHEN status = 'running' THEN 'cancelling' ELSE 'cancelled' END, \
+             error = ?2, updated_at = ?3, \
+             finished_at = CASE WHEN status = 'running' THEN finished_at ELSE ?3 END, wake_at = NULL \
+             WHERE {which} AND parent_run_id = ?4 \
+             AND status IN ('pending', 'suspended', 'blocked', 'running') RETURNING {RUN_COLS}"
+        );
+        let mut stmt = self.prepare_cached(&sql).map_err(db)?;
+        let mut rows = stmt
+            .query(params![child.as_str(), error, now, parent.as_str()])
+            .map_err(db)?;
+        rows.next().map_err(db)?.map(run_from_row).transpose()
+    }
+
+    async fn continued(&mut self, parent: &RunId, child: &RunId) -> StoreResult<bool> {
+        let found: Option<i64> = optional(
+            self.prepare_cached(
+                "SELECT 1 FROM runs WHERE id = ?1 AND parent_run_id = ?2 AND status = 'continued'",
+            )
+            .map_err(db)?
+            .query_row(params![child.as_str(), parent.as_str()], |r| r.get(0)),
+        )?;
+        Ok(found.is_some())
+    }
+
+    async fn history(&mut self, id: &RunId) -> StoreResult<History> {
+        history(self, id)
+    }
 }

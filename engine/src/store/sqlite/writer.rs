@@ -9,6 +9,9 @@
 //! the transaction committed. The thread calls SQLite directly: a statement costs microseconds,
 //! with one hand-off per write rather than one per statement.
 
+use std::future::Future;
+
+use futures::FutureExt;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
@@ -25,10 +28,28 @@ pub(super) enum Wrote<T> {
     Discard(T),
 }
 
+impl<T> Wrote<Option<T>> {
+    /// Keeps the changes of a write that answers `Some`, undoes those of one that answers
+    /// `None` (a shared flow's "back it out").
+    pub(super) fn unless_none(answer: Option<T>) -> Self {
+        match answer {
+            Some(_) => Wrote::Keep(answer),
+            None => Wrote::Discard(None),
+        }
+    }
+}
+
+/// Runs a shared flow of `crate::store::plan` on this store's connection. SQLite's statements
+/// never wait, so the flow ends in its first poll.
+pub(super) fn at_once<T>(flow: impl Future<Output = T>) -> T {
+    flow.now_or_never()
+        .expect("a flow of SQLite statements never waits")
+}
+
 /// A queued write, type-erased so one queue carries every kind.
 trait Job: Send {
     /// Runs the write inside the open transaction.
-    fn run(self: Box<Self>, conn: &Connection) -> Ran;
+    fn run(self: Box<Self>, conn: &mut Connection) -> Ran;
     /// Answers the caller that the write was never run.
     fn refuse(self: Box<Self>, why: &str);
 }
@@ -50,9 +71,9 @@ struct Queued<T, F> {
 impl<T, F> Job for Queued<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Connection) -> StoreResult<Wrote<T>> + Send + 'static,
+    F: FnOnce(&mut Connection) -> StoreResult<Wrote<T>> + Send + 'static,
 {
-    fn run(self: Box<Self>, conn: &Connection) -> Ran {
+    fn run(self: Box<Self>, conn: &mut Connection) -> Ran {
         let Queued { body, reply } = *self;
         let outcome = body(conn);
         let keep = matches!(outcome, Ok(Wrote::Keep(_)));
@@ -91,11 +112,11 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     /// Starts the writer thread on `conn`.
-    pub(super) fn start(conn: Connection) -> StoreResult<Self> {
+    pub(super) fn start(mut conn: Connection) -> StoreResult<Self> {
         let (jobs, rx) = flume::unbounded();
         std::thread::Builder::new()
             .name("durable-sqlite-writer".into())
-            .spawn(move || run(&conn, &rx))
+            .spawn(move || run(&mut conn, &rx))
             .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
         Ok(Writer { jobs })
     }
@@ -104,7 +125,7 @@ impl Writer {
     pub(super) async fn write<T, F>(&self, body: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> StoreResult<Wrote<T>> + Send + 'static,
+        F: FnOnce(&mut Connection) -> StoreResult<Wrote<T>> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         self.jobs
@@ -122,7 +143,7 @@ fn not_written(why: &str) -> StoreError {
     StoreError::Unavailable(format!("the write was not committed: {why}").into())
 }
 
-fn run(conn: &Connection, rx: &flume::Receiver<Box<dyn Job>>) {
+fn run(conn: &mut Connection, rx: &flume::Receiver<Box<dyn Job>>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = super::readers::next_job(rx) {
         batch.push(first);
@@ -138,7 +159,7 @@ fn run(conn: &Connection, rx: &flume::Receiver<Box<dyn Job>>) {
 
 /// Runs `batch` in one transaction and answers every job. A lone job needs no savepoint: backing
 /// it out is rolling the transaction back.
-fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>) {
+fn commit_batch(conn: &mut Connection, batch: &mut Vec<Box<dyn Job>>) {
     let alone = batch.len() == 1;
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let why = e.to_string();

@@ -1,5 +1,5 @@
 //! Writes of many runs in one statement each, for the group commit to merge (see
-//! [`super::group::GroupCommit::write_merged`]).
+//! [`super::writer::Writer::write_merged`]).
 //!
 //! PostgreSQL spends far more CPU around a small statement (planning, executor start-up, its own
 //! round of locks) than inside it, so in a burst the writes every run makes share statements:
@@ -16,7 +16,7 @@ use super::values::{CheckpointValues, unnest};
 use crate::store::{StoreError, StoreResult};
 
 /// Each merged write's outcome, in order, or why their statement failed (see
-/// [`super::group::MergedBody`]).
+/// [`super::writer::MergedBody`]).
 type Outcomes<T> = StoreResult<Vec<StoreResult<Option<T>>>>;
 
 /// `writes` outcomes that each failed with `e`: what a merged statement that wrote, but whose

@@ -1,7 +1,7 @@
 //! Many runs' step results, each with the turn it wakes, in one statement.
 //!
 //! In a burst most writes are a step's result and the sticky turn it woke (see
-//! [`crate::store::postgres::turn::apply_result_and_commit`]). One statement for each costs PostgreSQL far more
+//! [`crate::store::postgres::result::apply_result_and_commit`]). One statement for each costs PostgreSQL far more
 //! CPU around the statement (planning, executor start-up, locks) than inside it, so the group
 //! commit hands the ones queued together to [`apply_results_and_commit`], which writes them all
 //! with one `UPDATE … FROM unnest(…)`: every parameter of the one-run statement becomes an array
@@ -17,11 +17,12 @@ use sqlx::postgres::PgRow;
 use super::{Outcomes, each_failed, insert_checkpoints};
 use crate::model::{Millis, Run, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
-use crate::store::postgres::rows::{PgQuery, RUN_COLS, db, run_from_row, to_value};
-use crate::store::postgres::settle::{result_columns, waiting_step_sql};
-use crate::store::postgres::turn::finish_turn;
+use crate::store::plan::result::columns;
+use crate::store::plan::turn::{finish, run_update};
+use crate::store::postgres::result::waiting_step_sql;
+use crate::store::postgres::rows::{RUN_COLS, db, run_from_row, to_value};
+use crate::store::postgres::sql::PgQuery;
 use crate::store::postgres::values::{CheckpointArrays, CheckpointValues, row_values, unnest};
-use crate::store::rules;
 use crate::store::{Claim, Committed, StoreError, StoreResult, TurnCommit};
 
 /// One run's write: its step result, the lease its turn ran under, how many times the run was
@@ -34,12 +35,12 @@ pub(crate) fn run_of(write: &StepWrite) -> &str {
     write.0.run_id.as_str()
 }
 
-/// One run's write, alone: [`crate::store::postgres::turn::apply_result_and_commit`].
+/// One run's write, alone: [`crate::store::postgres::result::apply_result_and_commit`].
 pub(crate) fn apply_result_and_commit<'c>(
     conn: &'c mut PgConnection,
     (result, lease, attempt, commit, now): &'c StepWrite,
 ) -> BoxFuture<'c, StoreResult<Option<Committed>>> {
-    Box::pin(crate::store::postgres::turn::apply_result_and_commit(
+    Box::pin(crate::store::postgres::result::apply_result_and_commit(
         conn, result, lease, *attempt, commit, *now,
     ))
 }
@@ -62,9 +63,7 @@ pub(crate) fn apply_results_and_commit<'c>(
         for (write, run) in writes.iter().zip(moved) {
             let (result, lease, _, commit, now) = write;
             outcomes.push(match run {
-                Some(run) => {
-                    finish_turn(conn, run, &result.run_id, &lease.owner, commit, *now).await
-                }
+                Some(run) => finish(conn, run, &result.run_id, &lease.owner, commit, *now).await,
                 None => Ok(None),
             });
         }
@@ -101,8 +100,8 @@ fn statement<'q>(writes: &[&'q StepWrite]) -> PgQuery<'q> {
     let mut runs = StepArrays::default();
     let mut cps = CheckpointArrays::default();
     for (k, (result, lease, attempt, commit, now)) in writes.iter().enumerate() {
-        let update = rules::run_update(&commit.outcome, *now);
-        let (status, output, error) = result_columns(result);
+        let update = run_update(&commit.outcome, *now);
+        let (status, output, error) = columns::<PgConnection>(result);
         runs.push(StepValues {
             id: result.run_id.as_str().to_owned(),
             status: update.status.as_str(),
@@ -157,7 +156,7 @@ row_values! {
 
 /// The merged statement. `a` holds a row per run (its columns prefixed `x_` so that bare names
 /// are the tables'); `w` locks each run's waiting step; `r` moves each untouched run whose step
-/// still waits, as [`crate::store::postgres::turn`]'s `update_run_sql` does for one (a run woken meanwhile stays
+/// still waits, as [`crate::store::postgres::fused`]'s `update_run_sql` does for one (a run woken meanwhile stays
 /// `running` under the lease); `c` records the results of the runs `r` moved; `i` inserts
 /// their new checkpoints. It answers each moved run, its write's position and whether its
 /// result was recorded.

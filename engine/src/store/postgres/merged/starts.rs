@@ -13,8 +13,9 @@ use sqlx::postgres::PgRow;
 
 use super::{Outcomes, each_failed, insert_checkpoints};
 use crate::model::{Millis, Run};
-use crate::store::postgres::rows::{PgQuery, RUN_COLS, db, run_from_row};
-use crate::store::postgres::turn::finish_turn;
+use crate::store::plan::turn::finish;
+use crate::store::postgres::rows::{RUN_COLS, db, run_from_row};
+use crate::store::postgres::sql::PgQuery;
 use crate::store::postgres::values::{
     CheckpointArrays, CheckpointValues, FirstState, RunArrays, RunValues, unnest,
 };
@@ -58,7 +59,7 @@ pub(crate) fn create_runs_and_commit<'c>(
         for (write, run) in writes.iter().zip(inserted) {
             let (new, lease, commit, now) = write;
             outcomes.push(match run {
-                Some(run) => finish_turn(conn, run, &new.id, &lease.owner, commit, *now)
+                Some(run) => finish(conn, run, &new.id, &lease.owner, commit, *now)
                     .await
                     .map(|committed| committed.map(Some)),
                 None => Ok(Some(None)),

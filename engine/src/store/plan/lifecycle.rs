@@ -1,0 +1,155 @@
+//! The rules of the writes outside turns: the control verbs and the sweep.
+//!
+//! One rule, two dialects: a run a verb or the sweep ends settles its parent's wait in the same
+//! transaction; a compare-and-set that expects no status moves nothing; a signal reaches only a
+//! run that has not ended, and wakes it. Each store supplies the statements
+//! ([`LifecycleStatements`]) in its SQL.
+
+use serde_json::Value;
+
+use super::settle::settle_ended;
+use super::turn::TurnStatements;
+use crate::model::{Millis, Run, RunId, RunStatus, Scope, StepFailure};
+use crate::store::{RunPatch, SignalSent, StoreResult};
+
+/// What [`crate::store::Store::claim_runs`] asks for: up to `limit` runnable runs in `scope`,
+/// leased to `owner` until `now + lease_ms`, leaving runs recovered `max_recoveries` times to
+/// the sweep.
+pub(crate) struct ClaimRequest {
+    pub scope: Scope,
+    pub owner: String,
+    pub now: Millis,
+    pub lease_ms: i64,
+    pub limit: u32,
+    pub max_recoveries: u32,
+}
+
+impl ClaimRequest {
+    /// The request [`crate::store::Store::claim_runs`]'s arguments make.
+    pub(crate) fn new(
+        scope: &Scope,
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> Self {
+        ClaimRequest {
+            scope: scope.clone(),
+            owner: owner.to_owned(),
+            now,
+            lease_ms,
+            limit,
+            max_recoveries,
+        }
+    }
+}
+
+/// The statements of the control verbs and the sweep, in a store's dialect, inside its write
+/// transaction.
+pub(crate) trait LifecycleStatements: TurnStatements {
+    /// Moves run `id` (if `scope` sees it and its status is one of `expected`, never empty) to
+    /// `patch`; the run after it. A terminal status also ends its lease and timer.
+    async fn update_status_if(
+        &mut self,
+        scope: &Scope,
+        id: &RunId,
+        expected: &[RunStatus],
+        patch: &RunPatch,
+        now: Millis,
+    ) -> StoreResult<Option<Run>>;
+
+    /// Run `id`, if `scope` sees it, held until the transaction ends (a signal is buffered only
+    /// for a run that has not ended).
+    async fn run_to_signal(&mut self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>>;
+
+    /// Buffers signal `name` with `payload` for run `id`.
+    async fn buffer_signal(
+        &mut self,
+        id: &RunId,
+        name: &str,
+        payload: &Value,
+        now: Millis,
+    ) -> StoreResult<()>;
+
+    /// Ends as `dead`, recording `error`, the `running` runs in `scope` whose lease expired
+    /// after `max_recoveries` recoveries; the runs it ended.
+    async fn bury_dead(
+        &mut self,
+        scope: &Scope,
+        max_recoveries: u32,
+        error: Self::Json,
+        now: Millis,
+    ) -> StoreResult<Vec<Run>>;
+
+    /// Ends as `cancelled` the `cancelling` runs in `scope` whose driver is gone (no lease, or
+    /// an expired one); the runs it ended.
+    async fn end_cancelling(&mut self, scope: &Scope, now: Millis) -> StoreResult<Vec<Run>>;
+}
+
+/// [`crate::store::Store::update_run_if`] inside a write transaction; `None` means nothing moved.
+pub(crate) async fn update_run_if<S: LifecycleStatements>(
+    s: &mut S,
+    scope: &Scope,
+    id: &RunId,
+    expected: &[RunStatus],
+    patch: &RunPatch,
+    now: Millis,
+) -> StoreResult<Option<Run>> {
+    if expected.is_empty() {
+        return Ok(None);
+    }
+    let Some(run) = s.update_status_if(scope, id, expected, patch, now).await? else {
+        return Ok(None);
+    };
+    settle_ended(s, &run, now).await?;
+    Ok(Some(run))
+}
+
+/// [`crate::store::Store::send_signal`] inside a write transaction; only
+/// [`SignalSent::Delivered`] wrote anything.
+pub(crate) async fn send_signal<S: LifecycleStatements>(
+    s: &mut S,
+    scope: &Scope,
+    id: &RunId,
+    name: &str,
+    payload: &Value,
+    now: Millis,
+) -> StoreResult<SignalSent> {
+    let Some(run) = s.run_to_signal(scope, id).await? else {
+        return Ok(SignalSent::NotFound);
+    };
+    if run.status.is_terminal() {
+        return Ok(SignalSent::RunFinished(run));
+    }
+    s.buffer_signal(id, name, payload, now).await?;
+    s.wake(id, now).await?;
+    let run = s.run_by_id(id).await?.unwrap_or(run);
+    Ok(SignalSent::Delivered(run))
+}
+
+/// [`crate::store::Store::sweep_abandoned`] inside a write transaction: buries the runs whose
+/// drivers kept dying, ends the orphaned `cancelling` ones, and settles their parents' waits.
+pub(crate) async fn sweep_abandoned<S: LifecycleStatements>(
+    s: &mut S,
+    scope: &Scope,
+    max_recoveries: u32,
+    now: Millis,
+) -> StoreResult<Vec<Run>> {
+    let dead = S::json(&dead(max_recoveries));
+    let mut ended = s.bury_dead(scope, max_recoveries, dead, now).await?;
+    ended.extend(s.end_cancelling(scope, now).await?);
+    for run in &ended {
+        settle_ended(s, run, now).await?;
+    }
+    Ok(ended)
+}
+
+/// The error of a run given up after `max_recoveries` driver deaths.
+fn dead(max_recoveries: u32) -> StepFailure {
+    StepFailure::new(format!(
+        "the run's driver stopped {max_recoveries} times while running it; it was given up as dead \
+         (retry it once the cause is fixed)"
+    ))
+    .with_code("dead")
+}
