@@ -6,9 +6,9 @@
 
 use sqlx::PgConnection;
 
-use super::result::{record_result_sql, waiting_step_sql};
-use super::rows::{RUN_COLS, db, run_from_row, to_value};
+use super::rows::{RUN_COLS, db, run_from_row};
 use super::sql::{PgQuery, default_namespace};
+use super::values::to_value;
 use super::values::{CheckpointValues, params};
 use crate::model::{Millis, Run, RunId, Scope, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
@@ -290,4 +290,26 @@ pub(super) async fn insert_checkpoint(
         .await
         .map_err(db)?;
     Ok(done.rows_affected() > 0)
+}
+
+/// The statement that records a result on its checkpoint, given the placeholders of its status,
+/// output, error, finished_at, started_at, run id and seq: only a remote step still waiting
+/// takes it.
+pub(super) fn record_result_sql(p: [String; 7]) -> String {
+    let [status, output, error, finished_at, started_at, run_id, seq] = p;
+    format!(
+        "UPDATE checkpoints SET status = {status}, output = {output}, error = {error}, \
+         finished_at = {finished_at}, started_at = COALESCE({started_at}, started_at) \
+         WHERE {}",
+        waiting_step_sql(&run_id, &seq)
+    )
+}
+
+/// The condition on `checkpoints` that picks remote step `seq` of run `run_id` (placeholders)
+/// while it still waits for its result (pending or running).
+pub(super) fn waiting_step_sql(run_id: &str, seq: &str) -> String {
+    format!(
+        "run_id = {run_id} AND seq = {seq} AND kind = 'remote_step' \
+         AND status IN ('pending', 'running')"
+    )
 }

@@ -5,8 +5,9 @@
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 
-use super::rows::{RUN_COLS, db, run_from_row, to_value};
+use super::rows::{RUN_COLS, db, run_from_row};
 use super::sql::{Sql, push_scope};
+use super::values::to_value;
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
 use crate::store::plan::lifecycle::{self, ClaimRequest, LifecycleStatements};
 use crate::store::{RunPatch, SignalSent, StoreResult};

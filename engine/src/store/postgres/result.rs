@@ -4,7 +4,7 @@
 
 use sqlx::PgConnection;
 
-use super::fused::{Holder, move_run};
+use super::fused::{Holder, move_run, record_result_sql};
 use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, db, run_from_row};
 use super::sql::{Sql, push_scope};
 use crate::model::{Checkpoint, Millis, Run, StepResult};
@@ -40,28 +40,6 @@ pub(super) async fn apply_result_and_commit(
         return Ok(None);
     };
     turn::finish(conn, run, id, &lease.owner, commit, now).await
-}
-
-/// The statement that records a result on its checkpoint, given the placeholders of its status,
-/// output, error, finished_at, started_at, run id and seq: only a remote step still waiting
-/// takes it.
-pub(super) fn record_result_sql(p: [String; 7]) -> String {
-    let [status, output, error, finished_at, started_at, run_id, seq] = p;
-    format!(
-        "UPDATE checkpoints SET status = {status}, output = {output}, error = {error}, \
-         finished_at = {finished_at}, started_at = COALESCE({started_at}, started_at) \
-         WHERE {}",
-        waiting_step_sql(&run_id, &seq)
-    )
-}
-
-/// The condition on `checkpoints` that picks remote step `seq` of run `run_id` (placeholders)
-/// while it still waits for its result (pending or running).
-pub(super) fn waiting_step_sql(run_id: &str, seq: &str) -> String {
-    format!(
-        "run_id = {run_id} AND seq = {seq} AND kind = 'remote_step' \
-         AND status IN ('pending', 'running')"
-    )
 }
 
 impl ResultStatements for PgConnection {

@@ -104,11 +104,6 @@ pub(super) fn checkpoint_from_row(row: &PgRow) -> StoreResult<Checkpoint> {
     })
 }
 
-/// JSON for a bind (serialising plain data cannot fail).
-pub(super) fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
 /// Inserts a new run, its columns bound by [`RunValues::bind`] as `$1`–`$22`.
 pub(super) static INSERT_RUN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(

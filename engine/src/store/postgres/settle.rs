@@ -5,8 +5,9 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::PgConnection;
 
-use super::result::waiting_step_sql;
-use super::rows::{CHECKPOINT_COLS, checkpoint_from_row, db, to_value};
+use super::fused::waiting_step_sql;
+use super::rows::{CHECKPOINT_COLS, checkpoint_from_row, db};
+use super::values::to_value;
 use crate::model::{
     Checkpoint, CheckpointKind, Millis, RetryPolicy, RunId, StepFailure, StepResult,
 };

@@ -7,7 +7,6 @@
 
 use serde_json::Value;
 
-use super::rows::to_value;
 use super::sql::PgQuery;
 use crate::model::{Millis, RunId, RunStatus};
 use crate::store::plan::turn::first_turn_row;
@@ -242,4 +241,9 @@ pub(super) fn unnest(columns: &[&str], types: &[&str], first: usize, alias: &str
         params(types, first, true),
         columns.join(", ")
     )
+}
+
+/// JSON for a bind (serialising plain data cannot fail).
+pub(super) fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }

@@ -4,7 +4,8 @@ use async_trait::async_trait;
 use rusqlite::{Row, params};
 
 use super::SqliteStore;
-use super::rows::{col, db};
+use super::rows::col;
+use super::sql::db;
 use super::sql::optional;
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Role};

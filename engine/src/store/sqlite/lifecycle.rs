@@ -5,8 +5,9 @@
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
-use super::rows::{RUN_COLS, db, run_from_row, to_json};
+use super::rows::{RUN_COLS, run_from_row, to_json};
 use super::sql::Sql;
+use super::sql::db;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Run, RunId, RunStatus, Scope};
 use crate::store::plan::lifecycle::{self, ClaimRequest, LifecycleStatements};

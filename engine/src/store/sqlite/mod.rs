@@ -115,7 +115,7 @@ impl SqliteStore {
         let sql = sql.to_owned();
         self.writer
             .write(move |conn| {
-                let changed = conn.execute(&sql, []).map_err(rows::db)?;
+                let changed = conn.execute(&sql, []).map_err(sql::db)?;
                 Ok(writer::Wrote::Keep(changed as u64))
             })
             .await

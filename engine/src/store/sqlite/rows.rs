@@ -1,10 +1,10 @@
 //! Row mapping and the statements several operations share.
 
-use rusqlite::{Connection, ErrorCode, Row};
+use rusqlite::{Connection, Row};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::sql::Sql;
+use super::sql::{Sql, db};
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus,
 };
@@ -12,18 +12,6 @@ use crate::store::plan::turn::id_taken;
 use crate::store::{NewRun, StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};
-
-/// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], anything else
-/// leaves the database unavailable for this call.
-pub(super) fn db(e: rusqlite::Error) -> StoreError {
-    if let rusqlite::Error::SqliteFailure(f, msg) = &e
-        && f.code == ErrorCode::ConstraintViolation
-        && matches!(f.extended_code, 1555 | 2067)
-    {
-        return StoreError::Conflict(msg.clone().unwrap_or_else(|| "the row".into()));
-    }
-    StoreError::Unavailable(Box::new(e))
-}
 
 pub(super) fn to_json<T: Serialize>(v: &T) -> String {
     // Serialising plain data (Values, strings, failures) to a String cannot fail.

@@ -5,7 +5,8 @@ use rusqlite::{Connection, params};
 use serde::Serialize;
 
 use super::result::push_try_of;
-use super::rows::{checkpoint_from_row, db, from_json, to_json};
+use super::rows::{checkpoint_from_row, from_json, to_json};
+use super::sql::db;
 use super::sql::{Sql, optional};
 use crate::model::{
     Checkpoint, CheckpointKind, Millis, RetryPolicy, RunId, StepFailure, StepResult,

@@ -1,12 +1,12 @@
 //! A small SQL builder: text with `?` placeholders and the values bound to them, in order, so
-//! dynamic filters (scope, status lists, keyset cursors) never splice a value into the text.
+//! dynamic filters (scope, status lists, keyset cursors) never splice a value into the text;
+//! and how a driver error maps onto a [`StoreError`].
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params_from_iter};
 
-use super::rows::db;
 use crate::model::Scope;
-use crate::store::StoreResult;
+use crate::store::{StoreError, StoreResult};
 
 /// SQL text and its bound values.
 #[derive(Debug, Default)]
@@ -101,4 +101,16 @@ impl Sql {
 /// `query_row` that answers `None` for no row.
 pub(super) fn optional<T>(result: rusqlite::Result<T>) -> StoreResult<Option<T>> {
     result.optional().map_err(db)
+}
+
+/// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], anything else
+/// leaves the database unavailable for this call.
+pub(super) fn db(e: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(f, msg) = &e
+        && f.code == ErrorCode::ConstraintViolation
+        && matches!(f.extended_code, 1555 | 2067)
+    {
+        return StoreError::Conflict(msg.clone().unwrap_or_else(|| "the row".into()));
+    }
+    StoreError::Unavailable(Box::new(e))
 }

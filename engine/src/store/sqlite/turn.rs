@@ -5,7 +5,8 @@
 use rusqlite::{Connection, params};
 
 use super::reads::history;
-use super::rows::{RUN_COLS, db, insert_run, run_by_id, run_from_row, to_json};
+use super::rows::{RUN_COLS, insert_run, run_by_id, run_from_row, to_json};
+use super::sql::db;
 use super::sql::optional;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Run, RunId, Scope};

@@ -19,9 +19,10 @@ use crate::model::{Millis, Run, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
 use crate::store::plan::result::columns;
 use crate::store::plan::turn::{finish, run_update};
-use crate::store::postgres::result::waiting_step_sql;
-use crate::store::postgres::rows::{RUN_COLS, db, run_from_row, to_value};
+use crate::store::postgres::fused::waiting_step_sql;
+use crate::store::postgres::rows::{RUN_COLS, db, run_from_row};
 use crate::store::postgres::sql::PgQuery;
+use crate::store::postgres::values::to_value;
 use crate::store::postgres::values::{CheckpointArrays, CheckpointValues, row_values, unnest};
 use crate::store::{Claim, Committed, StoreError, StoreResult, TurnCommit};
 
