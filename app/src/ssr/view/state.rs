@@ -16,7 +16,7 @@ use crate::AppError;
 /// The engine is not public: a [`super::SessionView`] is the only way a server function reaches
 /// runs, so none can read or act outside its session's scope by accident.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0616
 /// fn unscoped(state: &app::ssr::AppState) {
 ///     let _ = state.engine.store();
 /// }
