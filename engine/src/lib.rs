@@ -31,6 +31,8 @@ mod driver;
 #[cfg(feature = "engine")]
 mod engine;
 #[cfg(feature = "engine")]
+pub mod fair;
+#[cfg(feature = "engine")]
 pub mod gateway;
 #[cfg(feature = "engine")]
 pub mod runtime;

@@ -1,0 +1,10 @@
+//! Fairness between tenants wherever work waits for a shared resource (SPEC §8): claiming due
+//! runs, turn slots, the commit queue, step dispatch and timer wake-ups. One policy serves every
+//! stage: [`FairQueue`] picks the tenant whose share is furthest behind, then that tenant's keys
+//! (a workflow, or a concurrency key the author chooses) in turn, then each key's earliest work,
+//! so a tenant with thousands of waiting items spread over many keys gets no more than its
+//! weighted share while another tenant waits.
+
+mod queue;
+
+pub use queue::{FairQueue, Weight};

@@ -1,0 +1,170 @@
+//! The tiered fair queue: stride scheduling between tenants, round robin between one tenant's
+//! keys, earliest-due first within a key.
+//!
+//! Each tenant has a *pass* (its virtual time) that advances by `STRIDE / weight` each time it is
+//! served, and the tenant with the lowest pass is served next (ties: the earliest-due head). A
+//! tenant that was idle re-enters at the current virtual time rather than its old pass, so idle
+//! time buys no burst later, and an idle tenant's share goes to the others at once: the queue is
+//! work-conserving. Weights split the service in their ratio under saturation.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::Hash;
+
+use crate::model::Millis;
+
+/// A tenant's share relative to the others (1 is the default; 3 gets three times the service
+/// of a tenant with 1 while both have work).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Weight(u32);
+
+impl Weight {
+    /// A weight of `n`, at least 1.
+    pub fn new(n: u32) -> Self {
+        Weight(n.max(1))
+    }
+}
+
+impl Default for Weight {
+    fn default() -> Self {
+        Weight(1)
+    }
+}
+
+/// The virtual time one service costs a tenant of weight 1.
+const STRIDE: u128 = 1 << 20;
+
+/// Work waiting for a shared resource, released fairly between tenants `T` and, within a
+/// tenant, between its keys `K`.
+#[derive(Debug)]
+pub struct FairQueue<T, K, V> {
+    tenants: HashMap<T, Lane<K, V>>,
+    weights: HashMap<T, Weight>,
+    /// The virtual time when no tenant has work: the pass of the last one served.
+    now: u128,
+    /// Items waiting, in all.
+    len: usize,
+    /// Arrival counter: ties between items due at once go in arrival order.
+    arrivals: u64,
+}
+
+#[derive(Debug)]
+struct Lane<K, V> {
+    pass: u128,
+    /// When it last came back from idle (an arrival number): the last tie-break, so ties go
+    /// the same way every time.
+    since: u64,
+    /// Each key's items by (due, arrival).
+    keys: HashMap<K, BTreeMap<(Millis, u64), V>>,
+    /// The keys with work, in the order they are served.
+    turn: VecDeque<K>,
+}
+
+impl<T, K, V> Default for FairQueue<T, K, V> {
+    fn default() -> Self {
+        FairQueue {
+            tenants: HashMap::new(),
+            weights: HashMap::new(),
+            now: 0,
+            len: 0,
+            arrivals: 0,
+        }
+    }
+}
+
+impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
+    /// An empty queue; every tenant has weight 1 until [`FairQueue::set_weight`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `tenant`'s weight, from its next service on.
+    pub fn set_weight(&mut self, tenant: T, weight: Weight) {
+        self.weights.insert(tenant, weight);
+    }
+
+    /// Items waiting.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Queues `item` of `tenant` under `key`, due at `due` (earlier due goes first within its
+    /// key; equal ones in arrival order).
+    pub fn push(&mut self, tenant: T, key: K, due: Millis, item: V) {
+        // The virtual time: the lowest pass among tenants with work.
+        let now = self
+            .tenants
+            .values()
+            .filter(|lane| !lane.turn.is_empty())
+            .map(|lane| lane.pass)
+            .min()
+            .unwrap_or(self.now);
+        let arrival = self.arrivals;
+        let lane = self.tenants.entry(tenant).or_insert_with(|| Lane {
+            pass: now,
+            since: arrival,
+            keys: HashMap::new(),
+            turn: VecDeque::new(),
+        });
+        if lane.turn.is_empty() {
+            // Back from idle: no credit for the time it had nothing waiting.
+            lane.pass = lane.pass.max(now);
+            lane.since = arrival;
+        }
+        let items = lane.keys.entry(key.clone()).or_default();
+        if items.is_empty() {
+            lane.turn.push_back(key);
+        }
+        items.insert((due, self.arrivals), item);
+        self.arrivals += 1;
+        self.len += 1;
+    }
+
+    /// Takes the next item: the tenant furthest behind its share, that tenant's next key in
+    /// turn, that key's earliest item. `None` when nothing waits.
+    pub fn pop(&mut self) -> Option<(T, K, V)> {
+        let tenant = self
+            .tenants
+            .iter()
+            .filter(|(_, lane)| !lane.turn.is_empty())
+            .min_by_key(|(_, lane)| (lane.pass, lane.head_due(), lane.since))
+            .map(|(tenant, _)| tenant.clone())?;
+        let stride = STRIDE / u128::from(self.weights.get(&tenant).copied().unwrap_or_default().0);
+        let lane = self.tenants.get_mut(&tenant)?;
+        let key = lane.turn.pop_front()?;
+        let items = lane.keys.get_mut(&key)?;
+        let (_, item) = items.pop_first()?;
+        if items.is_empty() {
+            lane.keys.remove(&key);
+        } else {
+            lane.turn.push_back(key.clone());
+        }
+        lane.pass += stride;
+        self.now = lane.pass;
+        self.len -= 1;
+        if lane.turn.is_empty() && !self.weights.contains_key(&tenant) {
+            // Nothing to remember for an idle tenant without a weight: its pass restarts at
+            // the virtual time when it comes back.
+            self.tenants.remove(&tenant);
+        }
+        Some((tenant, key, item))
+    }
+}
+
+impl<K: Eq + Hash, V> Lane<K, V> {
+    /// When this tenant's next item is due (its next key's earliest).
+    fn head_due(&self) -> Millis {
+        self.turn
+            .front()
+            .and_then(|key| self.keys.get(key))
+            .and_then(|items| items.keys().next())
+            .map_or(Millis::MAX, |(due, _)| *due)
+    }
+}
+
+#[cfg(test)]
+mod tests;

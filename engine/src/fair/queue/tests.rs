@@ -1,0 +1,101 @@
+use std::collections::HashMap;
+
+use super::{FairQueue, Weight};
+
+/// Serves `n` items and counts them by tenant.
+fn serve(q: &mut FairQueue<&'static str, String, u32>, n: usize) -> HashMap<&'static str, usize> {
+    let mut served = HashMap::new();
+    for _ in 0..n {
+        let (tenant, _, _) = q.pop().expect("work waits");
+        *served.entry(tenant).or_default() += 1;
+    }
+    served
+}
+
+#[test]
+fn a_tenant_with_a_handful_is_not_starved_by_one_with_thousands_over_many_keys() {
+    let mut q = FairQueue::new();
+    for i in 0..10_000u32 {
+        q.push("acme", format!("workflow-{}", i % 50), 0, i);
+    }
+    for i in 0..20u32 {
+        q.push("globex", "order".to_owned(), 1_000, i);
+    }
+    // Even though acme's work is all due earlier and spread over 50 keys, globex is served
+    // every other time until its 20 items are out.
+    let served = serve(&mut q, 40);
+    assert_eq!(served.get("globex"), Some(&20));
+    assert_eq!(served.get("acme"), Some(&20));
+}
+
+#[test]
+fn weights_split_the_service_three_two_one_under_saturation() {
+    let mut q = FairQueue::new();
+    q.set_weight("a", Weight::new(3));
+    q.set_weight("b", Weight::new(2));
+    q.set_weight("c", Weight::new(1));
+    for i in 0..10_000u32 {
+        for tenant in ["a", "b", "c"] {
+            q.push(tenant, format!("k{}", i % 7), i64::from(i), i);
+        }
+    }
+    let served = serve(&mut q, 6_000);
+    let share = |t| served.get(t).copied().unwrap_or(0) as f64 / 6_000.0;
+    for (tenant, want) in [("a", 3.0 / 6.0), ("b", 2.0 / 6.0), ("c", 1.0 / 6.0)] {
+        let got = share(tenant);
+        assert!(
+            (got - want).abs() <= want * 0.1,
+            "{tenant}: {got} of the service, want {want}"
+        );
+    }
+}
+
+#[test]
+fn an_idle_tenant_banks_no_credit_and_its_share_goes_to_the_others() {
+    let mut q = FairQueue::new();
+    for i in 0..100u32 {
+        q.push("acme", "k".to_owned(), 0, i);
+    }
+    // Only acme has work: it gets all of the service.
+    assert_eq!(serve(&mut q, 50).get("acme"), Some(&50));
+    // globex arrives after acme was served 50 times: it is not owed 50 in a row, the two
+    // alternate from here.
+    for i in 0..10u32 {
+        q.push("globex", "k".to_owned(), 0, i);
+    }
+    let served = serve(&mut q, 10);
+    assert_eq!(served.get("globex"), Some(&5));
+    assert_eq!(served.get("acme"), Some(&5));
+}
+
+#[test]
+fn within_a_tenant_keys_take_turns_and_each_key_goes_earliest_due_first() {
+    let mut q = FairQueue::new();
+    q.push("acme", "a".to_owned(), 30, 1);
+    q.push("acme", "a".to_owned(), 10, 2);
+    q.push("acme", "a".to_owned(), 20, 3);
+    q.push("acme", "b".to_owned(), 50, 4);
+    let order: Vec<_> = std::iter::from_fn(|| q.pop())
+        .map(|(_, key, item)| (key, item))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            ("a".to_owned(), 2),
+            ("b".to_owned(), 4),
+            ("a".to_owned(), 3),
+            ("a".to_owned(), 1)
+        ]
+    );
+    assert!(q.is_empty());
+}
+
+#[test]
+fn between_tenants_level_on_service_the_earliest_due_goes_first() {
+    let mut q = FairQueue::new();
+    q.push("acme", "k".to_owned(), 500, 1);
+    q.push("globex", "k".to_owned(), 100, 2);
+    let (tenant, _, _) = q.pop().expect("work waits");
+    assert_eq!(tenant, "globex");
+    assert_eq!(q.len(), 1);
+}
