@@ -38,6 +38,8 @@ pub mod gateway;
 pub mod runtime;
 #[cfg(feature = "engine")]
 pub mod store;
+#[cfg(all(feature = "sqlite", feature = "test-util"))]
+pub mod testing;
 #[cfg(feature = "engine")]
 pub mod transport;
 pub mod url;

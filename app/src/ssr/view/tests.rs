@@ -3,16 +3,14 @@
 //! and verb, and leave it untouched. Also the scope rule on its own, and a guard that no page
 //! names the unscoped engine or store.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use durable::model::{Namespace, Role, Run, RunId, RunQuery, RunStatus, Scope};
-use durable::prelude::*;
-use durable::store::{SignalSent, SqliteStore, Store, User};
-use durable::transport::MemoryTransport;
+use durable::store::{SignalSent, User};
+use durable::testing::TwoTenants;
 use durable::{Control, StartRun};
 use leptos::prelude::LeptosOptions;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{AppState, SessionView, ViewRefused, session_scope};
 use crate::AppError;
@@ -40,12 +38,9 @@ fn operator() -> User {
     user("operator@durable.local", None, Role::Operator)
 }
 
-/// An engine on a fresh SQLite store with one suspended `approval` run (it waits for the
-/// `approve` signal) in acme and one in globex.
+/// Two tenants' waiting runs on one engine, and the dashboard's state over it.
 struct World {
-    _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    engine: Engine,
+    runs: TwoTenants,
     state: AppState,
     acme: RunId,
     globex: RunId,
@@ -53,46 +48,24 @@ struct World {
 
 impl World {
     async fn new() -> World {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let sqlite = Arc::new(
-            SqliteStore::connect(&format!("sqlite://{}/view.db", dir.path().display()))
-                .await
-                .expect("store"),
-        );
-        let store: Arc<dyn Store> = sqlite.clone();
-        let mut registry = Registry::new();
-        registry.workflow("approval", 1, |ctx: WorkflowContext, _: Value| async move {
-            let got: Option<Value> = ctx.wait_signal("approve", None).await?;
-            Ok::<_, WorkflowError>(json!({ "approved": got }))
-        });
-        let engine = Engine::new(
-            store.clone(),
-            Arc::new(MemoryTransport::new()),
-            Arc::new(registry),
-            EngineConfig::default(),
-        );
-        engine.start().await.expect("engine starts");
-        let acme = start_waiting(&engine, &store, "acme").await;
-        let globex = start_waiting(&engine, &store, "globex").await;
+        let runs = TwoTenants::new().await;
         let options = LeptosOptions::builder().output_name("durable").build();
-        let state = AppState::new(options, engine.clone(), sqlite);
+        let state = AppState::new(options, runs.engine.clone(), runs.sqlite.clone());
         World {
-            _dir: dir,
-            store,
-            engine,
+            acme: runs.acme.clone(),
+            globex: runs.globex.clone(),
+            runs,
             state,
-            acme,
-            globex,
         }
     }
 
     /// The run as it is in the store, whatever its namespace.
     async fn run(&self, id: &RunId) -> Run {
-        stored(&self.store, id).await
+        self.runs.run(id).await
     }
 
     async fn wait_for(&self, id: &RunId, status: RunStatus) {
-        wait_for(&self.store, id, status).await;
+        self.runs.wait_for(id, status).await;
     }
 
     fn view(&self, user: User, narrowing: Option<&str>) -> SessionView {
@@ -100,42 +73,8 @@ impl World {
     }
 
     async fn stop(self) {
-        self.engine.shutdown().await;
+        self.runs.stop().await;
     }
-}
-
-/// Starts an `approval` run in `tenant` straight on the engine and waits until it waits.
-async fn start_waiting(engine: &Engine, store: &Arc<dyn Store>, tenant: &str) -> RunId {
-    let run = engine
-        .start_run(StartRun {
-            workflow: "approval".into(),
-            input: json!({}),
-            namespace: Some(ns(tenant)),
-            ..StartRun::default()
-        })
-        .await
-        .expect("start");
-    wait_for(store, &run.id, RunStatus::Suspended).await;
-    run.id
-}
-
-/// Run `id` as it is in the store, whatever its namespace.
-async fn stored(store: &Arc<dyn Store>, id: &RunId) -> Run {
-    store
-        .get_run(&Scope::All, id)
-        .await
-        .expect("read")
-        .expect("the run exists")
-}
-
-async fn wait_for(store: &Arc<dyn Store>, id: &RunId, status: RunStatus) {
-    for _ in 0..500 {
-        if stored(store, id).await.status == status {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("run {id} never became {status}");
 }
 
 /// The namespaces of every run `view` lists.

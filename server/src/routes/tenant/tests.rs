@@ -3,20 +3,18 @@
 //! extractor takes the tenant from the verified token only. Also a guard that the API handlers
 //! reach runs through the view alone.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use app::ssr::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::Request;
 use durable::gateway::TokenSigner;
-use durable::model::{Namespace, Run, RunId, RunQuery, RunStatus, Scope};
-use durable::prelude::*;
-use durable::store::{SignalSent, SqliteStore, Store};
-use durable::transport::MemoryTransport;
+use durable::model::{Namespace, RunId, RunQuery, RunStatus, Scope};
+use durable::store::SignalSent;
+use durable::testing::TwoTenants;
 use durable::{Control, StartRun};
 use leptos::prelude::LeptosOptions;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{TenantView, TenantViews};
 use crate::error::ApiError;
@@ -27,12 +25,9 @@ fn ns(name: &str) -> Namespace {
     Namespace::parse(name).expect("namespace")
 }
 
-/// An engine on a fresh SQLite store, with one suspended `approval` run (it waits for the
-/// `approve` signal) in acme and one in globex, and the server state over it.
+/// Two tenants' waiting runs on one engine, and the server state over it.
 struct World {
-    _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    engine: Engine,
+    runs: TwoTenants,
     state: ServerState,
     acme: RunId,
     globex: RunId,
@@ -40,44 +35,21 @@ struct World {
 
 impl World {
     async fn new() -> World {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let sqlite = Arc::new(
-            SqliteStore::connect(&format!("sqlite://{}/api.db", dir.path().display()))
-                .await
-                .expect("store"),
-        );
-        let store: Arc<dyn Store> = sqlite.clone();
-        let transport = Arc::new(MemoryTransport::new());
-        let mut registry = Registry::new();
-        registry.workflow("approval", 1, |ctx: WorkflowContext, _: Value| async move {
-            let got: Option<Value> = ctx.wait_signal("approve", None).await?;
-            Ok::<_, WorkflowError>(json!({ "approved": got }))
-        });
-        let engine = Engine::new(
-            store.clone(),
-            transport.clone(),
-            Arc::new(registry),
-            EngineConfig::default(),
-        );
-        engine.start().await.expect("engine starts");
-        let acme = start_waiting(&engine, &store, "acme").await;
-        let globex = start_waiting(&engine, &store, "globex").await;
+        let runs = TwoTenants::new().await;
         let options = LeptosOptions::builder().output_name("durable").build();
         let (_stop, stop_rx) = tokio::sync::watch::channel(false);
         let state = ServerState {
-            app: AppState::new(options, engine.clone(), sqlite),
-            tenant_views: TenantViews::new(engine.clone()),
+            app: AppState::new(options, runs.engine.clone(), runs.sqlite.clone()),
+            tenant_views: TenantViews::new(runs.engine.clone()),
             signer: TokenSigner::new(vec![42u8; 32]).expect("signer"),
             shutdown: Shutdown(stop_rx),
-            live: LiveHub::new(transport),
+            live: LiveHub::new(runs.transport.clone()),
         };
         World {
-            _dir: dir,
-            store,
-            engine,
+            acme: runs.acme.clone(),
+            globex: runs.globex.clone(),
+            runs,
             state,
-            acme,
-            globex,
         }
     }
 
@@ -99,42 +71,8 @@ impl World {
     }
 
     async fn stop(self) {
-        self.engine.shutdown().await;
+        self.runs.stop().await;
     }
-}
-
-/// Starts an `approval` run in `tenant` straight on the engine and waits until it waits.
-async fn start_waiting(engine: &Engine, store: &Arc<dyn Store>, tenant: &str) -> RunId {
-    let run = engine
-        .start_run(StartRun {
-            workflow: "approval".into(),
-            input: json!({}),
-            namespace: Some(ns(tenant)),
-            ..StartRun::default()
-        })
-        .await
-        .expect("start");
-    wait_for(store, &run.id, RunStatus::Suspended).await;
-    run.id
-}
-
-/// Run `id` as it is in the store, whatever its namespace.
-async fn stored(store: &Arc<dyn Store>, id: &RunId) -> Run {
-    store
-        .get_run(&Scope::All, id)
-        .await
-        .expect("read")
-        .expect("the run exists")
-}
-
-async fn wait_for(store: &Arc<dyn Store>, id: &RunId, status: RunStatus) {
-    for _ in 0..500 {
-        if stored(store, id).await.status == status {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("run {id} never became {status}");
 }
 
 /// The namespaces of every run `view` lists.
@@ -159,7 +97,7 @@ async fn a_tenant_view_cannot_read_or_act_on_another_tenants_run() {
     let world = World::new().await;
     let acme = world.view_for("acme");
     let globex = &world.globex;
-    let before = stored(&world.store, globex).await;
+    let before = world.runs.run(globex).await;
 
     assert_eq!(listed(&acme).await, ["acme"]);
     assert_eq!(acme.get_run(globex).await.expect("get"), None);
@@ -189,7 +127,7 @@ async fn a_tenant_view_cannot_read_or_act_on_another_tenants_run() {
         Ok(Control::NotFound)
     ));
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let after = stored(&world.store, globex).await;
+    let after = world.runs.run(globex).await;
     assert_eq!(after.status, RunStatus::Suspended);
     assert_eq!(
         after.updated_at, before.updated_at,
@@ -200,7 +138,7 @@ async fn a_tenant_view_cannot_read_or_act_on_another_tenants_run() {
     assert!(acme.get_run(&world.acme).await.expect("get").is_some());
     let sent = acme.signal(&world.acme, "approve", json!(true)).await;
     assert!(matches!(sent, Ok(SignalSent::Delivered(_))), "{sent:?}");
-    wait_for(&world.store, &world.acme, RunStatus::Completed).await;
+    world.runs.wait_for(&world.acme, RunStatus::Completed).await;
     world.stop().await;
 }
 
