@@ -116,8 +116,12 @@ async fn wake_capable(state: &State, now: Millis) -> Result<(), StoreError> {
 }
 
 /// Runs parked because no worker served their workflow (one this process does not have) go
-/// back to `pending` once a live worker on their partition announces it at their version.
+/// back to `pending` once a live worker on their partition announces it at their version. A
+/// transport without remote turns has no such worker: nothing to look for, and no write.
 async fn unpark_remote(state: &State, now: Millis) -> Result<(), StoreError> {
+    if state.transport.remote_turns().is_none() {
+        return Ok(());
+    }
     let Ok(groups) = state.transport.worker_groups(&state.scope).await else {
         return Ok(());
     };
