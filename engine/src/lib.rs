@@ -45,7 +45,7 @@ pub mod transport;
 pub mod url;
 
 #[cfg(feature = "engine")]
-pub use engine::{Control, Engine, EngineConfig, EngineError, StartRun};
+pub use engine::{Control, Engine, EngineConfig, EngineError, QuotaExceeded, StartRun};
 #[cfg(feature = "engine")]
 pub use runtime::Registry;
 

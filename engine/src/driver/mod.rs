@@ -10,6 +10,7 @@
 mod config;
 pub(crate) mod fast_path;
 pub(crate) mod loops;
+pub(crate) mod plans;
 mod publisher;
 pub(crate) mod state;
 pub(crate) mod turn;

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::config::EngineConfig;
 use super::fast_path::{InFlight, ParkedRuns};
+use super::plans::PlanBook;
 use super::publisher::Publisher;
 use super::turn::awaiting::Awaiting;
 use crate::model::{
@@ -56,6 +57,8 @@ pub(crate) struct State {
     pub awaiting: Awaiting,
     /// Where tenant events leave.
     events: Publisher,
+    /// The tenants' plans: ceilings and weights.
+    pub plans: PlanBook,
 }
 
 impl State {
@@ -88,6 +91,7 @@ impl State {
             in_flight: InFlight::default(),
             requeued,
             awaiting: Awaiting::default(),
+            plans: PlanBook::default(),
             config,
         }
     }

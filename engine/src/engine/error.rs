@@ -1,6 +1,6 @@
 //! Why the engine refused or failed a request, in words the caller can act on.
 
-use crate::model::RunId;
+use crate::model::{Limit, Millis, Namespace, PlanError, RunId};
 use crate::store::StoreError;
 use crate::transport::TransportError;
 
@@ -33,6 +33,32 @@ pub enum EngineError {
         "the engine shut down while starting the run, which may have started: list the runs (or start it with an id, which is refused if it exists) before trying again"
     )]
     ShuttingDown,
+    /// A start (or a payload) is over the tenant's plan; nothing was started.
+    #[error(transparent)]
+    QuotaExceeded(#[from] QuotaExceeded),
+    /// A plan an operator set makes no sense; nothing was changed.
+    #[error(transparent)]
+    BadPlan(#[from] PlanError),
+}
+
+/// A request over one of its tenant's ceilings: which, its value, and when to try again (for a
+/// rate or queue ceiling, which frees by itself).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tenant `{tenant}` is over its plan's `{limit}` ({ceiling}){}; an operator can raise it (durable tenant plan set {tenant} --{})",
+    retry_after_ms.map(|ms| format!(": try again in {} s", (ms + 999) / 1000)).unwrap_or_default(),
+    limit.field().replace('_', "-")
+)]
+pub struct QuotaExceeded {
+    /// The tenant.
+    pub tenant: Namespace,
+    /// Which ceiling.
+    pub limit: Limit,
+    /// Its value.
+    pub ceiling: u64,
+    /// When a retry may succeed, in milliseconds; `None` when waiting does not help (a payload
+    /// too large, a child too deep).
+    pub retry_after_ms: Option<Millis>,
 }
 
 impl EngineError {
@@ -41,7 +67,11 @@ impl EngineError {
     pub fn is_callers(&self) -> bool {
         matches!(
             self,
-            EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) | EngineError::RunExists(_)
+            EngineError::UnknownWorkflow(..)
+                | EngineError::BadInput(_)
+                | EngineError::RunExists(_)
+                | EngineError::QuotaExceeded(_)
+                | EngineError::BadPlan(_)
         )
     }
 }

@@ -6,11 +6,13 @@
 mod error;
 mod input;
 mod lifecycle;
+mod plans;
+mod quota;
 mod start;
 mod verbs;
 
 pub use crate::driver::EngineConfig;
-pub use error::EngineError;
+pub use error::{EngineError, QuotaExceeded};
 pub use input::StartRun;
 pub use lifecycle::Engine;
 pub use verbs::Control;

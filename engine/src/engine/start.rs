@@ -33,6 +33,7 @@ impl Engine {
                 registry.workflow_names().join(", "),
             ));
         };
+        let admitted = self.admit_start(&namespace, &req.input).await?;
         let (id, origin) = match req.id {
             Some(id) => (id, IdOrigin::Chosen),
             None => (RunId::generate(), IdOrigin::Generated),
@@ -40,7 +41,7 @@ impl Engine {
         let mut new = NewRun::top_level(id.clone(), namespace, &req.workflow, version, req.input);
         new.tags = req.tags;
         new.search_attributes = req.search_attributes;
-        match self.create(new, origin).await {
+        match self.create(new, origin, admitted.counted).await {
             Err(EngineError::Store(StoreError::Conflict(_))) => Err(EngineError::RunExists(id)),
             started => started,
         }
@@ -58,6 +59,7 @@ impl Engine {
         let Some(original) = self.state.store.get_run(scope, id).await? else {
             return Ok(Control::NotFound);
         };
+        let admitted = self.admit_start(&original.namespace, &input).await?;
         let registry = &self.state.registry;
         let version = registry
             .latest(&original.workflow)
@@ -72,17 +74,21 @@ impl Engine {
         new.tags = original.tags.clone();
         new.search_attributes = original.search_attributes.clone();
         new.retry_of = Some(original.id.clone());
-        let run = self.create(new, IdOrigin::Generated).await?;
+        let run = self
+            .create(new, IdOrigin::Generated, admitted.counted)
+            .await?;
         Ok(Control::Done(run))
     }
 
     /// Inserts a new run and announces it to its tenant. With a free turn slot, the run's first
     /// turn is planned and persisted with the insert (see [`start`]), or, if it cannot be
     /// planned, the run is inserted already claimed and its first turn starts here at once;
-    /// otherwise the claim loop is poked.
-    async fn create(&self, new: NewRun, id: IdOrigin) -> Result<Run, EngineError> {
+    /// otherwise the claim loop is poked. A run `counted` against a concurrency ceiling always
+    /// waits for the claim loop, which starts it only while its tenant is under the ceiling.
+    async fn create(&self, new: NewRun, id: IdOrigin, counted: bool) -> Result<Run, EngineError> {
         let state = &self.state;
-        let (new, slot) = match state.try_turn_slot() {
+        let slot = if counted { None } else { state.try_turn_slot() };
+        let (new, slot) = match slot {
             Some(slot) => {
                 // A task of its own, so that a caller that gives up (a client hanging up) cannot
                 // stop it halfway: once its first steps left, the start is carried through.

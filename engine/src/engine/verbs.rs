@@ -35,6 +35,10 @@ impl Engine {
     ) -> Result<SignalSent, EngineError> {
         check_signal_name(name)?;
         check_payload("the signal's payload", &payload)?;
+        if let Some(tenant) = scope.namespace() {
+            // A tenant's own request: held to its plan (an operator's is not).
+            self.admit_payload(tenant, &payload).await?;
+        }
         let sent = self
             .state
             .store
@@ -73,6 +77,10 @@ impl Engine {
         };
         if let Some(run) = &run {
             self.state.announce_cancel(&run.id).await;
+            if run.status == RunStatus::Cancelled {
+                // Its slot under a concurrency ceiling came free: a queued run may start.
+                self.state.wake.notify_one();
+            }
         }
         self.controlled(scope, id, run).await
     }

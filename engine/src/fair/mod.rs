@@ -3,8 +3,10 @@
 //! stage: [`FairQueue`] picks the tenant whose share is furthest behind, then that tenant's keys
 //! (a workflow, or a concurrency key the author chooses) in turn, then each key's earliest work,
 //! so a tenant with thousands of waiting items spread over many keys gets no more than its
-//! weighted share while another tenant waits.
+//! weighted share while another tenant waits. [`rate`] is the allowance arithmetic behind
+//! per-minute ceilings, shared by every counter that enforces one.
 
 mod queue;
+pub mod rate;
 
 pub use queue::{FairQueue, Weight};

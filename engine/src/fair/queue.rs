@@ -7,7 +7,7 @@
 //! time buys no burst later, and an idle tenant's share goes to the others at once: the queue is
 //! work-conserving. Weights split the service in their ratio under saturation.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 
 use crate::model::Millis;
@@ -87,6 +87,13 @@ impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
         self.len
     }
 
+    /// Whether `tenant` has items waiting.
+    pub fn holds(&self, tenant: &T) -> bool {
+        self.tenants
+            .get(tenant)
+            .is_some_and(|lane| !lane.turn.is_empty())
+    }
+
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -115,13 +122,60 @@ impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
             lane.pass = lane.pass.max(now);
             lane.since = arrival;
         }
-        let items = lane.keys.entry(key.clone()).or_default();
-        if items.is_empty() {
-            lane.turn.push_back(key);
-        }
-        items.insert((due, self.arrivals), item);
+        lane.insert(key, due, arrival, item);
         self.arrivals += 1;
         self.len += 1;
+    }
+
+    /// Replaces every waiting item with `items`, keeping each tenant's place: a tenant that had
+    /// items waiting keeps its pass, any other enters at the virtual time, as [`FairQueue::push`]
+    /// would let it. For a stage that reads again what waits (the claim loop asks the store)
+    /// rather than being handed each item once; passes must outlive the reads, or the
+    /// earliest-due tenant would win every read.
+    pub fn refill(&mut self, items: impl IntoIterator<Item = (T, K, Millis, V)>) {
+        let waiting: HashSet<T> = self
+            .tenants
+            .iter()
+            .filter(|(_, lane)| !lane.turn.is_empty())
+            .map(|(tenant, _)| tenant.clone())
+            .collect();
+        for lane in self.tenants.values_mut() {
+            lane.keys.clear();
+            lane.turn.clear();
+        }
+        self.len = 0;
+        let mut back = HashSet::new();
+        for (tenant, key, due, item) in items {
+            let arrival = self.arrivals;
+            let lane = self.tenants.entry(tenant.clone()).or_insert_with(|| Lane {
+                pass: 0,
+                since: arrival,
+                keys: HashMap::new(),
+                turn: VecDeque::new(),
+            });
+            if lane.turn.is_empty() && !waiting.contains(&tenant) {
+                lane.since = arrival;
+                back.insert(tenant);
+            }
+            lane.insert(key, due, arrival, item);
+            self.arrivals += 1;
+            self.len += 1;
+        }
+        let now = self
+            .tenants
+            .iter()
+            .filter(|(tenant, lane)| !lane.turn.is_empty() && waiting.contains(*tenant))
+            .map(|(_, lane)| lane.pass)
+            .min()
+            .unwrap_or(self.now);
+        for tenant in back {
+            if let Some(lane) = self.tenants.get_mut(&tenant) {
+                lane.pass = lane.pass.max(now);
+            }
+        }
+        let weights = &self.weights;
+        self.tenants
+            .retain(|tenant, lane| !lane.turn.is_empty() || weights.contains_key(tenant));
     }
 
     /// Takes the next item: the tenant furthest behind its share, that tenant's next key in
@@ -155,7 +209,16 @@ impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
     }
 }
 
-impl<K: Eq + Hash, V> Lane<K, V> {
+impl<K: Clone + Eq + Hash, V> Lane<K, V> {
+    /// Queues `item` under `key`; a key that had nothing waiting takes its turn last.
+    fn insert(&mut self, key: K, due: Millis, arrival: u64, item: V) {
+        let items = self.keys.entry(key.clone()).or_default();
+        if items.is_empty() {
+            self.turn.push_back(key);
+        }
+        items.insert((due, arrival), item);
+    }
+
     /// When this tenant's next item is due (its next key's earliest).
     fn head_due(&self) -> Millis {
         self.turn

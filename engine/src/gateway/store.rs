@@ -29,7 +29,10 @@ impl From<EngineError> for Refusal {
     fn from(e: EngineError) -> Self {
         // Exhaustive, unlike `EngineError::is_callers`: a new variant must be given its code.
         let code = match e {
-            EngineError::UnknownWorkflow(..) | EngineError::BadInput(_) => "bad-request",
+            EngineError::UnknownWorkflow(..)
+            | EngineError::BadInput(_)
+            | EngineError::BadPlan(_) => "bad-request",
+            EngineError::QuotaExceeded(_) => "quota-exceeded",
             EngineError::ShuttingDown => "unavailable",
             EngineError::RunExists(_) => "conflict",
             // The pod cannot act on the database's or broker's own words, and they are not its

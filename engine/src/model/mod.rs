@@ -9,6 +9,7 @@ mod gateway;
 mod handshake;
 mod health;
 mod namespace;
+mod plan;
 mod query;
 mod retry;
 mod run;
@@ -26,6 +27,7 @@ pub use handshake::{
 };
 pub use health::{NamespaceLoad, WorkerGroup};
 pub use namespace::{Namespace, NamespaceError, Scope};
+pub use plan::{Limit, MAX_WEIGHT, Plan, PlanError, Usage};
 pub use query::{
     AttributeFilter, Cursor, Facets, MAX_FACET_VALUES, MAX_PAGE_SIZE, RunPage, RunQuery,
     RunQueryError, StatusCount, ValueCount,

@@ -23,7 +23,7 @@ mod sqlite;
 pub mod conformance;
 
 pub use accounts::{Accounts, NewUser, User};
-pub use api::{Dispatches, Leases, RunControl, RunReads, Store, Turns, Upkeep};
+pub use api::{Dispatches, Leases, Plans, RunControl, RunReads, Store, Turns, Upkeep};
 pub use error::{StoreError, StoreResult};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
@@ -31,7 +31,7 @@ pub use postgres::PgStore;
 pub use postgres::testing as postgres_testing;
 pub use records::{
     Claim, Committed, History, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch,
-    SignalSent, StepApplied, TurnCommit, TurnOutcome,
+    Runnable, SignalSent, StepApplied, TurnCommit, TurnOutcome,
 };
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]

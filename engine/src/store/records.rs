@@ -263,6 +263,23 @@ pub enum SignalSent {
     NotFound,
 }
 
+/// A run that needs a turn, as the claim loop's fair pick sees it (see
+/// [`crate::store::Leases::runnable_runs`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Runnable {
+    /// The run.
+    pub id: RunId,
+    /// Its tenant: the first tier of the pick.
+    pub namespace: Namespace,
+    /// Its workflow: the second tier, so a tenant's backlog spread over many workflows buys
+    /// no more than one workflow's.
+    pub workflow: String,
+    /// Since when it needs its turn (its timer, or its creation).
+    pub due: Millis,
+    /// Whether it is a top-level run never started: the kind a concurrency ceiling holds back.
+    pub fresh: bool,
+}
+
 /// A driver's lease, offered with a write that may make a run runnable, so the run is claimed
 /// in that same transaction instead of in a separate claim round trip.
 #[derive(Clone, Debug, PartialEq)]

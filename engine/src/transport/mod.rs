@@ -23,7 +23,8 @@ pub use self::redis::testing as redis_testing;
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisConfig, RedisTransport};
 pub use api::{
-    ControlChannel, RemoteTurns, RunRequests, StepQueues, TenantEvents, Transport, WorkerRegistry,
+    ControlChannel, RateLimits, RemoteTurns, RunRequests, StepQueues, TenantEvents, Transport,
+    WorkerRegistry,
 };
 pub use memory::MemoryTransport;
 

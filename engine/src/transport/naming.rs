@@ -196,6 +196,11 @@ pub fn tenant_events_channel(p: &str, namespace: &Namespace) -> String {
     format!("{p}-tenant-events-{namespace}")
 }
 
+/// Tenant `tenant`'s rate allowance `name` (`P-rate:<tenant>:<name>`).
+pub fn rate_key(p: &str, tenant: &Namespace, name: &str) -> String {
+    format!("{p}-rate:{tenant}:{name}")
+}
+
 /// The pattern matching every tenant's event channel (an operator's subscription).
 pub fn tenant_events_pattern(p: &str) -> String {
     format!("{p}-tenant-events-*")

@@ -1,20 +1,44 @@
 //! The claim loop: takes runnable runs of the engine's scope with a lease, as many as turn slots
-//! are free, and hands each to [`turn::runner`](crate::driver::turn::runner). Idle, it sleeps
+//! are free, picked fairly between tenants and within a tenant between its workflows, and hands
+//! each to [`turn::runner`](crate::driver::turn::runner). Idle, it sleeps
 //! until the next timer or lease expiry on the engine's clock, or for at most `idle_poll` of
 //! wall time, unless a commit pokes it sooner (see [`State::wait_until`]).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::driver::plans::PlanSet;
 use crate::driver::state::{State, millis};
 use crate::driver::turn::runner::{FirstTurn, spawn_turns};
-use crate::model::Millis;
+use crate::fair::FairQueue;
+use crate::model::{Millis, Namespace, RunId};
+use crate::store::Runnable;
 
-/// Claims due runs and starts their turns until `stop`.
+/// How long a read of what waits serves the fair pick before it is read again. While every
+/// slot is busy, slots free one or two at a time; reading on each would cost a ranking query
+/// per claimed run. A run that became runnable since waits at most this long to be seen.
+const REREAD: Duration = Duration::from_millis(10);
+
+/// The fewest of each tenant's runs one read holds: the pick between tenants follows their
+/// shares only while each tenant has runs in hand, and a read per claimed run would cost a
+/// ranking query each.
+const PER_TENANT: u32 = 16;
+
+/// Claims due runs and starts their turns until `stop`: as many as turn slots are free, picked
+/// fairly between tenants (see [`crate::fair`]).
 pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let lease_ms = state.config.lease.as_millis() as i64;
+    let mut waiting = FairQueue::<Namespace, String, (RunId, bool)>::new();
+    let mut plans = state.plans.current(&*state.store).await;
+    let mut read_at: Option<Instant> = None;
+    // Tenants the last read did not hold every waiting run of.
+    let mut truncated = HashSet::new();
+    // Picks in a row none of which could be claimed (PostgreSQL skips rows a commit holds).
+    let mut missed = 0u32;
     loop {
         if *stop.borrow() {
             break;
@@ -29,24 +53,75 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
             continue;
         }
         let now = state.clock.now();
-        let claimed = match state
-            .store
-            .claim_runs(
-                &state.scope,
-                &state.config.owner,
-                now,
-                lease_ms,
-                free,
-                state.config.max_recoveries,
-            )
-            .await
-        {
-            Ok(runs) => runs,
-            Err(e) => {
-                tracing::warn!(error = %e, "claiming runs failed; retrying shortly");
-                Vec::new()
+        if waiting.len() < free as usize || read_at.is_none_or(|at| at.elapsed() >= REREAD) {
+            read_at = Some(Instant::now());
+            plans = state.plans.current(&*state.store).await;
+            let (runs, cut) = read_waiting(&state, &plans, now, free).await;
+            truncated = cut;
+            for tenant in runs.iter().map(|r| &r.namespace).collect::<HashSet<_>>() {
+                waiting.set_weight(tenant.clone(), plans.weight(tenant));
+            }
+            waiting.refill(
+                runs.into_iter()
+                    .map(|r| (r.namespace, r.workflow, r.due, (r.id, r.fresh))),
+            );
+        }
+        let mut ceilings = Vec::new();
+        let mut picked = Vec::new();
+        while picked.len() < free as usize {
+            let Some((tenant, _, (id, fresh))) = waiting.pop() else {
+                break;
+            };
+            picked.push(id);
+            if truncated.contains(&tenant) && !waiting.holds(&tenant) {
+                // The read held only this tenant's first runs: what else it has, and its
+                // place against the others, needs a new read before the next pick.
+                read_at = None;
+                break;
+            }
+            if fresh
+                && let Some(ceiling) = plans.max_concurrent_runs(&tenant)
+                && !ceilings.iter().any(|(t, _)| t == &tenant)
+            {
+                ceilings.push((tenant, ceiling));
+            }
+        }
+        let claimed = if picked.is_empty() {
+            Vec::new()
+        } else {
+            match state
+                .store
+                .claim_these(
+                    &state.scope,
+                    &picked,
+                    &ceilings,
+                    &state.config.owner,
+                    now,
+                    lease_ms,
+                    state.config.max_recoveries,
+                )
+                .await
+            {
+                Ok(runs) => runs,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming runs failed; retrying shortly");
+                    Vec::new()
+                }
             }
         };
+        if claimed.len() < picked.len() {
+            // Some were taken by another driver or a direct claim: what waits has moved on.
+            read_at = None;
+        }
+        if claimed.is_empty() && !picked.is_empty() {
+            missed += 1;
+            if missed >= 3 {
+                // What was read is held or gone: give the holders a moment, not a spin.
+                state.pace(Duration::from_millis(2)).await;
+            }
+            continue;
+        }
+        missed = 0;
         if claimed.is_empty() {
             // Any suspend committed from here on pokes us, until we know what we wait for.
             state.plan_wake(Millis::MAX);
@@ -60,6 +135,7 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
             }
             // Awake: whatever was committed meanwhile is seen by the next claim.
             state.plan_wake(Millis::MIN);
+            read_at = None;
             continue;
         }
         for run in claimed {
@@ -69,6 +145,71 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
             spawn_turns(state.clone(), run, FirstTurn::Claimed(None), slot);
         }
     }
+}
+
+/// What waits for a turn, for the fair pick: enough of each tenant to fill `free` slots (and
+/// a few rounds' worth while slots free one at a time), and the tenants it holds only the first
+/// runs of. Fresh runs of a tenant at its concurrency ceiling are left out: picking them would
+/// only have the claim refuse them, round after round.
+async fn read_waiting(
+    state: &State,
+    plans: &PlanSet,
+    now: Millis,
+    free: u32,
+) -> (Vec<Runnable>, HashSet<Namespace>) {
+    let per_tenant = free.max(PER_TENANT);
+    let limit = per_tenant.saturating_mul(4).clamp(64, 4096);
+    let mut runs = match state
+        .store
+        .runnable_runs(
+            &state.scope,
+            now,
+            per_tenant,
+            limit,
+            state.config.max_recoveries,
+        )
+        .await
+    {
+        Ok(runs) => runs,
+        Err(e) => {
+            tracing::warn!(error = %e, "reading runs that need a turn failed; retrying shortly");
+            return (Vec::new(), HashSet::new());
+        }
+    };
+    let mut counts = HashMap::<&Namespace, u32>::new();
+    for run in &runs {
+        *counts.entry(&run.namespace).or_default() += 1;
+    }
+    let truncated: HashSet<Namespace> = counts
+        .into_iter()
+        .filter(|(_, n)| *n >= per_tenant)
+        .map(|(tenant, _)| tenant.clone())
+        .collect();
+    let limited: HashSet<Namespace> = runs
+        .iter()
+        .filter(|r| r.fresh && plans.max_concurrent_runs(&r.namespace).is_some())
+        .map(|r| r.namespace.clone())
+        .collect();
+    for tenant in limited {
+        let Some(ceiling) = plans.max_concurrent_runs(&tenant) else {
+            continue;
+        };
+        let room = match state.store.usage(&tenant, now).await {
+            Ok(usage) => u64::from(ceiling).saturating_sub(usage.running),
+            // The claim counts again anyway; only the pick is less informed.
+            Err(_) => u64::from(ceiling),
+        };
+        let mut left = room;
+        runs.retain(|r| {
+            if !r.fresh || r.namespace != tenant {
+                return true;
+            }
+            let keep = left > 0;
+            left = left.saturating_sub(1);
+            keep
+        });
+    }
+    (runs, truncated)
 }
 
 /// Until when (engine time) to sleep with nothing to do: the next timer or lease expiry, at

@@ -22,10 +22,16 @@ pub(crate) async fn compute(
     // this plus the new checkpoints, and the store does not read it back.
     let replayed = history.clone();
     let now = state.clock.now();
+    let max_depth = state
+        .plans
+        .current(&*state.store)
+        .await
+        .of(&run.namespace)
+        .max_nesting_depth;
     let (commit, outgoing) = match state.registry.get(&run.workflow, run.workflow_version) {
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
         None => match super::remote::turn(state, run, history, now).await {
-            Ok(decision) => plan(run, decision, now, &state.registry),
+            Ok(decision) => plan(run, decision, now, &state.registry, max_depth),
             Err(block) => (TurnCommit::new(block), Vec::new()),
         },
         Some(workflow) => {
@@ -42,7 +48,7 @@ pub(crate) async fn compute(
                 now,
             };
             let decision = run_turn(workflow, input, state.clock.clone()).await;
-            plan(run, decision, now, &state.registry)
+            plan(run, decision, now, &state.registry, max_depth)
         }
     };
     let alike = replays_alike(&replayed, &commit);

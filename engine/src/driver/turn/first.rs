@@ -67,7 +67,9 @@ pub(crate) async fn with_first_turn(
         return Ok(Started::Unplanned(new, slot));
     };
     let view = claimed(&new, &claim, now);
-    let (commit, outgoing) = plan(&view, decision, now, &state.registry);
+    let plans = state.plans.current(&*state.store).await;
+    let max_depth = plans.of(&view.namespace).max_nesting_depth;
+    let (commit, outgoing) = plan(&view, decision, now, &state.registry, max_depth);
     let alike = replays_alike(&History::default(), &commit);
     let (commit, mut after) =
         prepare(state, &view, History::default(), commit, outgoing, now).await;

@@ -279,6 +279,13 @@ impl AfterCommit {
         if !unchanged {
             state.emit(&updated, TenantEventKind::for_status(updated.status), None);
         }
+        if updated.status.is_terminal() && updated.parent_run_id.is_none() {
+            let plans = state.plans.current(&*state.store).await;
+            if plans.max_concurrent_runs(&updated.namespace).is_some() {
+                // A slot under its tenant's ceiling came free: a queued run may start now.
+                state.wake.notify_one();
+            }
+        }
         if parked {
             TurnEnd::Parked(Box::new(updated))
         } else {

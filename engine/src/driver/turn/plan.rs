@@ -3,18 +3,24 @@
 //! to send once it commits. Pure: no store, no transport, no clock.
 
 use super::guard::Outgoing;
-use crate::model::{CheckpointKind, CheckpointStatus, RemoteTask, Run, RunId, step_id};
+use crate::model::{
+    CheckpointKind, CheckpointStatus, RemoteTask, Run, RunId, StepFailure, step_id,
+};
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
 use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
 use crate::transport::naming::routing_token;
 
-/// Turns a decision into the durable commit and the tasks to dispatch after it.
+/// Turns a decision into the durable commit and the tasks to dispatch after it. A child deeper
+/// than `max_depth` (the tenant's `max_nesting_depth`) is not started: it fails at once, and
+/// the parent sees that failure on its next turn.
 pub(crate) fn plan(
     run: &Run,
     decision: Decision,
     now: i64,
     registry: &Registry,
+    max_depth: Option<u32>,
 ) -> (TurnCommit, Vec<Outgoing>) {
+    let mut refused_child = false;
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
     let mut fired_timers = Vec::new();
     let mut redispatched = Vec::new();
@@ -132,6 +138,38 @@ pub(crate) fn plan(
                 seq,
                 workflow,
                 input,
+            } if max_depth.is_some_and(|max| run.nesting_depth + 1 > max) => {
+                let max = max_depth.unwrap_or_default();
+                let error = StepFailure::new(format!(
+                    "child `{workflow}` would nest {} deep, over tenant `{}`'s plan's max_nesting_depth ({max}); an operator can raise it (durable tenant plan set {} --max-nesting-depth)",
+                    run.nesting_depth + 1,
+                    run.namespace,
+                    run.namespace,
+                ))
+                .with_code("quota_exceeded")
+                .fatal();
+                checkpoints.push(NewCheckpoint {
+                    seq,
+                    kind: CheckpointKind::Child,
+                    name: workflow,
+                    status: CheckpointStatus::Failed,
+                    worker_group: None,
+                    input: Some(input),
+                    output: None,
+                    error: Some(error),
+                    wake_at: None,
+                    enqueued_at: Some(now),
+                    started_at: None,
+                    finished_at: Some(now),
+                    retry_policy: None,
+                    timeout_ms: None,
+                });
+                refused_child = true;
+            }
+            Command::StartChild {
+                seq,
+                workflow,
+                input,
             } => {
                 // A child belongs to its parent's namespace, whoever executes the parent; it
                 // starts on the newest version registered here (or parks as blocked if none).
@@ -167,6 +205,10 @@ pub(crate) fn plan(
         }
     }
     let outcome = match decision.status {
+        // A refused child is already resolved: the run's next turn sees it at once.
+        DecisionStatus::Continue if refused_child => TurnOutcome::Suspend {
+            wake_at: Some(decision.next_wake.map_or(now, |at| at.min(now))),
+        },
         DecisionStatus::Continue => TurnOutcome::Suspend {
             wake_at: decision.next_wake,
         },

@@ -99,3 +99,52 @@ fn between_tenants_level_on_service_the_earliest_due_goes_first() {
     assert_eq!(tenant, "globex");
     assert_eq!(q.len(), 1);
 }
+
+#[test]
+fn refilling_each_round_keeps_the_tenants_places() {
+    // The claim loop's use: every round reads what waits again and takes one. acme's work is
+    // always due first, so without passes that outlive the reads acme would win every round.
+    let mut q: FairQueue<&'static str, String, u32> = FairQueue::new();
+    let (mut acme_next, mut globex_next) = (0u32, 0u32);
+    let mut served = HashMap::<&str, usize>::new();
+    for _ in 0..100 {
+        let waiting = (acme_next..acme_next + 4)
+            .map(|i| ("acme", format!("w{}", i % 5), i64::from(i), i))
+            .chain(
+                (globex_next..globex_next + 4)
+                    .map(|i| ("globex", "w".into(), 1_000_000 + i64::from(i), i)),
+            );
+        q.refill(waiting.collect::<Vec<_>>());
+        let (tenant, _, _) = q.pop().expect("work waits");
+        *served.entry(tenant).or_default() += 1;
+        match tenant {
+            "acme" => acme_next += 1,
+            _ => globex_next += 1,
+        }
+    }
+    assert_eq!(served.get("acme"), Some(&50));
+    assert_eq!(served.get("globex"), Some(&50));
+}
+
+#[test]
+fn a_tenant_back_after_a_refill_without_it_gets_no_credit_for_its_absence() {
+    let mut q: FairQueue<&'static str, String, u32> = FairQueue::new();
+    q.refill(
+        (0..100)
+            .map(|i| ("acme", "w".to_owned(), i64::from(i), i))
+            .collect::<Vec<_>>(),
+    );
+    for _ in 0..50 {
+        q.pop();
+    }
+    // globex arrives now: it alternates with acme rather than taking 50 in a row.
+    q.refill(
+        (50..100)
+            .map(|i| ("acme", "w".to_owned(), i64::from(i), i))
+            .chain((0..50).map(|i| ("globex", "w".to_owned(), 10_000, i)))
+            .collect::<Vec<_>>(),
+    );
+    let served = serve(&mut q, 20);
+    assert_eq!(served.get("acme"), Some(&10));
+    assert_eq!(served.get("globex"), Some(&10));
+}

@@ -1,8 +1,8 @@
 //! Claims and leases: which driver turns which run, for how long, and whether its peers are
 //! alive.
 
-use crate::model::{Millis, Run, RunId, Scope};
-use crate::store::StoreResult;
+use crate::model::{Millis, Namespace, Run, RunId, Scope};
+use crate::store::{Runnable, StoreResult};
 use async_trait::async_trait;
 
 /// Claiming runs for turns, renewing and releasing their leases, and drivers' heartbeats.
@@ -19,6 +19,38 @@ pub trait Leases: Send + Sync + 'static {
         now: Millis,
         lease_ms: i64,
         limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Run>>;
+
+    /// Runs of `scope` that [`Leases::claim_runs`] would take at `now`, for a fair pick between
+    /// tenants: at most `per_tenant` of each tenant, taken round robin over its workflows
+    /// (earliest due first within one), and `limit` in all, tenants' firsts before their
+    /// seconds. Only a read: another driver may claim any of them first.
+    async fn runnable_runs(
+        &self,
+        scope: &Scope,
+        now: Millis,
+        per_tenant: u32,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Runnable>>;
+
+    /// [`Leases::claim_runs`] for the runs of `ids` that still need a turn at `now`; the
+    /// others (claimed meanwhile, ended, or not in `scope`) are left alone.
+    ///
+    /// For each `(tenant, ceiling)` of `ceilings`, fresh runs of that tenant (top-level, never
+    /// started) are claimed only while fewer than `ceiling` of its top-level runs are started
+    /// and not ended, counted in the claim's own transaction, so drivers racing on one
+    /// database never start more than the ceiling between them.
+    #[allow(clippy::too_many_arguments)]
+    async fn claim_these(
+        &self,
+        scope: &Scope,
+        ids: &[RunId],
+        ceilings: &[(Namespace, u32)],
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
         max_recoveries: u32,
     ) -> StoreResult<Vec<Run>>;
 

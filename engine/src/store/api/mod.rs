@@ -11,6 +11,7 @@
 mod control;
 mod dispatches;
 mod leases;
+mod plans;
 mod reads;
 mod turns;
 mod upkeep;
@@ -18,12 +19,13 @@ mod upkeep;
 pub use control::RunControl;
 pub use dispatches::Dispatches;
 pub use leases::Leases;
+pub use plans::Plans;
 pub use reads::RunReads;
 pub use turns::Turns;
 pub use upkeep::Upkeep;
 
 /// Runs and checkpoints, as every backend stores them: every capability at once, which is what
 /// an engine needs. Implemented for every type that has them all.
-pub trait Store: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches {}
+pub trait Store: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans {}
 
-impl<T> Store for T where T: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches {}
+impl<T> Store for T where T: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans {}

@@ -13,6 +13,7 @@ mod concurrent;
 mod control;
 mod dispatch;
 mod lists;
+mod plans;
 mod results;
 mod runs;
 mod scopes;
@@ -27,6 +28,7 @@ pub use concurrent::*;
 pub use control::*;
 pub use dispatch::*;
 pub use lists::*;
+pub use plans::*;
 pub use results::*;
 pub use runs::*;
 pub use scopes::*;
@@ -94,7 +96,12 @@ macro_rules! store_conformance {
             step_events_checkpoint_only_open_runs_in_scope,
             step_beats_touch_only_their_own_pending_step,
             // dispatch.rs
-            lost_dispatches_spare_live_senders
+            lost_dispatches_spare_live_senders,
+            // plans.rs
+            plans_round_trip_and_an_empty_one_is_removed,
+            usage_counts_a_tenants_top_level_runs,
+            runnable_runs_are_read_round_robin_between_tenants_and_workflows,
+            claims_under_a_ceiling_start_no_more_than_it_allows
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

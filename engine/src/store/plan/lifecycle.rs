@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::settle::settle_ended;
 use super::turn::TurnStatements;
-use crate::model::{Millis, Run, RunId, RunStatus, Scope, StepFailure};
+use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope, StepFailure};
 use crate::store::{RunPatch, SignalSent, StoreResult};
 
 /// What [`crate::store::Store::claim_runs`] asks for: up to `limit` runnable runs in `scope`,
@@ -22,6 +22,10 @@ pub(crate) struct ClaimRequest {
     pub lease_ms: i64,
     pub limit: u32,
     pub max_recoveries: u32,
+    /// Only these runs, when set (a fair pick's).
+    pub only: Option<Vec<RunId>>,
+    /// Tenants whose fresh runs start only under a concurrency ceiling.
+    pub ceilings: Vec<(Namespace, u32)>,
 }
 
 impl ClaimRequest {
@@ -41,9 +45,57 @@ impl ClaimRequest {
             lease_ms,
             limit,
             max_recoveries,
+            only: None,
+            ceilings: Vec::new(),
+        }
+    }
+
+    /// The request [`crate::store::Store::claim_these`]'s arguments make.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn these(
+        scope: &Scope,
+        ids: &[RunId],
+        ceilings: &[(Namespace, u32)],
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        max_recoveries: u32,
+    ) -> Self {
+        let limit = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        ClaimRequest {
+            only: Some(ids.to_vec()),
+            ceilings: ceilings.to_vec(),
+            ..Self::new(scope, owner, now, lease_ms, limit, max_recoveries)
         }
     }
 }
+
+/// Of `fresh` (a tenant's fresh runs among those a claim asks for, earliest first), the ones
+/// to leave waiting when `started` of its top-level runs are running under `ceiling`.
+pub(crate) fn over_ceiling(fresh: Vec<RunId>, started: u64, ceiling: u32) -> Vec<RunId> {
+    let room = u64::from(ceiling).saturating_sub(started) as usize;
+    fresh.into_iter().skip(room).collect()
+}
+
+/// [`crate::store::Store::runnable_runs`], up to its filter: each run's rank within its
+/// workflow, then within its tenant by that rank, so a tenant's firsts are one per workflow in
+/// turn. A store appends what needs a turn and its scope, then [`RUNNABLE_RANKED_END`] with the
+/// per-tenant cap, then the limit.
+pub(crate) const RUNNABLE_RANKED: &str = "SELECT id, namespace, workflow, due, fresh FROM \
+    (SELECT id, namespace, workflow, due, fresh, \
+    ROW_NUMBER() OVER (PARTITION BY namespace ORDER BY in_workflow, due, id) AS in_tenant \
+    FROM (SELECT id, namespace, workflow, COALESCE(wake_at, created_at) AS due, \
+    (attempt = 0 AND parent_run_id IS NULL) AS fresh, \
+    ROW_NUMBER() OVER (PARTITION BY namespace, workflow \
+    ORDER BY COALESCE(wake_at, created_at), id) AS in_workflow FROM runs WHERE ";
+
+/// What closes [`RUNNABLE_RANKED`]; the per-tenant cap follows it, then ` ORDER BY … LIMIT `.
+pub(crate) const RUNNABLE_RANKED_END: &str = ") by_workflow) by_tenant WHERE in_tenant <= ";
+
+/// The count [`over_ceiling`] needs: a tenant's top-level runs started and not ended.
+pub(crate) const STARTED_SQL: &str = "SELECT count(*) FROM runs WHERE namespace = $1 \
+    AND parent_run_id IS NULL AND attempt > 0 \
+    AND status IN ('pending', 'running', 'suspended', 'blocked', 'cancelling')";
 
 /// The statements of the control verbs and the sweep, in a store's dialect, inside its write
 /// transaction.

@@ -15,10 +15,12 @@
 //! - `settle.rs`: resolving waits: a failed step's retry, a parent's wait on its child;
 //! - `lifecycle.rs`: the control verbs' and the sweep's rules;
 //! - `filters.rs`: a list query's filters and its page;
-//! - `reads.rs`: counts both stores aggregate alike.
+//! - `reads.rs`: counts both stores aggregate alike;
+//! - `plans.rs`: how plans are keyed and a tenant's usage is counted.
 
 pub(crate) mod filters;
 pub(crate) mod lifecycle;
+pub(crate) mod plans;
 pub(crate) mod reads;
 pub(crate) mod result;
 pub(crate) mod settle;

@@ -3,14 +3,17 @@
 //! sweep are `plan::lifecycle`'s; these are their statements.
 
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool, Row};
 
-use super::rows::{RUN_COLS, db, run_from_row};
+use super::rows::{RUN_COLS, db, run_from_row, run_id};
 use super::sql::{Sql, push_scope};
 use super::values::to_value;
-use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::plan::lifecycle::{self, ClaimRequest, LifecycleStatements};
-use crate::store::{RunPatch, SignalSent, StoreResult};
+use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
+use crate::store::plan::lifecycle::{
+    self, ClaimRequest, LifecycleStatements, RUNNABLE_RANKED, RUNNABLE_RANKED_END, STARTED_SQL,
+    over_ceiling,
+};
+use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
 /// database each take a disjoint set, and none waits for another's claim.
@@ -18,6 +21,43 @@ pub(super) async fn claim_runs(
     conn: &mut PgConnection,
     req: &ClaimRequest,
 ) -> StoreResult<Vec<Run>> {
+    let mut only = req.only.clone();
+    if let Some(ids) = &mut only {
+        // One tenant's claims queue behind each other's count (in tenant order, so two
+        // drivers never wait on each other in a circle); other tenants' do not.
+        let mut ceilings = req.ceilings.clone();
+        ceilings.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        for (tenant, ceiling) in &ceilings {
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock(hashtextextended('durable-ceiling:' || $1, 0))",
+            )
+            .bind(tenant.as_str())
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+            let started: i64 = sqlx::query_scalar(STARTED_SQL)
+                .bind(tenant.as_str())
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(db)?;
+            let among: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
+            let fresh: Vec<String> = sqlx::query_scalar(
+                "SELECT id FROM runs WHERE namespace = $1 AND parent_run_id IS NULL \
+                 AND attempt = 0 AND status = 'pending' AND id = ANY($2) ORDER BY created_at, id",
+            )
+            .bind(tenant.as_str())
+            .bind(&among)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db)?;
+            let fresh = fresh.into_iter().map(run_id).collect::<StoreResult<_>>()?;
+            let held = over_ceiling(fresh, started.max(0) as u64, *ceiling);
+            ids.retain(|id| !held.contains(id));
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+    }
     let mut sql = Sql::new(
         "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
          status = 'running', needs_wake = FALSE, wake_at = NULL, attempt = attempt + 1, locked_by = ",
@@ -26,22 +66,63 @@ pub(super) async fn claim_runs(
     sql.push(", locked_until = ")
         .push_bind(req.now + req.lease_ms);
     sql.push(", updated_at = ").push_bind(req.now);
-    sql.push(
-        " WHERE id IN (SELECT id FROM runs WHERE (status = 'pending' \
-         OR (status = 'suspended' AND wake_at <= ",
-    );
-    sql.push_bind(req.now);
-    sql.push(") OR (status = 'running' AND locked_until < ")
-        .push_bind(req.now);
-    sql.push(" AND recoveries < ")
-        .push_bind(req.max_recoveries as i32);
-    sql.push("))");
+    sql.push(" WHERE id IN (SELECT id FROM runs WHERE ");
+    runnable(&mut sql, req.now, req.max_recoveries);
     push_scope(&mut sql, "namespace", &req.scope);
+    if let Some(ids) = &only {
+        let ids: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
+        sql.push(" AND id = ANY(").push_bind(ids).push(")");
+    }
     sql.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
         .push_bind(i64::from(req.limit));
     sql.push(format!(" FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLS}"));
     let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
     rows.iter().map(run_from_row).collect()
+}
+
+/// `(status = 'pending' OR …)`: what needs a turn at `now`: pending runs, suspended ones whose
+/// timer has passed, and running ones whose lease lapsed (fewer than `max_recoveries` times).
+fn runnable(sql: &mut Sql, now: Millis, max_recoveries: u32) {
+    sql.push("(status = 'pending' OR (status = 'suspended' AND wake_at <= ")
+        .push_bind(now)
+        .push(") OR (status = 'running' AND locked_until < ")
+        .push_bind(now)
+        .push(" AND recoveries < ")
+        .push_bind(max_recoveries as i32)
+        .push("))");
+}
+
+/// [`crate::store::Store::runnable_runs`]: each run's rank within its workflow, then within
+/// its tenant by that rank, so a tenant's firsts are one per workflow in turn.
+pub(super) async fn runnable_runs(
+    pool: &PgPool,
+    scope: &Scope,
+    now: Millis,
+    per_tenant: u32,
+    limit: u32,
+    max_recoveries: u32,
+) -> StoreResult<Vec<Runnable>> {
+    let mut sql = Sql::new(RUNNABLE_RANKED);
+    runnable(&mut sql, now, max_recoveries);
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(RUNNABLE_RANKED_END)
+        .push_bind(i64::from(per_tenant))
+        .push(" ORDER BY in_tenant, due LIMIT ")
+        .push_bind(i64::from(limit));
+    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            Ok(Runnable {
+                id: run_id(row.try_get::<String, _>(0).map_err(db)?)?,
+                namespace: Namespace::from_stored(
+                    row.try_get::<Option<String>, _>(1).map_err(db)?.as_deref(),
+                ),
+                workflow: row.try_get(2).map_err(db)?,
+                due: row.try_get(3).map_err(db)?,
+                fresh: row.try_get(4).map_err(db)?,
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn renew_leases(

@@ -34,6 +34,7 @@ mod accounts;
 mod fused;
 mod lifecycle;
 mod merged;
+mod plans;
 mod reads;
 mod result;
 mod rows;
@@ -58,12 +59,12 @@ use super::plan;
 use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
-    RunControl, RunPatch, RunReads, SignalSent, StepApplied, StoreError, StoreResult, TurnCommit,
-    Turns, Upkeep,
+    RunControl, RunPatch, RunReads, Runnable, SignalSent, StepApplied, StoreError, StoreResult,
+    TurnCommit, Turns, Upkeep,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
-    RunStatus, Scope, StatusCount, StepResult, ValueCount,
+    BufferedSignal, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run, RunId, RunPage,
+    RunQuery, RunStatus, Scope, StatusCount, StepResult, ValueCount,
 };
 
 /// The PostgreSQL [`Store`] and [`super::Accounts`].
@@ -314,6 +315,34 @@ impl Leases for PgStore {
         max_recoveries: u32,
     ) -> StoreResult<Vec<Run>> {
         let req = ClaimRequest::new(scope, owner, now, lease_ms, limit, max_recoveries);
+        in_tx!(self.pool, |conn| lifecycle::claim_runs(conn, &req))
+    }
+
+    async fn runnable_runs(
+        &self,
+        scope: &Scope,
+        now: Millis,
+        per_tenant: u32,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Runnable>> {
+        lifecycle::runnable_runs(&self.pool, scope, now, per_tenant, limit, max_recoveries).await
+    }
+
+    async fn claim_these(
+        &self,
+        scope: &Scope,
+        ids: &[RunId],
+        ceilings: &[(Namespace, u32)],
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Run>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let req = ClaimRequest::these(scope, ids, ceilings, owner, now, lease_ms, max_recoveries);
         in_tx!(self.pool, |conn| lifecycle::claim_runs(conn, &req))
     }
 

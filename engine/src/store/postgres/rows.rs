@@ -39,7 +39,7 @@ fn opt_json<T: DeserializeOwned>(value: Option<Value>, what: &str) -> StoreResul
     value.map(|v| json(v, what)).transpose()
 }
 
-fn run_id(raw: String) -> StoreResult<RunId> {
+pub(super) fn run_id(raw: String) -> StoreResult<RunId> {
     RunId::parse(&raw).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 

@@ -5,15 +5,42 @@
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
-use super::rows::{RUN_COLS, run_from_row, to_json};
+use super::rows::{RUN_COLS, run_from_row, run_id, to_json};
 use super::sql::Sql;
 use super::sql::db;
 use super::writer::{Wrote, at_once};
-use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::plan::lifecycle::{self, ClaimRequest, LifecycleStatements};
-use crate::store::{RunPatch, SignalSent, StoreResult};
+use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
+use crate::store::plan::lifecycle::{
+    self, ClaimRequest, LifecycleStatements, RUNNABLE_RANKED, RUNNABLE_RANKED_END, STARTED_SQL,
+    over_ceiling,
+};
+use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
+    // The single writer makes the count and the claim one step: no other claim runs between.
+    let mut only = req.only.clone();
+    if let Some(ids) = &mut only {
+        for (tenant, ceiling) in &req.ceilings {
+            let started: i64 = conn
+                .prepare_cached(&STARTED_SQL.replace("$1", "?1"))
+                .map_err(db)?
+                .query_row([tenant.as_str()], |row| row.get(0))
+                .map_err(db)?;
+            let mut sql = Sql::new("SELECT id FROM runs WHERE namespace = ");
+            sql.bind(tenant.as_str().to_owned())
+                .push(
+                    " AND parent_run_id IS NULL AND attempt = 0 AND status = 'pending' AND id IN (",
+                )
+                .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
+                .push(") ORDER BY created_at, id");
+            let fresh = sql.all(conn, |row| run_id(row.get::<_, String>(0).map_err(db)?))?;
+            let held = over_ceiling(fresh, started.max(0) as u64, *ceiling);
+            ids.retain(|id| !held.contains(id));
+        }
+        if ids.is_empty() {
+            return Ok(Wrote::Keep(Vec::new()));
+        }
+    }
     let mut sql = Sql::new(
         "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
          status = 'running', needs_wake = 0, wake_at = NULL, attempt = attempt + 1, locked_by = ",
@@ -23,18 +50,60 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
         .bind(req.now + req.lease_ms)
         .push(", updated_at = ")
         .bind(req.now)
-        .push(" WHERE id IN (SELECT id FROM runs WHERE (status = 'pending' OR (status = 'suspended' AND wake_at <= ")
-        .bind(req.now)
-        .push(") OR (status = 'running' AND locked_until < ")
-        .bind(req.now)
-        .push(" AND recoveries < ")
-        .bind(i64::from(req.max_recoveries))
-        .push("))")
-        .scope("namespace", &req.scope)
-        .push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
+        .push(" WHERE id IN (SELECT id FROM runs WHERE ");
+    runnable(&mut sql, req.now, req.max_recoveries);
+    sql.scope("namespace", &req.scope);
+    if let Some(ids) = &only {
+        sql.push(" AND id IN (")
+            .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
+            .push(")");
+    }
+    sql.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
         .bind(i64::from(req.limit))
         .push(&format!(") RETURNING {RUN_COLS}"));
     Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
+}
+
+/// `(status = 'pending' OR …)`: what needs a turn at `now`: pending runs, suspended ones whose
+/// timer has passed, and running ones whose lease lapsed (fewer than `max_recoveries` times).
+fn runnable(sql: &mut Sql, now: Millis, max_recoveries: u32) {
+    sql.push("(status = 'pending' OR (status = 'suspended' AND wake_at <= ")
+        .bind(now)
+        .push(") OR (status = 'running' AND locked_until < ")
+        .bind(now)
+        .push(" AND recoveries < ")
+        .bind(i64::from(max_recoveries))
+        .push("))");
+}
+
+/// [`crate::store::Store::runnable_runs`]: each run's rank within its workflow, then within
+/// its tenant by that rank, so a tenant's firsts are one per workflow in turn.
+pub(super) fn runnable_runs(
+    conn: &Connection,
+    scope: &Scope,
+    now: Millis,
+    per_tenant: u32,
+    limit: u32,
+    max_recoveries: u32,
+) -> StoreResult<Vec<Runnable>> {
+    let mut sql = Sql::new(RUNNABLE_RANKED);
+    runnable(&mut sql, now, max_recoveries);
+    sql.scope("namespace", scope)
+        .push(RUNNABLE_RANKED_END)
+        .bind(i64::from(per_tenant))
+        .push(" ORDER BY in_tenant, due LIMIT ")
+        .bind(i64::from(limit));
+    sql.all(conn, |row| {
+        Ok(Runnable {
+            id: run_id(row.get::<_, String>(0).map_err(db)?)?,
+            namespace: Namespace::from_stored(
+                row.get::<_, Option<String>>(1).map_err(db)?.as_deref(),
+            ),
+            workflow: row.get(2).map_err(db)?,
+            due: row.get(3).map_err(db)?,
+            fresh: row.get(4).map_err(db)?,
+        })
+    })
 }
 
 pub(super) fn renew_leases(

@@ -26,6 +26,7 @@
 
 mod accounts;
 mod lifecycle;
+mod plans;
 mod readers;
 mod reads;
 mod result;
@@ -51,12 +52,12 @@ use super::plan;
 use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
-    RunControl, RunPatch, RunReads, SignalSent, StepApplied, StoreError, StoreResult, TurnCommit,
-    Turns, Upkeep,
+    RunControl, RunPatch, RunReads, Runnable, SignalSent, StepApplied, StoreError, StoreResult,
+    TurnCommit, Turns, Upkeep,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
-    RunStatus, Scope, StatusCount, StepResult, ValueCount,
+    BufferedSignal, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run, RunId, RunPage,
+    RunQuery, RunStatus, Scope, StatusCount, StepResult, ValueCount,
 };
 
 /// How many reader threads (and read connections) a store keeps.
@@ -306,6 +307,41 @@ impl Leases for SqliteStore {
         max_recoveries: u32,
     ) -> StoreResult<Vec<Run>> {
         let req = ClaimRequest::new(scope, owner, now, lease_ms, limit, max_recoveries);
+        self.writer
+            .write(move |conn| lifecycle::claim_runs(conn, &req))
+            .await
+    }
+
+    async fn runnable_runs(
+        &self,
+        scope: &Scope,
+        now: Millis,
+        per_tenant: u32,
+        limit: u32,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Runnable>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| {
+                lifecycle::runnable_runs(conn, &scope, now, per_tenant, limit, max_recoveries)
+            })
+            .await
+    }
+
+    async fn claim_these(
+        &self,
+        scope: &Scope,
+        ids: &[RunId],
+        ceilings: &[(Namespace, u32)],
+        owner: &str,
+        now: Millis,
+        lease_ms: i64,
+        max_recoveries: u32,
+    ) -> StoreResult<Vec<Run>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let req = ClaimRequest::these(scope, ids, ceilings, owner, now, lease_ms, max_recoveries);
         self.writer
             .write(move |conn| lifecycle::claim_runs(conn, &req))
             .await

@@ -26,7 +26,7 @@ fn opt_json<T: DeserializeOwned>(raw: Option<String>, what: &str) -> StoreResult
     raw.map(|r| from_json(&r, what)).transpose()
 }
 
-fn run_id(raw: String) -> StoreResult<RunId> {
+pub(super) fn run_id(raw: String) -> StoreResult<RunId> {
     RunId::parse(&raw).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 

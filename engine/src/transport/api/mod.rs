@@ -1,5 +1,6 @@
 //! The transport's seam, split by concern. Every transport offers [`StepQueues`],
-//! [`TenantEvents`], [`ControlChannel`], [`WorkerRegistry`] and [`RunRequests`]; [`Transport`]
+//! [`TenantEvents`], [`ControlChannel`], [`WorkerRegistry`], [`RunRequests`] and [`RateLimits`];
+//! [`Transport`]
 //! is their sum, which the engine holds as `Arc<dyn Transport>`. [`RemoteTurns`] is offered
 //! only where workers in other processes can run workflow turns: a transport hands it out
 //! through [`Transport::remote_turns`], and one that cannot (the in-process transport) does not
@@ -8,6 +9,7 @@
 
 mod control;
 mod events;
+mod rates;
 mod remote_turns;
 mod run_requests;
 mod steps;
@@ -15,6 +17,7 @@ mod workers;
 
 pub use control::ControlChannel;
 pub use events::TenantEvents;
+pub use rates::RateLimits;
 pub use remote_turns::RemoteTurns;
 pub use run_requests::RunRequests;
 pub use steps::StepQueues;
@@ -23,7 +26,7 @@ pub use workers::WorkerRegistry;
 /// Carries tasks, results, events and notices between the control plane and workers. The
 /// engine cannot tell implementations apart, except by what [`Transport::remote_turns`] says.
 pub trait Transport:
-    StepQueues + TenantEvents + ControlChannel + WorkerRegistry + RunRequests
+    StepQueues + TenantEvents + ControlChannel + WorkerRegistry + RunRequests + RateLimits
 {
     /// Remote workflow turns, if this transport reaches workers that run them.
     fn remote_turns(&self) -> Option<&dyn RemoteTurns>;

@@ -12,6 +12,7 @@ mod consumer;
 mod events;
 mod pubsub;
 mod queue;
+mod rates;
 mod registry;
 mod replies;
 #[cfg(any(test, feature = "test-util"))]
@@ -81,6 +82,8 @@ struct Shared {
     /// results (see [`replies`]).
     reply_queue: std::sync::OnceLock<String>,
     scripts: Scripts,
+    /// The rate allowance script ([`rates`]).
+    rate_script: redis::Script,
     /// This transport's tenant events, for its own subscribers: they get them at once, not
     /// after a trip through Redis (whose echo they skip).
     local_events: broadcast::Sender<TenantEvent>,
@@ -158,6 +161,7 @@ impl RedisTransport {
                     std::process::id(),
                     uuid::Uuid::new_v4().simple()
                 ),
+                rate_script: rates::script(),
                 scripts: Scripts::default(),
                 reply_queue: std::sync::OnceLock::new(),
                 local_events: broadcast::channel(LOCAL_EVENTS).0,

@@ -1,6 +1,9 @@
 //! The in-process transport: the reference implementation of [`Transport`] for the embedded
 //! default. Nothing survives a restart, which [`Transport::retains_tasks`] admits.
 
+mod inbox;
+mod rates;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -8,6 +11,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use tokio::sync::{broadcast, mpsc};
 
+use self::inbox::Inbox;
 use super::naming::{sanitize, split_token};
 use super::{
     ControlChannel, EventDelivery, Partitions, RemoteTurns, RunRequests, StepQueues, Subscription,
@@ -38,6 +42,7 @@ struct Inner {
     starts_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     replies: broadcast::Sender<RunReply>,
     heartbeats: broadcast::Sender<Heartbeat>,
+    rates: rates::Allowances,
 }
 
 #[derive(Default)]
@@ -55,7 +60,8 @@ struct Consumer {
     partitions: Partitions,
     /// What it announces, as a worker on a shared broker would.
     descriptor: WorkerDescriptor,
-    tx: mpsc::UnboundedSender<RemoteTask>,
+    /// Its tasks, released fairly between tenants.
+    inbox: Arc<Inbox>,
 }
 
 impl Consumer {
@@ -98,14 +104,49 @@ impl MemoryTransport {
                 starts_rx: Mutex::new(Some(starts_rx)),
                 replies,
                 heartbeats,
+                rates: rates::Allowances::default(),
             }),
         }
     }
 
+    /// The router, without the consumers that have gone (their waiting tasks back in the
+    /// backlog, for the next consumer of their token).
     fn router(&self) -> MutexGuard<'_, Router> {
         // A poisoned lock only means another thread panicked mid-update of plain queues; the
         // data is still consistent enough to keep routing.
-        self.inner.router.lock().unwrap_or_else(|p| p.into_inner())
+        let mut router = self.inner.router.lock().unwrap_or_else(|p| p.into_inner());
+        let (gone, live): (Vec<Consumer>, Vec<Consumer>) = std::mem::take(&mut router.consumers)
+            .into_iter()
+            .partition(|c| c.inbox.is_abandoned());
+        router.consumers = live;
+        for consumer in gone {
+            for task in consumer.inbox.drain() {
+                router.route(task);
+            }
+        }
+        router
+    }
+}
+
+impl Router {
+    /// Hands `task` to the next consumer that serves its token, or keeps it until one comes.
+    fn route(&mut self, task: RemoteTask) {
+        let matching: Vec<usize> = (0..self.consumers.len())
+            .filter(|&i| self.consumers[i].serves(&task.group))
+            .collect();
+        if matching.is_empty() {
+            // A step sent again while nobody serves its token replaces its earlier copy, so a
+            // token nobody serves does not pile up redispatches.
+            let queue = self.backlog.entry(task.group.clone()).or_default();
+            match queue.iter_mut().find(|t| t.step_id == task.step_id) {
+                Some(earlier) => *earlier = task,
+                None => queue.push_back(task),
+            }
+            return;
+        }
+        let pick = matching[self.next % matching.len()];
+        self.next = self.next.wrapping_add(1);
+        self.consumers[pick].inbox.push(task);
     }
 }
 
@@ -150,30 +191,7 @@ fn listen<T: Clone + Send + 'static>(channel: &broadcast::Sender<T>) -> Subscrip
 #[async_trait]
 impl StepQueues for MemoryTransport {
     async fn dispatch(&self, task: RemoteTask) -> TransportResult<()> {
-        let mut router = self.router();
-        router.consumers.retain(|c| !c.tx.is_closed());
-        let matching: Vec<usize> = (0..router.consumers.len())
-            .filter(|&i| router.consumers[i].serves(&task.group))
-            .collect();
-        if matching.is_empty() {
-            // A step sent again while nobody serves its token replaces its earlier copy, so a
-            // token nobody serves does not pile up redispatches.
-            let queue = router.backlog.entry(task.group.clone()).or_default();
-            match queue.iter_mut().find(|t| t.step_id == task.step_id) {
-                Some(earlier) => *earlier = task,
-                None => queue.push_back(task),
-            }
-            return Ok(());
-        }
-        let pick = matching[router.next % matching.len()];
-        router.next = router.next.wrapping_add(1);
-        if let Err(mpsc::error::SendError(task)) = router.consumers[pick].tx.send(task) {
-            router
-                .backlog
-                .entry(task.group.clone())
-                .or_default()
-                .push_back(task);
-        }
+        self.router().route(task);
         Ok(())
     }
 
@@ -181,7 +199,6 @@ impl StepQueues for MemoryTransport {
         &self,
         subscription: TaskSubscription,
     ) -> TransportResult<Subscription<RemoteTask>> {
-        let (tx, rx) = mpsc::unbounded_channel();
         let mut router = self.router();
         router.instances += 1;
         let descriptor = subscription.descriptor(&format!("mem-{}", router.instances), 0);
@@ -189,7 +206,7 @@ impl StepQueues for MemoryTransport {
             names: subscription.names.iter().map(|n| sanitize(n)).collect(),
             partitions: subscription.partitions,
             descriptor,
-            tx,
+            inbox: Arc::new(Inbox::default()),
         };
         let tokens: Vec<String> = router
             .backlog
@@ -199,14 +216,12 @@ impl StepQueues for MemoryTransport {
             .collect();
         for token in tokens {
             for task in router.backlog.remove(&token).unwrap_or_default() {
-                // The receiver is alive: we hold it right here.
-                let _ = consumer.tx.send(task);
+                consumer.inbox.push(task);
             }
         }
+        let tasks = consumer.inbox.clone().stream();
         router.consumers.push(consumer);
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|task| (task, rx))
-        })))
+        Ok(tasks)
     }
 
     /// One process has one results queue: `reply_to` has nothing to choose between.
@@ -276,8 +291,7 @@ impl ControlChannel for MemoryTransport {
 #[async_trait]
 impl WorkerRegistry for MemoryTransport {
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>> {
-        let mut router = self.router();
-        router.consumers.retain(|c| !c.tx.is_closed());
+        let router = self.router();
         let mut groups = std::collections::BTreeMap::<String, WorkerGroup>::new();
         for consumer in &router.consumers {
             let partitions = match &consumer.partitions {
@@ -305,8 +319,7 @@ impl WorkerRegistry for MemoryTransport {
     }
 
     async fn worker_descriptors(&self, token: &str) -> TransportResult<Vec<WorkerDescriptor>> {
-        let mut router = self.router();
-        router.consumers.retain(|c| !c.tx.is_closed());
+        let router = self.router();
         Ok(router
             .consumers
             .iter()

@@ -1,0 +1,41 @@
+//! How plans are keyed and stored, and how a tenant's usage is counted, alike in both stores.
+//!
+//! Usage is counted from the runs themselves, in the store that holds them, rather than kept in
+//! a counter beside them: a run that ends, is cancelled, dies or whose control plane is killed
+//! leaves the count in the same write that moves it, so no counter can drift or leak a slot.
+
+use crate::model::{Millis, Namespace, Plan};
+use crate::store::{StoreError, StoreResult};
+
+/// The `plans.tenant` of the default plan: not a tenant name any tenant can have.
+pub(crate) const DEFAULT_KEY: &str = "*";
+
+/// The window `starts_per_minute` and `Usage::started_last_minute` look at.
+pub(crate) const MINUTE_MS: Millis = 60_000;
+
+/// `(running, queued, started_last_minute)` of tenant `$1`, counting starts since `$2`. A run
+/// is started once a driver claimed it (`attempt > 0`) and running until it ends. Only
+/// top-level runs count against the concurrency and queue ceilings: a child is part of the
+/// run that started it (holding it back could leave every slot to parents waiting on children).
+pub(crate) const USAGE_SQL: &str = "SELECT \
+    (SELECT count(*) FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt > 0 \
+       AND status IN ('pending', 'running', 'suspended', 'blocked', 'cancelling')), \
+    (SELECT count(*) FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt = 0 \
+       AND status IN ('pending', 'blocked')), \
+    (SELECT count(*) FROM runs WHERE namespace = $1 AND created_at >= $2)";
+
+/// The `plans.tenant` of `tenant`'s plan (`None`: the default).
+pub(crate) fn key_of(tenant: Option<&Namespace>) -> String {
+    tenant.map_or_else(|| DEFAULT_KEY.to_owned(), |t| t.as_str().to_owned())
+}
+
+/// The tenant a `plans.tenant` names (`None`: the default plan).
+pub(crate) fn tenant_of(key: &str) -> Option<Namespace> {
+    (key != DEFAULT_KEY).then(|| Namespace::from_stored(Some(key)))
+}
+
+/// A stored plan.
+pub(crate) fn decode(key: &str, json: &str) -> StoreResult<Plan> {
+    serde_json::from_str(json)
+        .map_err(|e| StoreError::Corrupt(format!("the plan of `{key}` does not parse: {e}")))
+}

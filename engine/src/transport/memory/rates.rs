@@ -1,0 +1,37 @@
+//! Rate allowances in this process's memory: the embedded default is one process, so one map
+//! is every control plane's counter.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::MemoryTransport;
+use crate::fair::rate;
+use crate::model::{Millis, Namespace};
+use crate::transport::{RateLimits, TransportResult};
+
+/// Each allowance's theoretical arrival time (µs), by tenant and name.
+#[derive(Default)]
+pub(super) struct Allowances(Mutex<HashMap<(Namespace, String), i64>>);
+
+#[async_trait]
+impl RateLimits for MemoryTransport {
+    async fn take(
+        &self,
+        tenant: &Namespace,
+        name: &str,
+        per_minute: u32,
+        now: Millis,
+    ) -> TransportResult<Option<Millis>> {
+        let mut allowances = self.inner.rates.0.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (tenant.clone(), name.to_owned());
+        match rate::take(allowances.get(&key).copied(), now, per_minute) {
+            Ok(tat) => {
+                allowances.insert(key, tat);
+                Ok(None)
+            }
+            Err(wait) => Ok(Some(wait)),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Fairness between tenants where runs wait for turn slots: a tenant with a backlog spread over
+//! many workflows does not hold back a tenant with a handful, and weights split the slots in
+//! their ratio. Ordering and counts only; no timing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use durable::StartRun;
+use durable::model::{Namespace, Plan, RunId, RunStatus};
+use durable::prelude::*;
+use durable::store::NewRun;
+use serde_json::{Value, json};
+
+use crate::backend::Backend;
+use crate::common::wait_for;
+use crate::harness::Harness;
+
+engine_cases! {
+    a_handful_is_not_held_back_by_a_backlog_over_many_workflows,
+    weights_split_the_turn_slots_in_their_ratio,
+}
+
+/// Runs that finished, by tenant, in the order they did.
+#[derive(Default)]
+struct Finished(Mutex<HashMap<String, u32>>, AtomicU32);
+
+impl Finished {
+    fn note(&self, tenant: &str) -> u32 {
+        *self.0.lock().unwrap().entry(tenant.to_owned()).or_default() += 1;
+        self.1.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn of(&self, tenant: &str) -> u32 {
+        self.0.lock().unwrap().get(tenant).copied().unwrap_or(0)
+    }
+}
+
+/// `w0` … `w49`: one turn each, which notes its tenant.
+fn registry(finished: Arc<Finished>) -> Registry {
+    let mut r = Registry::new();
+    for w in 0..50 {
+        let finished = finished.clone();
+        r.workflow(
+            &format!("w{w}"),
+            1,
+            move |ctx: WorkflowContext, _: Value| {
+                let finished = finished.clone();
+                async move {
+                    finished.note(ctx.namespace().as_str());
+                    Ok::<_, WorkflowError>(json!(null))
+                }
+            },
+        );
+    }
+    r
+}
+
+/// A process with one turn slot, so runs queue for it.
+async fn one_slot(backend: &Backend, finished: Arc<Finished>) -> Harness {
+    let store = backend.store().await;
+    let registry = Arc::new(registry(finished));
+    let engine = backend.engine(
+        store.clone(),
+        backend.transport().await,
+        registry.clone(),
+        EngineConfig {
+            max_concurrent_turns: 1,
+            ..EngineConfig::default()
+        },
+    );
+    Harness::start(
+        engine,
+        store,
+        registry,
+        backend.partitions(),
+        backend.clock(),
+    )
+    .await
+}
+
+/// Queues `n` runs of `tenant` over `workflows` workflows, straight into the store (as if
+/// started before the process came up).
+async fn backlog(backend: &Backend, tenant: &Namespace, n: usize, workflows: usize) {
+    let store = backend.store().await;
+    let now = backend.clock().now();
+    for i in 0..n {
+        let id = RunId::parse(&format!("{tenant}-{i}")).unwrap();
+        let run = NewRun::top_level(
+            id,
+            tenant.clone(),
+            format!("w{}", i % workflows),
+            1,
+            json!(null),
+        );
+        store.create_run(run, now, None).await.unwrap();
+    }
+}
+
+async fn a_handful_is_not_held_back_by_a_backlog_over_many_workflows(backend: Backend) {
+    let acme = Namespace::tenant("acme").unwrap();
+    let globex = Namespace::tenant("globex").unwrap();
+    backlog(&backend, &acme, 1_000, 50).await;
+    let finished = Arc::new(Finished::default());
+    let h = one_slot(&backend, finished.clone()).await;
+    let mut handful = Vec::new();
+    let before = finished.of("acme");
+    for _ in 0..3 {
+        let run = h
+            .engine
+            .start_run(StartRun {
+                workflow: "w0".into(),
+                input: json!(null),
+                namespace: Some(globex.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        handful.push(run.id);
+    }
+    for id in &handful {
+        wait_for(&h.store, id, RunStatus::Completed).await;
+    }
+    let meanwhile = finished.of("acme") - before;
+    // First come, first served, globex would wait for all of acme's 1,000 (older) runs; fairly,
+    // its three alternate with acme's.
+    assert!(
+        meanwhile < 200,
+        "acme finished {meanwhile} runs while globex's three waited"
+    );
+    h.stop().await;
+}
+
+async fn weights_split_the_turn_slots_in_their_ratio(backend: Backend) {
+    let acme = Namespace::tenant("acme").unwrap();
+    let globex = Namespace::tenant("globex").unwrap();
+    let store = backend.store().await;
+    let now = backend.clock().now();
+    for (tenant, weight) in [(&acme, 3), (&globex, 1)] {
+        let plan = Plan {
+            weight: Some(weight),
+            ..Plan::default()
+        };
+        store.put_plan(Some(tenant), &plan, now).await.unwrap();
+    }
+    backlog(&backend, &acme, 600, 7).await;
+    backlog(&backend, &globex, 600, 1).await;
+    let finished = Arc::new(Finished::default());
+    let h = one_slot(&backend, finished.clone()).await;
+    // Sample the split while both still have work: after 400 turns, neither drained.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while finished.1.load(Ordering::SeqCst) < 400 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "400 runs never finished"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let (a, g) = (finished.of("acme") as f64, finished.of("globex") as f64);
+    let share = a / (a + g);
+    assert!(
+        (0.75 * 0.9..=0.75 * 1.1).contains(&share),
+        "acme (weight 3) had {a} turns to globex's (weight 1) {g}: a share of {share:.2}, not 0.75 ± 10%"
+    );
+    h.stop().await;
+}
