@@ -1,7 +1,7 @@
 //! View types that only the dashboard needs; run data itself uses `durable::model` unchanged.
 
 use durable::model::{
-    Facets, Namespace, NamespaceLoad, Role, Run, RunDetail, RunPage, WorkerGroup,
+    Facets, Namespace, NamespaceLoad, Plan, Role, Run, RunDetail, RunPage, Usage, WorkerGroup,
 };
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +65,32 @@ pub struct RunView {
     pub workers: Vec<WorkerGroup>,
     /// The command that starts a worker for the run's steps (see `ssr::SessionView::worker_command`).
     pub worker_command: String,
+    /// Set when the run waits queued behind its tenant's concurrency ceiling.
+    pub quota: Option<QuotaHold>,
+}
+
+/// A queued run held back by its tenant's `max_concurrent_runs`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaHold {
+    /// The ceiling.
+    pub ceiling: u32,
+    /// The tenant's runs started and not ended.
+    pub running: u64,
+    /// Its runs waiting to start.
+    pub queued: u64,
+}
+
+/// One plan on the operator screen (or a tenant's own, on its runs page).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanRow {
+    /// The tenant; `None` for the default plan.
+    pub tenant: Option<Namespace>,
+    /// The fields as set.
+    pub own: Plan,
+    /// The plan in force (its own over the default).
+    pub effective: Plan,
+    /// What the tenant uses now; `None` for the default plan.
+    pub usage: Option<Usage>,
 }
 
 /// Everything the operator screen shows.
@@ -78,4 +104,6 @@ pub struct OperatorView {
     pub worker_command: String,
     /// When the "last hour" window starts.
     pub failed_since: durable::model::Millis,
+    /// The default plan and every tenant's, with usage.
+    pub plans: Vec<PlanRow>,
 }

@@ -80,19 +80,51 @@ pub async fn same_origin(req: Request, next: Next) -> Response {
 /// The tenant of an API request, from its verified `Authorization: Bearer <token>`: the only
 /// place the API learns who is asking. `TenantView` (`routes/tenant.rs`) is built from it.
 pub fn bearer_tenant(parts: &Parts, signer: &TokenSigner) -> Result<Namespace, ApiError> {
+    let token = bearer(parts)?;
+    if signer.is_operator(token) {
+        return Err(ApiError::Forbidden(
+            "the operator token acts on plans, not runs: use a tenant's token (durable token issue --tenant NAME)".into(),
+        ));
+    }
+    let verified = signer
+        .verify(token)
+        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
+    Ok(verified.tenant)
+}
+
+/// Proof that an API request carries the operator token (`durable token issue --operator`).
+/// A tenant's valid token gets `403`; anything else `401`.
+pub struct Operator(());
+
+impl axum::extract::FromRequestParts<ServerState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ServerState) -> Result<Self, ApiError> {
+        let token = bearer(parts)?;
+        if state.signer.is_operator(token) {
+            return Ok(Operator(()));
+        }
+        match state.signer.verify(token) {
+            Ok(_) => Err(ApiError::Forbidden(
+                "only the operator token may do this; a tenant token reads its own plan at GET /api/v1/plan".into(),
+            )),
+            Err(e) => Err(ApiError::Unauthorized(e.to_string())),
+        }
+    }
+}
+
+/// The bearer token of a request, or why there is none.
+fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     let header = parts
         .headers
         .get(AUTHORIZATION)
         .ok_or_else(|| ApiError::Unauthorized("missing bearer token: send `Authorization: Bearer <token>` (create one with `durable token issue --tenant NAME`)".into()))?;
-    let token = header
+    header
         .to_str()
         .ok()
         .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
         .ok_or_else(|| {
             ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
-        })?;
-    let verified = signer
-        .verify(token.trim())
-        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
-    Ok(verified.tenant)
+        })
 }

@@ -2,7 +2,7 @@
 //! sent.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -15,6 +15,13 @@ pub enum ApiError {
     /// The request is malformed; the message names the fix.
     #[error("{0}")]
     BadRequest(String),
+    /// A valid token that may not do this (a tenant's, where an operator's is needed).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Over one of the tenant's plan ceilings: `429` (a rate or queue ceiling, with
+    /// `Retry-After`) or `413` (a payload too large); nothing was changed.
+    #[error(transparent)]
+    QuotaExceeded(durable::QuotaExceeded),
     /// Nothing visible at that id.
     #[error("no run with that id is visible to this token")]
     NotFound,
@@ -35,6 +42,11 @@ impl ApiError {
         match self {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::QuotaExceeded(q) if q.retry_after_ms.is_none() => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "quota-exceeded")
+            }
+            ApiError::QuotaExceeded(_) => (StatusCode::TOO_MANY_REQUESTS, "quota-exceeded"),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not-found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
@@ -49,6 +61,7 @@ pub fn engine_error(e: durable::EngineError) -> ApiError {
     use durable::EngineError;
     match e {
         EngineError::RunExists(_) => ApiError::Conflict(e.to_string()),
+        EngineError::QuotaExceeded(q) => ApiError::QuotaExceeded(q),
         e if e.is_callers() => ApiError::BadRequest(e.to_string()),
         EngineError::ShuttingDown => ApiError::Unavailable(e.to_string()),
         other => internal(other),
@@ -65,6 +78,23 @@ impl IntoResponse for ApiError {
         let (status, code) = self.code();
         if let ApiError::Internal(e) = &self {
             tracing::error!(error = ?e, "API request failed");
+        }
+        if let ApiError::QuotaExceeded(q) = &self {
+            // The shape the plan contract names: which limit, its value, when to retry.
+            let retry_after = q.retry_after_ms.map(|ms| ((ms + 999) / 1000).max(1));
+            let body = Json(json!({
+                "error": code,
+                "limit": q.limit.field(),
+                "ceiling": q.ceiling,
+                "retry_after": retry_after,
+                "message": self.to_string(),
+            }));
+            return match retry_after {
+                Some(secs) => {
+                    (status, [(header::RETRY_AFTER, secs.to_string())], body).into_response()
+                }
+                None => (status, body).into_response(),
+            };
         }
         (
             status,

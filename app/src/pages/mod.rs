@@ -5,5 +5,6 @@ pub mod bulk;
 pub mod filters;
 pub mod login;
 pub mod operator;
+pub mod plans;
 pub mod run_detail;
 pub mod runs;

@@ -1,10 +1,11 @@
 //! The operator's screen: every namespace's load (backlog, running, waiting, failed in the last
-//! hour) and every live worker group, each namespace linking to its runs.
+//! hour), every live worker group, each namespace linking to its runs, and every tenant's plan.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::components::live::Live;
+use crate::pages::plans::{PlansSection, SavePlan};
 use crate::pages::runs::ErrorBox;
 use crate::{AppError, OperatorView};
 
@@ -25,11 +26,14 @@ pub async fn operator_overview() -> Result<OperatorView, AppError> {
             let failed_since = SystemClock.now() - FAILED_WINDOW_MS;
             let (loads, workers) =
                 tokio::try_join!(view.namespace_loads(failed_since), view.live_workers(),)?;
+            let tenants: Vec<_> = loads.iter().map(|l| l.namespace.clone()).collect();
+            let plans = view.plan_rows(&tenants).await?;
             Ok(OperatorView {
                 loads,
                 workers,
                 failed_since,
                 worker_command: view.worker_command("NAME"),
+                plans,
             })
         }
         .await,
@@ -40,7 +44,11 @@ pub async fn operator_overview() -> Result<OperatorView, AppError> {
 #[component]
 pub fn OperatorPage() -> impl IntoView {
     let live = expect_context::<Live>();
-    let data = Resource::new(move || live.version.get(), |_| operator_overview());
+    let save = ServerAction::<SavePlan>::new();
+    let data = Resource::new(
+        move || (live.version.get(), save.version().get()),
+        |_| operator_overview(),
+    );
     view! {
         <Title text="Operator · durable" />
         <h1 class="text-lg font-semibold">"Operator view"</h1>
@@ -49,7 +57,7 @@ pub fn OperatorPage() -> impl IntoView {
             {move || {
                 data.get()
                     .map(|r| match r {
-                        Ok(view) => view! { <OperatorBody view /> }.into_any(),
+                        Ok(view) => view! { <OperatorBody view save /> }.into_any(),
                         Err(e) => view! { <ErrorBox error=e /> }.into_any(),
                     })
             }}
@@ -58,7 +66,8 @@ pub fn OperatorPage() -> impl IntoView {
 }
 
 #[component]
-fn OperatorBody(view: OperatorView) -> impl IntoView {
+fn OperatorBody(view: OperatorView, save: ServerAction<SavePlan>) -> impl IntoView {
+    let plans = view.plans;
     let cell = "px-3 py-2 text-right tabular-nums";
     let loads_empty = view.loads.is_empty();
     let workers_empty = view.workers.is_empty();
@@ -162,5 +171,6 @@ fn OperatorBody(view: OperatorView) -> impl IntoView {
                     .into_any()
             }}
         </section>
+        <PlansSection plans save />
     }
 }

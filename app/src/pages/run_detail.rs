@@ -28,6 +28,7 @@ pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunView>), AppErro
             let Some(run) = view.get_run(&id).await? else {
                 return Ok((me(view.user()), None));
             };
+            let quota = view.quota_hold(&run).await?;
             let (checkpoints, family, workers) = tokio::try_join!(
                 view.checkpoints(&id),
                 async {
@@ -48,6 +49,7 @@ pub async fn get_run_detail(id: String) -> Result<(Me, Option<RunView>), AppErro
                     family_truncated: family.next_cursor.is_some(),
                     family: family.runs,
                     workers,
+                    quota,
                 }),
             ))
         }
@@ -120,6 +122,7 @@ fn DetailBody(me: Me, view: RunView) -> impl IntoView {
         family_truncated,
         workers,
         worker_command,
+        quota,
     } = view;
     let waiting = detail.waiting_for();
     let no_worker_for = |w: &Waiting| match w {
@@ -132,7 +135,16 @@ fn DetailBody(me: Me, view: RunView) -> impl IntoView {
     };
     let waiting: Vec<(String, Option<String>)> = waiting
         .iter()
-        .map(|w| (describe(w), no_worker_for(w)))
+        .map(|w| match (w, &quota) {
+            (Waiting::Queued, Some(hold)) => (
+                format!(
+                    "a free slot under its tenant's concurrency ceiling: {} of {} runs are running and {} wait queued; it starts by itself when one ends (an operator can raise max_concurrent_runs)",
+                    hold.running, hold.ceiling, hold.queued
+                ),
+                None,
+            ),
+            _ => (describe(w), no_worker_for(w)),
+        })
         .collect();
     let redispatchable = detail.checkpoints.iter().any(|c| {
         c.kind == durable::model::CheckpointKind::RemoteStep

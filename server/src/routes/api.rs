@@ -32,6 +32,7 @@ pub fn router() -> Router<ServerState> {
         .route("/runs/{id}/continue", post(continue_run))
         .route("/runs/{id}/redispatch", post(redispatch_run))
         .route("/events", get(sse::api_events))
+        .merge(super::plans::router())
 }
 
 /// A run id from the URL, or a `400` saying what is wrong with it.

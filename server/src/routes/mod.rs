@@ -7,6 +7,7 @@
 
 mod api;
 mod health;
+mod plans;
 mod sse;
 mod tenant;
 

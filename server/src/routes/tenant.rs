@@ -6,12 +6,12 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use durable::model::{Checkpoint, Namespace, Run, RunId, RunPage, RunQuery, Scope};
+use durable::model::{Checkpoint, Namespace, Plan, Run, RunId, RunPage, RunQuery, Scope, Usage};
 use durable::store::{ScopedStore, SignalSent, StoreResult};
 use durable::{Control, Engine, EngineError, StartRun};
 use serde_json::Value;
 
-use crate::auth::bearer_tenant;
+use crate::auth::{Operator, bearer_tenant};
 use crate::error::ApiError;
 use crate::state::ServerState;
 
@@ -125,5 +125,49 @@ impl TenantView {
     /// Starts a new run of one of the tenant's runs' workflow with edited `input`.
     pub async fn retry_with_input(&self, id: &RunId, input: Value) -> Result<Control, EngineError> {
         self.engine.retry_with_input(self.scope(), id, input).await
+    }
+
+    /// The plan the tenant is held to, and what it uses of it.
+    pub async fn plan(&self) -> Result<(Plan, Usage), EngineError> {
+        let plan = self.engine.effective_plan(&self.tenant).await;
+        Ok((plan, self.engine.usage(&self.tenant).await?))
+    }
+}
+
+impl TenantViews {
+    /// The plans desk, for a request proven to carry the operator token.
+    pub fn plans(&self, _operator: &Operator) -> PlanDesk {
+        PlanDesk {
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+/// Every tenant's plan, for the operator: read, set, and usage beside it.
+pub struct PlanDesk {
+    engine: Engine,
+}
+
+impl PlanDesk {
+    /// The plan set for `tenant` (`None`: the default), the one it is held to, and (for a
+    /// tenant) its usage.
+    pub async fn get(
+        &self,
+        tenant: Option<&Namespace>,
+    ) -> Result<(Plan, Plan, Option<Usage>), EngineError> {
+        let own = self.engine.plan(tenant).await?;
+        match tenant {
+            None => Ok((own.clone(), own, None)),
+            Some(tenant) => {
+                let effective = self.engine.effective_plan(tenant).await;
+                let usage = self.engine.usage(tenant).await?;
+                Ok((own, effective, Some(usage)))
+            }
+        }
+    }
+
+    /// Sets the plan of `tenant` (`None`: the default).
+    pub async fn set(&self, tenant: Option<&Namespace>, plan: Plan) -> Result<(), EngineError> {
+        self.engine.set_plan(tenant, plan).await
     }
 }
