@@ -34,6 +34,8 @@ pub struct RunsView {
     pub workflows: Vec<String>,
     /// What a bulk action over these filters would do, when one is being previewed.
     pub bulk: Option<BulkPreview>,
+    /// The session's tenant's plan in force and usage; `None` for an operator.
+    pub plan: Option<PlanRow>,
     /// The server's clock when it read the page: relative times ("3 min ago") are computed
     /// from it, so the server and the browser render the same text.
     pub now: durable::model::Millis,

@@ -21,6 +21,8 @@ test('an operator pauses a tenant with a ceiling of 0, its new run queues with t
   const admin = await (await browser.newContext()).newPage();
   await login(admin, ACME_ADMIN);
   await hydrated(admin);
+  // The tenant sees its own plan and usage on its runs page.
+  await expect(admin.getByTestId('plan-usage')).toContainText('of 0 runs running at once');
   await admin.getByLabel('Workflow', { exact: true }).selectOption('demo.order');
   await admin.getByLabel('Input (JSON)').fill('{"item": "quota-e2e"}');
   await admin.getByRole('button', { name: 'Start run' }).click();

@@ -32,6 +32,7 @@ pub async fn list_runs(
             let page = view.list_runs(&query).await?;
             let facets = view.facets().await?;
             let workflows = view.workflow_names();
+            let plan = view.own_plan().await?;
             let bulk = match bulk.as_deref().filter(|b| !b.is_empty()) {
                 Some(verb) if view.user().role.can_act() => {
                     let verb = BulkVerb::parse(verb)?;
@@ -46,6 +47,7 @@ pub async fn list_runs(
                     facets,
                     workflows,
                     bulk,
+                    plan,
                     now: {
                         use durable::runtime::{Clock, SystemClock};
                         SystemClock.now()
@@ -135,6 +137,37 @@ fn FilterBar(#[prop(optional)] operator: bool) -> impl IntoView {
     }
 }
 
+/// A tenant's plan in force and what it uses of it, when the plan sets any ceiling.
+#[component]
+fn PlanStrip(plan: crate::PlanRow) -> impl IntoView {
+    let p = &plan.effective;
+    let usage = plan.usage.clone().unwrap_or_default();
+    let of = |used: u64, limit: Option<u32>, what: &str| {
+        limit.map(|limit| format!("{used} of {limit} {what}"))
+    };
+    let parts: Vec<String> = [
+        of(usage.running, p.max_concurrent_runs, "runs running at once"),
+        of(usage.queued, p.max_queued_runs, "queued"),
+        of(
+            usage.started_last_minute,
+            p.starts_per_minute,
+            "starts in the last minute",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!parts.is_empty()).then(|| {
+        view! {
+            <p class="rounded-md border border-slate-200 bg-white px-3 py-2 text-sm text-slate-700" data-testid="plan-usage">
+                <span class="font-medium">"Your plan: "</span>
+                {parts.join(" · ")}
+                ". Runs over the concurrency limit wait queued and start by themselves."
+            </p>
+        }
+    })
+}
+
 #[component]
 fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
     let query = use_query_map();
@@ -173,8 +206,10 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
     let empty = runs.is_empty();
     let bulk = view.bulk;
     let now = view.now;
+    let plan = view.plan.map(|plan| view! { <PlanStrip plan /> });
     view! {
         <div class="flex flex-col gap-6">
+            {plan}
             <section class="flex flex-wrap items-center gap-2" aria-label="Filter by status">
                 <a
                     href=all_href
