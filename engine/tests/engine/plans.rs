@@ -22,6 +22,7 @@ engine_cases! {
     a_cancel_and_a_crashed_planes_run_give_their_slots_back,
     starts_over_the_rate_or_queue_ceiling_are_refused_with_when_to_retry,
     payloads_and_nesting_over_the_plan_are_refused,
+    three_control_planes_spend_one_rate_allowance,
 }
 
 fn acme() -> Namespace {
@@ -450,4 +451,53 @@ async fn payloads_and_nesting_over_the_plan_are_refused(backend: Backend) {
     wait_for(&h.store, &other.id, RunStatus::Completed).await;
     release_all(&h, &[held.id]).await;
     h.stop().await;
+}
+
+/// Three control planes on Redis (each its own connection), or the one embedded process, taking
+/// 30 concurrent starts of one tenant accept no more than its rate between them.
+async fn three_control_planes_spend_one_rate_allowance(backend: Backend) {
+    let store = backend.store().await;
+    store
+        .put_plan(
+            Some(&acme()),
+            &Plan {
+                starts_per_minute: Some(10),
+                ..Plan::default()
+            },
+            0,
+        )
+        .await
+        .unwrap();
+    // Embedded, one process is the whole deployment: its engine takes every start.
+    let planes_wanted = if backend.sqlite_file().is_some() {
+        1
+    } else {
+        3
+    };
+    let mut planes = Vec::new();
+    for _ in 0..planes_wanted {
+        let engine = backend.engine(
+            backend.store().await,
+            backend.transport().await,
+            Arc::new(registry()),
+            durable::EngineConfig::default(),
+        );
+        engine.start().await.unwrap();
+        planes.push(engine);
+    }
+    let starts = (0..30).map(|i| {
+        let plane = planes[i % planes.len()].clone();
+        async move { start(&plane, &acme(), "hold", json!(null)).await }
+    });
+    let results = futures::future::join_all(starts).await;
+    let accepted = results.iter().filter(|r| r.is_ok()).count();
+    let refused = results
+        .iter()
+        .filter(|r| matches!(r, Err(EngineError::QuotaExceeded(q)) if q.limit == Limit::StartsPerMinute))
+        .count();
+    assert_eq!(accepted, 10, "{results:?}");
+    assert_eq!(refused, 20);
+    for plane in planes {
+        plane.shutdown().await;
+    }
 }
