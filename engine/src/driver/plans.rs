@@ -4,6 +4,7 @@
 //! through this engine at once.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use std::time::Instant;
 
 use crate::fair::Weight;
 use crate::model::{Namespace, Plan};
-use crate::store::Store;
+use crate::store::{Store, StoreResult};
 
 /// How long a read of the plans is used before the next ask reads them again.
 pub(crate) const FRESH_FOR: Duration = Duration::from_secs(1);
@@ -49,6 +50,9 @@ pub(crate) struct PlanBook {
     current: RwLock<Option<(Instant, Arc<PlanSet>)>>,
     /// One read at a time; the others wait for it rather than read too.
     reading: tokio::sync::Mutex<()>,
+    /// Bumped by [`PlanBook::forget`]: a read that began before a change must not be kept as
+    /// fresh after it.
+    generation: AtomicU64,
 }
 
 impl PlanBook {
@@ -62,7 +66,28 @@ impl PlanBook {
         if let Some(plans) = self.fresh() {
             return plans;
         }
-        match store.plans().await {
+        loop {
+            let generation = self.generation.load(Ordering::SeqCst);
+            let read = store.plans().await;
+            // A plan changed while we read: what we read may predate it, so read again.
+            if let Some(set) = self.keep(read, generation) {
+                return set;
+            }
+        }
+    }
+
+    /// Keeps what a read of the plans begun at `generation` gave (or the last plans, if it
+    /// failed); `None` if a change came since, checked under the same lock `forget` takes.
+    fn keep(
+        &self,
+        read: StoreResult<Vec<(Option<Namespace>, Plan)>>,
+        generation: u64,
+    ) -> Option<Arc<PlanSet>> {
+        let mut current = self.write();
+        if self.generation.load(Ordering::SeqCst) != generation {
+            return None;
+        }
+        let set = match read {
             Ok(rows) => {
                 let mut set = PlanSet::default();
                 for (tenant, plan) in rows {
@@ -73,24 +98,26 @@ impl PlanBook {
                         }
                     }
                 }
-                let set = Arc::new(set);
-                *self.write() = Some((Instant::now(), set.clone()));
-                set
+                Arc::new(set)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "reading the tenants' plans failed; the last ones stay in force");
-                let last = self.read().as_ref().map(|(_, set)| set.clone());
-                let set = last.unwrap_or_default();
-                // Not again at once: every ask would wait for a failing store.
-                *self.write() = Some((Instant::now(), set.clone()));
-                set
+                // Kept as if fresh: every ask would otherwise wait for a failing store.
+                current
+                    .as_ref()
+                    .map(|(_, set)| set.clone())
+                    .unwrap_or_default()
             }
-        }
+        };
+        *current = Some((Instant::now(), set.clone()));
+        Some(set)
     }
 
     /// Forgets the last read, after a plan was changed through this engine.
     pub fn forget(&self) {
-        *self.write() = None;
+        let mut current = self.write();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        *current = None;
     }
 
     fn fresh(&self) -> Option<Arc<PlanSet>> {

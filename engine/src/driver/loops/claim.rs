@@ -73,17 +73,17 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                 break;
             };
             picked.push(id);
+            if fresh
+                && let Some(ceiling) = plans.max_concurrent_runs(&tenant)
+                && !ceilings.iter().any(|(t, _)| t == &tenant)
+            {
+                ceilings.push((tenant.clone(), ceiling));
+            }
             if truncated.contains(&tenant) && !waiting.holds(&tenant) {
                 // The read held only this tenant's first runs: what else it has, and its
                 // place against the others, needs a new read before the next pick.
                 read_at = None;
                 break;
-            }
-            if fresh
-                && let Some(ceiling) = plans.max_concurrent_runs(&tenant)
-                && !ceilings.iter().any(|(t, _)| t == &tenant)
-            {
-                ceilings.push((tenant, ceiling));
             }
         }
         let claimed = if picked.is_empty() {
