@@ -23,6 +23,17 @@ async fn put_plan(
         .expect("PUT")
 }
 
+/// `POST /api/v1/runs` of `demo.order` with `token`, whatever it answers.
+async fn try_start(client: &reqwest::Client, server: &Server, token: &str) -> reqwest::Response {
+    client
+        .post(server.url("/api/v1/runs"))
+        .bearer_auth(token)
+        .json(&json!({ "workflow": "demo.order", "input": {} }))
+        .send()
+        .await
+        .expect("POST")
+}
+
 #[tokio::test]
 async fn operators_set_plans_tenants_read_their_own_and_starts_over_a_ceiling_get_429() {
     let dir = tempdir();
@@ -92,13 +103,7 @@ async fn operators_set_plans_tenants_read_their_own_and_starts_over_a_ceiling_ge
         )
         .await;
     }
-    let r = client
-        .post(server.url("/api/v1/runs"))
-        .bearer_auth(&acme)
-        .json(&json!({ "workflow": "demo.order", "input": {} }))
-        .send()
-        .await
-        .unwrap();
+    let r = try_start(&client, &server, &acme).await;
     assert_eq!(r.status(), 429);
     let retry_after: u64 = r.headers()["retry-after"]
         .to_str()
@@ -157,13 +162,7 @@ async fn operators_set_plans_tenants_read_their_own_and_starts_over_a_ceiling_ge
         json!({ "workflow": "demo.order", "input": {} }),
     )
     .await;
-    let r = client
-        .post(server.url("/api/v1/runs"))
-        .bearer_auth(&globex)
-        .json(&json!({ "workflow": "demo.order", "input": {} }))
-        .send()
-        .await
-        .unwrap();
+    let r = try_start(&client, &server, &globex).await;
     assert_eq!(r.status(), 429);
     assert!(r.headers().contains_key("retry-after"));
     let body: Value = r.json().await.unwrap();

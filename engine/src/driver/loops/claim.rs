@@ -185,15 +185,17 @@ async fn read_waiting(
         .filter(|(_, n)| *n >= per_tenant)
         .map(|(tenant, _)| tenant.clone())
         .collect();
-    let limited: HashSet<Namespace> = runs
+    let limited: HashMap<Namespace, u32> = runs
         .iter()
-        .filter(|r| r.fresh && plans.max_concurrent_runs(&r.namespace).is_some())
-        .map(|r| r.namespace.clone())
+        .filter(|r| r.fresh)
+        .filter_map(|r| {
+            Some((
+                r.namespace.clone(),
+                plans.max_concurrent_runs(&r.namespace)?,
+            ))
+        })
         .collect();
-    for tenant in limited {
-        let Some(ceiling) = plans.max_concurrent_runs(&tenant) else {
-            continue;
-        };
+    for (tenant, ceiling) in limited {
         let room = match state.store.usage(&tenant, now).await {
             Ok(usage) => u64::from(ceiling).saturating_sub(usage.running),
             // The claim counts again anyway; only the pick is less informed.

@@ -71,7 +71,8 @@ impl ClaimRequest {
 }
 
 /// Of `fresh` (a tenant's fresh runs among those a claim asks for, earliest first), the ones
-/// to leave waiting when `started` of its top-level runs are running under `ceiling`.
+/// to leave waiting when `started` of its top-level runs are running under `ceiling` (counted
+/// by [`super::plans::STARTED_SQL`]).
 pub(crate) fn over_ceiling(fresh: Vec<RunId>, started: u64, ceiling: u32) -> Vec<RunId> {
     let room = u64::from(ceiling).saturating_sub(started) as usize;
     fresh.into_iter().skip(room).collect()
@@ -91,11 +92,6 @@ pub(crate) const RUNNABLE_RANKED: &str = "SELECT id, namespace, workflow, due, f
 
 /// What closes [`RUNNABLE_RANKED`]; the per-tenant cap follows it, then ` ORDER BY … LIMIT `.
 pub(crate) const RUNNABLE_RANKED_END: &str = ") by_workflow) by_tenant WHERE in_tenant <= ";
-
-/// The count [`over_ceiling`] needs: a tenant's top-level runs started and not ended.
-pub(crate) const STARTED_SQL: &str = "SELECT count(*) FROM runs WHERE namespace = $1 \
-    AND parent_run_id IS NULL AND attempt > 0 \
-    AND status IN ('pending', 'running', 'suspended', 'blocked', 'cancelling')";
 
 /// The statements of the control verbs and the sweep, in a store's dialect, inside its write
 /// transaction.

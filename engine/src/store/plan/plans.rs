@@ -13,16 +13,30 @@ pub(crate) const DEFAULT_KEY: &str = "*";
 /// The window `starts_per_minute` and `Usage::started_last_minute` look at.
 pub(crate) const MINUTE_MS: Millis = 60_000;
 
+/// `FROM … WHERE …` of tenant `$1`'s top-level runs started (claimed at least once) and not
+/// ended: what `max_concurrent_runs` counts, in usage and in a claim alike.
+macro_rules! started_runs {
+    () => {
+        "FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt > 0 \
+         AND status IN ('pending', 'running', 'suspended', 'blocked', 'cancelling')"
+    };
+}
+
+/// How many of tenant `$1`'s top-level runs are started and not ended (see [`USAGE_SQL`]), as a
+/// claim under a concurrency ceiling counts them.
+pub(crate) const STARTED_SQL: &str = concat!("SELECT count(*) ", started_runs!());
+
 /// `(running, queued, started_last_minute)` of tenant `$1`, counting starts since `$2`. A run
 /// is started once a driver claimed it (`attempt > 0`) and running until it ends. Only
 /// top-level runs count against the concurrency and queue ceilings: a child is part of the
 /// run that started it (holding it back could leave every slot to parents waiting on children).
-pub(crate) const USAGE_SQL: &str = "SELECT \
-    (SELECT count(*) FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt > 0 \
-       AND status IN ('pending', 'running', 'suspended', 'blocked', 'cancelling')), \
-    (SELECT count(*) FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt = 0 \
-       AND status IN ('pending', 'blocked')), \
-    (SELECT count(*) FROM runs WHERE namespace = $1 AND created_at >= $2)";
+pub(crate) const USAGE_SQL: &str = concat!(
+    "SELECT (SELECT count(*) ",
+    started_runs!(),
+    "), (SELECT count(*) FROM runs WHERE namespace = $1 AND parent_run_id IS NULL \
+     AND attempt = 0 AND status IN ('pending', 'blocked')), \
+     (SELECT count(*) FROM runs WHERE namespace = $1 AND created_at >= $2)"
+);
 
 /// The `plans.tenant` of `tenant`'s plan (`None`: the default).
 pub(crate) fn key_of(tenant: Option<&Namespace>) -> String {

@@ -10,9 +10,9 @@ use super::sql::{Sql, push_scope};
 use super::values::to_value;
 use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
 use crate::store::plan::lifecycle::{
-    self, ClaimRequest, LifecycleStatements, RUNNABLE_RANKED, RUNNABLE_RANKED_END, STARTED_SQL,
-    over_ceiling,
+    self, ClaimRequest, LifecycleStatements, RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling,
 };
+use crate::store::plan::plans::STARTED_SQL;
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one

@@ -11,9 +11,9 @@ use super::sql::db;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
 use crate::store::plan::lifecycle::{
-    self, ClaimRequest, LifecycleStatements, RUNNABLE_RANKED, RUNNABLE_RANKED_END, STARTED_SQL,
-    over_ceiling,
+    self, ClaimRequest, LifecycleStatements, RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling,
 };
+use crate::store::plan::plans::STARTED_SQL;
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {

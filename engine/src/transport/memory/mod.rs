@@ -115,6 +115,9 @@ impl MemoryTransport {
         // A poisoned lock only means another thread panicked mid-update of plain queues; the
         // data is still consistent enough to keep routing.
         let mut router = self.inner.router.lock().unwrap_or_else(|p| p.into_inner());
+        if !router.consumers.iter().any(|c| c.inbox.is_abandoned()) {
+            return router;
+        }
         let (gone, live): (Vec<Consumer>, Vec<Consumer>) = std::mem::take(&mut router.consumers)
             .into_iter()
             .partition(|c| c.inbox.is_abandoned());
