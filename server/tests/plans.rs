@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Server, cli, start_run, tempdir};
+use common::{Server, cli, refused, start_run, tempdir};
 use serde_json::{Value, json};
 
 async fn put_plan(
@@ -197,4 +197,33 @@ async fn operators_set_plans_tenants_read_their_own_and_starts_over_a_ceiling_ge
     let set: Value = serde_json::from_str(&set).unwrap();
     assert!(set["plan"]["starts_per_minute"].is_null());
     assert_eq!(set["plan"]["weight"], 5);
+
+    // Bad values on the command line are refused with the fix, and change nothing.
+    let db = server.db_url.as_str();
+    let said = refused(
+        &[
+            "tenant",
+            "plan",
+            "set",
+            "acme",
+            "--max-concurrent-runs",
+            "lots",
+        ],
+        &[("DATABASE_URL", db)],
+    );
+    assert!(said.contains("whole number"), "{said}");
+    let said = refused(
+        &["tenant", "plan", "set", "acme", "--weight", "0"],
+        &[("DATABASE_URL", db)],
+    );
+    assert!(said.contains("weight"), "{said}");
+    let said = refused(
+        &["tenant", "plan", "set", "not a tenant!"],
+        &[("DATABASE_URL", db)],
+    );
+    assert!(!said.is_empty());
+    let unchanged: Value =
+        serde_json::from_str(&cli(db, &["tenant", "plan", "show", "acme"])).unwrap();
+    assert_eq!(unchanged["plan"]["weight"], 5);
+    assert!(unchanged["plan"]["max_concurrent_runs"].is_null());
 }
