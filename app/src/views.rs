@@ -71,15 +71,29 @@ pub struct RunView {
     pub quota: Option<QuotaHold>,
 }
 
-/// A queued run held back by its tenant's `max_concurrent_runs`.
+/// What holds a queued run back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct QuotaHold {
-    /// The ceiling.
-    pub ceiling: u32,
-    /// The tenant's runs started and not ended.
-    pub running: u64,
-    /// Its runs waiting to start.
-    pub queued: u64,
+pub enum QuotaHold {
+    /// Its tenant's `max_concurrent_runs`.
+    Tenant {
+        /// The ceiling.
+        ceiling: u32,
+        /// The tenant's runs started and not ended.
+        running: u64,
+        /// Its runs waiting to start.
+        queued: u64,
+    },
+    /// Its workflow's concurrency limit, for its key.
+    Key {
+        /// The workflow.
+        workflow: String,
+        /// The key its input gave (empty: one limit for the whole workflow).
+        key: String,
+        /// The limit.
+        limit: u32,
+        /// The workflow's runs with this key started and not ended.
+        running: u64,
+    },
 }
 
 /// One plan on the operator screen (or a tenant's own, on its runs page).

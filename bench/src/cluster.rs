@@ -318,6 +318,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
                 context: None,
                 attempt: 1,
                 reply_to: None,
+                priority: None,
             })
             .await?;
         results.next().await.ok_or("the result stream ended")?;

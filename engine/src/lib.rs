@@ -53,7 +53,7 @@ pub use runtime::Registry;
 #[cfg(feature = "engine")]
 pub mod prelude {
     pub use crate::engine::{Engine, EngineConfig};
-    pub use crate::model::{Namespace, RetryPolicy, Run, RunId, RunStatus};
+    pub use crate::model::{Concurrency, Namespace, RateLimit, RetryPolicy, Run, RunId, RunStatus};
     pub use crate::runtime::{
         Gather, Registry, StepContext, StepError, StepOptions, WorkflowContext, WorkflowError,
     };

@@ -443,6 +443,7 @@ async fn a_namespaced_python_worker_serves_a_namespaced_control_plane() {
             context: None,
             attempt: 1,
             reply_to: None,
+            priority: None,
         })
         .await
         .expect_err("refused");

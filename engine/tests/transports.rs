@@ -153,6 +153,7 @@ mod redis {
                 context: None,
                 attempt,
                 reply_to: None,
+                priority: None,
             };
             let waiting = |conn: &mut redis::aio::MultiplexedConnection| {
                 let mut conn = conn.clone();
@@ -285,6 +286,7 @@ mod redis {
                 context: None,
                 attempt: 1,
                 reply_to: None,
+                priority: None,
             };
             for i in 0..6 {
                 let sender = if i % 2 == 0 { &a } else { &b };

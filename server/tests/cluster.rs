@@ -352,6 +352,7 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
                 context: None,
                 attempt: 1,
                 reply_to: None,
+                priority: None,
             })
             .await
             .expect("send");

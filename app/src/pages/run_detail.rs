@@ -11,7 +11,7 @@ use crate::components::timeline::Timeline;
 use crate::components::tree::RunTree;
 use crate::pages::actions::ActionsPanel;
 use crate::pages::runs::ErrorBox;
-use crate::{AppError, Me, RunView};
+use crate::{AppError, Me, QuotaHold, RunView};
 
 /// One run with its checkpoints, its family (for the child tree) and the live workers, if the
 /// session may see it. A run of another tenant answers exactly like a missing one.
@@ -114,6 +114,34 @@ fn RunNotFound() -> impl IntoView {
     }
 }
 
+/// What a queued run waits for, in words.
+fn held_by(hold: &QuotaHold) -> String {
+    match hold {
+        QuotaHold::Tenant {
+            ceiling,
+            running,
+            queued,
+        } => format!(
+            "a free slot under its tenant's concurrency ceiling: {running} of {ceiling} runs are running and {queued} wait queued; it starts by itself when one ends (an operator can raise max_concurrent_runs)"
+        ),
+        QuotaHold::Key {
+            workflow,
+            key,
+            limit,
+            running,
+        } => {
+            let of = if key.is_empty() {
+                format!("runs of `{workflow}`")
+            } else {
+                format!("runs of `{workflow}` for key `{key}`")
+            };
+            format!(
+                "a free slot under its workflow's concurrency limit: {running} of {limit} {of} are running; it starts by itself, in the order it came, when one ends"
+            )
+        }
+    }
+}
+
 #[component]
 fn DetailBody(me: Me, view: RunView) -> impl IntoView {
     let RunView {
@@ -136,13 +164,7 @@ fn DetailBody(me: Me, view: RunView) -> impl IntoView {
     let waiting: Vec<(String, Option<String>)> = waiting
         .iter()
         .map(|w| match (w, &quota) {
-            (Waiting::Queued, Some(hold)) => (
-                format!(
-                    "a free slot under its tenant's concurrency ceiling: {} of {} runs are running and {} wait queued; it starts by itself when one ends (an operator can raise max_concurrent_runs)",
-                    hold.running, hold.ceiling, hold.queued
-                ),
-                None,
-            ),
+            (Waiting::Queued, Some(hold)) => (held_by(hold), None),
             _ => (describe(w), no_worker_for(w)),
         })
         .collect();

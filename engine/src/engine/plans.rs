@@ -51,4 +51,19 @@ impl Engine {
         let state = &self.state;
         Ok(state.store.usage(tenant, state.clock.now()).await?)
     }
+
+    /// How many runs of `tenant`'s `workflow` with concurrency key `key` are running: what a
+    /// queued run under that workflow's limit waits on.
+    pub async fn running_with_key(
+        &self,
+        tenant: &Namespace,
+        workflow: &str,
+        key: &str,
+    ) -> Result<u64, EngineError> {
+        Ok(self
+            .state
+            .store
+            .started_with_key(tenant, workflow, key)
+            .await?)
+    }
 }

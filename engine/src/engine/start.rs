@@ -9,7 +9,7 @@ use super::{Control, Engine, EngineError};
 use crate::driver::turn::first::{self, IdOrigin, Started};
 use crate::driver::turn::remote;
 use crate::driver::turn::runner::{FirstTurn, spawn_turns};
-use crate::model::{Run, RunId, RunStatus, Scope, TenantEventKind};
+use crate::model::{ConcurrencySlot, Run, RunId, RunStatus, Scope, TenantEventKind};
 use crate::store::{History, NewRun, StoreError};
 
 impl Engine {
@@ -33,6 +33,7 @@ impl Engine {
                 registry.workflow_names().join(", "),
             ));
         };
+        let concurrency = self.concurrency_slot(&req.workflow, &req.input)?;
         let admitted = self.admit_start(&namespace, &req.input).await?;
         let (id, origin) = match req.id {
             Some(id) => (id, IdOrigin::Chosen),
@@ -41,7 +42,9 @@ impl Engine {
         let mut new = NewRun::top_level(id.clone(), namespace, &req.workflow, version, req.input);
         new.tags = req.tags;
         new.search_attributes = req.search_attributes;
-        match self.create(new, origin, admitted.counted).await {
+        let counted = admitted.counted || concurrency.is_some();
+        new.concurrency = concurrency;
+        match self.create(new, origin, counted).await {
             Err(EngineError::Store(StoreError::Conflict(_))) => Err(EngineError::RunExists(id)),
             started => started,
         }
@@ -59,6 +62,7 @@ impl Engine {
         let Some(original) = self.state.store.get_run(scope, id).await? else {
             return Ok(Control::NotFound);
         };
+        let concurrency = self.concurrency_slot(&original.workflow, &input)?;
         let admitted = self.admit_start(&original.namespace, &input).await?;
         let registry = &self.state.registry;
         let version = registry
@@ -74,17 +78,33 @@ impl Engine {
         new.tags = original.tags.clone();
         new.search_attributes = original.search_attributes.clone();
         new.retry_of = Some(original.id.clone());
-        let run = self
-            .create(new, IdOrigin::Generated, admitted.counted)
-            .await?;
+        let counted = admitted.counted || concurrency.is_some();
+        new.concurrency = concurrency;
+        let run = self.create(new, IdOrigin::Generated, counted).await?;
         Ok(Control::Done(run))
+    }
+
+    /// The concurrency slot a top-level run of `workflow` with `input` takes, if the workflow
+    /// has a limit; an input without the limit's key is refused.
+    fn concurrency_slot(
+        &self,
+        workflow: &str,
+        input: &Value,
+    ) -> Result<Option<ConcurrencySlot>, EngineError> {
+        let Some(limit) = self.state.registry.concurrency(workflow) else {
+            return Ok(None);
+        };
+        limit
+            .slot(workflow, input)
+            .map(Some)
+            .map_err(EngineError::BadInput)
     }
 
     /// Inserts a new run and announces it to its tenant. With a free turn slot, the run's first
     /// turn is planned and persisted with the insert (see [`start`]), or, if it cannot be
     /// planned, the run is inserted already claimed and its first turn starts here at once;
-    /// otherwise the claim loop is poked. A run `counted` against a concurrency ceiling always
-    /// waits for the claim loop, which starts it only while its tenant is under the ceiling.
+    /// otherwise the claim loop is poked. A run `counted` against a concurrency ceiling or limit
+    /// always waits for the claim loop, which starts it only while there is room under both.
     async fn create(&self, new: NewRun, id: IdOrigin, counted: bool) -> Result<Run, EngineError> {
         let state = &self.state;
         let slot = if counted { None } else { state.try_turn_slot() };

@@ -4,7 +4,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Checkpoint, Millis, Namespace, StepFailure};
+use super::{Checkpoint, ConcurrencySlot, Millis, Namespace, StepFailure};
 
 /// The id of a run. Top-level runs get a time-ordered `run_<uuid v7>`; child runs are
 /// `<parent>.child.<seq>` so that a replayed parent finds the child it already started.
@@ -203,6 +203,10 @@ pub struct Run {
     pub updated_at: Millis,
     /// When it reached a terminal status.
     pub finished_at: Option<Millis>,
+    /// The workflow concurrency limit it started under, if its workflow has one: it starts
+    /// only while fewer than the limit of its workflow's runs with its key are running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencySlot>,
 }
 
 /// A run with its checkpoints, for the detail views.

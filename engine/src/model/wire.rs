@@ -35,6 +35,11 @@ pub struct RemoteTask {
     /// results this way (Redis); the engine leaves it empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
+    /// Its priority among the waiting tasks of its step (higher goes first; a task without one
+    /// goes before any with one, as in BullMQ); on Redis it becomes the BullMQ job's priority
+    /// (wire §2), which the SDK workers honour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
 }
 
 /// A step's error, as the wire and the store carry it.

@@ -12,8 +12,8 @@ use super::cancel::Cancellations;
 use super::error::decode;
 use super::{Clock, Command, Operation, StepError, StepOptions, WorkflowError};
 use crate::model::{
-    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy,
-    RunId, StepFailure,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RateLimit,
+    RetryPolicy, RunId, StepFailure,
 };
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
@@ -157,13 +157,15 @@ impl WorkflowContext {
             retry,
             timeout,
             requires,
+            rate_limit,
+            priority,
         } = options.into();
         let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
         match replay {
             Replay::Resolved(cp) => Operation::ready(resolved(*cp, name)),
             Replay::Waiting => {
-                self.plan_waiting_step(seq, name, requires);
+                self.plan_waiting_step(seq, name, requires, rate_limit, priority);
                 Operation::suspended(self)
             }
             Replay::New => {
@@ -188,6 +190,8 @@ impl WorkflowContext {
                         retry: Some(retry),
                         timeout_ms,
                         requires,
+                        rate_limit,
+                        priority,
                     });
                 }
                 Operation::suspended(self)
@@ -198,7 +202,14 @@ impl WorkflowContext {
     /// A remote step still waiting: a retry waiting out its backoff (no dispatch time) is
     /// dispatched once due; a dispatched try that outlived its timeout is timed out; otherwise
     /// the run wakes for whichever comes first.
-    fn plan_waiting_step(&self, seq: u32, name: &str, requires: Vec<String>) {
+    fn plan_waiting_step(
+        &self,
+        seq: u32,
+        name: &str,
+        requires: Vec<String>,
+        rate_limit: Option<RateLimit>,
+        priority: Option<i64>,
+    ) {
         let mut st = self.state();
         if st.nondeterminism.is_some() {
             return;
@@ -234,6 +245,8 @@ impl WorkflowContext {
                     input,
                     attempt: attempts,
                     requires,
+                    rate_limit,
+                    priority,
                 });
             }
         }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Millis, RetryPolicy, RunId, StepFailure};
+use crate::model::{Millis, RateLimit, RetryPolicy, RunId, StepFailure};
 
 /// One thing the control plane must make durable after a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,12 @@ pub enum Command {
         /// wire a requirement is declared with the step, not in the decision).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         requires: Vec<String>,
+        /// How often it may be dispatched (an extension: absent on the aviary wire).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_limit: Option<RateLimit>,
+        /// Its priority among its step's waiting tasks (the wire's `priority`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        priority: Option<i64>,
     },
     /// A failed step's backoff has passed: dispatch it again. Not on the aviary wire.
     #[serde(rename_all = "camelCase")]
@@ -45,6 +51,12 @@ pub enum Command {
         /// Capabilities a worker must advertise to be sent it.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         requires: Vec<String>,
+        /// How often it may be dispatched.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_limit: Option<RateLimit>,
+        /// Its priority among its step's waiting tasks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        priority: Option<i64>,
     },
     /// Record a step that already ran during the turn.
     #[serde(rename_all = "camelCase")]

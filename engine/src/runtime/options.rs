@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::model::RetryPolicy;
+use crate::model::{RateLimit, RetryPolicy};
 
 /// Options for [`super::WorkflowContext::step_with`]. A bare [`RetryPolicy`] converts into
 /// these, so `ctx.step_with(name, &input, RetryPolicy::none())` reads as it says.
@@ -18,6 +18,13 @@ pub struct StepOptions {
     /// workers on the step's token announce themselves and none has them all, the run parks
     /// `blocked` with the reason, and looks again every 5–10 s until one that does is live.
     pub requires: Vec<String>,
+    /// At most this many dispatches a minute (per key), for a downstream API's rate: a call
+    /// over it waits, its run parked `blocked` with the reason, until the allowance has one.
+    pub rate_limit: Option<RateLimit>,
+    /// Its priority among its step's waiting tasks: higher goes first, and, as BullMQ orders a
+    /// queue (the wire maps it to BullMQ's priority), a task without one goes before any with
+    /// one. Use it to let urgent work of a step pass a backlog of the same step.
+    pub priority: Option<i64>,
 }
 
 impl StepOptions {
@@ -31,6 +38,19 @@ impl StepOptions {
     pub fn requires<S: AsRef<str>>(mut self, capabilities: impl IntoIterator<Item = S>) -> Self {
         self.requires
             .extend(capabilities.into_iter().map(|c| c.as_ref().to_owned()));
+        self
+    }
+
+    /// The same options, dispatched at most as often as `limit` allows
+    /// (`RateLimit::per_minute(100).per("/account")`: 100 a minute per account).
+    pub fn rate_limit(mut self, limit: RateLimit) -> Self {
+        self.rate_limit = Some(limit);
+        self
+    }
+
+    /// The same options with `priority` (higher goes first among the step's waiting tasks).
+    pub fn priority(mut self, priority: i64) -> Self {
+        self.priority = Some(priority);
         self
     }
 

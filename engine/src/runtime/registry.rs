@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::error::decode;
 use super::{StepContext, StepError, WorkflowContext, WorkflowError};
+use crate::model::Concurrency;
 
 type WorkflowFn = Arc<
     dyn Fn(WorkflowContext, Value) -> BoxFuture<'static, Result<Value, WorkflowError>>
@@ -47,6 +48,8 @@ pub struct Registry {
     steps: HashMap<String, StepFn>,
     /// Capabilities advertised beyond the v1 baseline.
     extra_capabilities: Vec<String>,
+    /// Concurrency limits by workflow name.
+    limits: HashMap<String, Concurrency>,
 }
 
 impl Registry {
@@ -108,6 +111,22 @@ impl Registry {
         });
         self.steps.insert(name.to_owned(), erased);
         self
+    }
+
+    /// Limits how many runs of workflow `name` (every version, and a workflow whose turns run
+    /// on SDK workers alike) run at once in a tenant: `Concurrency::at_most(1).per("/customer")`
+    /// runs one per customer at a time. A start over the limit is accepted and queued; it
+    /// starts by itself, in the order it came, when a run with its key ends, and its page says
+    /// what holds it. A start whose input lacks the key is refused. Top-level runs only: a
+    /// child is part of the run that started it.
+    pub fn limit_concurrency(&mut self, name: &str, limit: Concurrency) -> &mut Self {
+        self.limits.insert(name.to_owned(), limit);
+        self
+    }
+
+    /// The concurrency limit of workflow `name`, if it has one.
+    pub fn concurrency(&self, name: &str) -> Option<&Concurrency> {
+        self.limits.get(name)
     }
 
     /// A specific version of a workflow.

@@ -1,14 +1,17 @@
 //! The column lists every backend selects first and in this order, so rows are read by
 //! position (a by-name lookup scans every column name).
 
+use crate::model::ConcurrencySlot;
+
 /// A run's columns.
 pub(crate) const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input, \
     output, error, tags, search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, \
-    continued_from, attempt, wake_at, locked_by, locked_until, created_at, updated_at, finished_at";
+    continued_from, attempt, wake_at, locked_by, locked_until, created_at, updated_at, finished_at, \
+    concurrency_key, concurrency_limit";
 
 /// How many columns [`RUN_COLS`] names; a statement's own columns after them start here.
 #[cfg(any(test, feature = "postgres"))]
-pub(crate) const RUN_COL_COUNT: usize = 22;
+pub(crate) const RUN_COL_COUNT: usize = 24;
 
 /// A checkpoint's columns.
 pub(crate) const CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, \
@@ -22,6 +25,14 @@ pub(crate) fn qualified(cols: &str, table: &str) -> String {
         .map(|c| format!("{table}.{}", c.trim()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A run's concurrency slot from its `concurrency_key` and `concurrency_limit` columns.
+pub(crate) fn concurrency_slot(key: Option<String>, limit: Option<i64>) -> Option<ConcurrencySlot> {
+    Some(ConcurrencySlot {
+        key: key?,
+        limit: u32::try_from(limit?).unwrap_or(1).max(1),
+    })
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 use serde_json::{Map, Value};
 
 use crate::model::{
-    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy,
-    Run, RunId, RunStatus, Scope, StepFailure,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, ConcurrencySlot, Millis,
+    Namespace, RetryPolicy, Run, RunId, RunStatus, Scope, StepFailure,
 };
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
@@ -33,6 +33,8 @@ pub struct NewRun {
     pub retry_of: Option<RunId>,
     /// The run this continues.
     pub continued_from: Option<RunId>,
+    /// The workflow concurrency limit it starts under (top-level runs only).
+    pub concurrency: Option<ConcurrencySlot>,
 }
 
 impl NewRun {
@@ -57,6 +59,7 @@ impl NewRun {
             nesting_depth: 0,
             retry_of: None,
             continued_from: None,
+            concurrency: None,
         }
     }
 }
@@ -271,9 +274,11 @@ pub struct Runnable {
     pub id: RunId,
     /// Its tenant: the first tier of the pick.
     pub namespace: Namespace,
-    /// Its workflow: the second tier, so a tenant's backlog spread over many workflows buys
-    /// no more than one workflow's.
+    /// Its workflow and concurrency key: the second tier, so a tenant's backlog spread over
+    /// many workflows (or keys) buys no more than one workflow's.
     pub workflow: String,
+    /// Its workflow concurrency key, if its workflow has a limit.
+    pub concurrency_key: Option<String>,
     /// Since when it needs its turn (its timer, or its creation).
     pub due: Millis,
     /// Whether it is a top-level run never started: the kind a concurrency ceiling holds back.

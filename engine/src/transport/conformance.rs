@@ -30,6 +30,7 @@ fn task(run: &str, name: &str, partition: Option<&Namespace>) -> RemoteTask {
         context: None,
         attempt: 1,
         reply_to: None,
+        priority: None,
     }
 }
 
@@ -88,6 +89,7 @@ pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
     let got = next(&mut acme).await.expect("acme's task");
     let got = RemoteTask {
         reply_to: None,
+        priority: None,
         ..got
     };
     assert_eq!(got, task("run-a", "charge", Some(&ns("acme"))));
@@ -150,6 +152,37 @@ pub async fn a_tenants_backlog_does_not_hold_back_anothers_task(transport: Arc<d
         position <= 40,
         "globex's task came after {position} of acme's"
     );
+}
+
+/// A step's waiting tasks go as the wire's `priority` orders them (WIRE.md §2, BullMQ's order):
+/// those without one first, in arrival order, then the higher priority first.
+pub async fn tasks_of_a_step_go_by_priority(transport: Arc<dyn Transport>) {
+    let acme = ns("acme");
+    for (run, priority) in [
+        ("p1", Some(1)),
+        ("none", None),
+        ("p9", Some(9)),
+        ("p5", Some(5)),
+    ] {
+        let mut t = task(run, "ship", Some(&acme));
+        t.priority = priority;
+        transport.dispatch(t).await.expect("dispatch");
+    }
+    let mut worker = transport
+        .consume_tasks(TaskSubscription {
+            names: vec!["ship".into()],
+            partitions: Partitions::Only(vec![acme]),
+            concurrency: 1,
+            workflows: Vec::new(),
+            capabilities: Vec::new(),
+        })
+        .await
+        .expect("consumer");
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        order.push(next(&mut worker).await.expect("a task").run_id.to_string());
+    }
+    assert_eq!(order, ["none", "p9", "p5", "p1"]);
 }
 
 /// Rate allowances: a burst of the rate, then a refusal saying when one frees; each tenant
@@ -455,6 +488,7 @@ macro_rules! transport_conformance {
             start_run_messages_travel,
             beats_reach_every_process,
             a_tenants_backlog_does_not_hold_back_anothers_task,
+            tasks_of_a_step_go_by_priority,
             rate_allowances_are_per_tenant
         );
     };

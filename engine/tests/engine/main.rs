@@ -21,6 +21,7 @@ mod common;
 mod macros;
 
 mod backend;
+mod backlog;
 mod events;
 mod harness;
 mod registries;
@@ -31,6 +32,7 @@ mod control;
 mod early_dispatch;
 mod engine_time;
 mod fairness;
+mod flow;
 mod one_sqlite_file;
 mod peers;
 mod plans;

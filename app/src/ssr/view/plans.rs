@@ -71,25 +71,41 @@ impl SessionView {
         }))
     }
 
-    /// Why `run` (visible to this view) waits queued, when its tenant's concurrency ceiling
-    /// holds it back: a top-level run not yet started while the tenant is at its ceiling.
+    /// Why `run` (visible to this view) waits queued: a top-level run not yet started while
+    /// its tenant is at its concurrency ceiling, or its workflow's runs with its key at their
+    /// limit.
     pub async fn quota_hold(&self, run: &Run) -> Result<Option<QuotaHold>, AppError> {
         if run.status != RunStatus::Pending || run.attempt > 0 || run.parent_run_id.is_some() {
             return Ok(None);
         }
         let plan = self.engine.effective_plan(&run.namespace).await;
-        let Some(ceiling) = plan.max_concurrent_runs else {
+        if let Some(ceiling) = plan.max_concurrent_runs {
+            let usage = self
+                .engine
+                .usage(&run.namespace)
+                .await
+                .map_err(engine_error)?;
+            if usage.running >= u64::from(ceiling) {
+                return Ok(Some(QuotaHold::Tenant {
+                    ceiling,
+                    running: usage.running,
+                    queued: usage.queued,
+                }));
+            }
+        }
+        let Some(slot) = &run.concurrency else {
             return Ok(None);
         };
-        let usage = self
+        let running = self
             .engine
-            .usage(&run.namespace)
+            .running_with_key(&run.namespace, &run.workflow, &slot.key)
             .await
             .map_err(engine_error)?;
-        Ok((usage.running >= u64::from(ceiling)).then_some(QuotaHold {
-            ceiling,
-            running: usage.running,
-            queued: usage.queued,
+        Ok((running >= u64::from(slot.limit)).then(|| QuotaHold::Key {
+            workflow: run.workflow.clone(),
+            key: slot.key.clone(),
+            limit: slot.limit,
+            running,
         }))
     }
 

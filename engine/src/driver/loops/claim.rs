@@ -32,7 +32,7 @@ const PER_TENANT: u32 = 16;
 /// fairly between tenants (see [`crate::fair`]).
 pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let lease_ms = state.config.lease.as_millis() as i64;
-    let mut waiting = FairQueue::<Namespace, String, (RunId, bool)>::new();
+    let mut waiting = FairQueue::<Namespace, (String, Option<String>), (RunId, bool)>::new();
     let mut plans = state.plans.current(&*state.store).await;
     let mut read_at: Option<Instant> = None;
     // Tenants the last read did not hold every waiting run of.
@@ -61,10 +61,10 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
             for tenant in runs.iter().map(|r| &r.namespace).collect::<HashSet<_>>() {
                 waiting.set_weight(tenant.clone(), plans.weight(tenant));
             }
-            waiting.refill(
-                runs.into_iter()
-                    .map(|r| (r.namespace, r.workflow, r.due, (r.id, r.fresh))),
-            );
+            waiting.refill(runs.into_iter().map(|r| {
+                let key = (r.workflow, r.concurrency_key);
+                (r.namespace, key, r.due, (r.id, r.fresh))
+            }));
         }
         let mut ceilings = Vec::new();
         let mut picked = Vec::new();
@@ -196,8 +196,8 @@ async fn read_waiting(
         })
         .collect();
     for (tenant, ceiling) in limited {
-        let room = match state.store.usage(&tenant, now).await {
-            Ok(usage) => u64::from(ceiling).saturating_sub(usage.running),
+        let room = match state.store.started(&tenant).await {
+            Ok(started) => u64::from(ceiling).saturating_sub(started),
             // The claim counts again anyway; only the pick is less informed.
             Err(_) => u64::from(ceiling),
         };

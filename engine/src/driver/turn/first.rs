@@ -167,5 +167,6 @@ fn claimed(new: &NewRun, claim: &Claim, now: Millis) -> Run {
         created_at: now,
         updated_at: now,
         finished_at: None,
+        concurrency: new.concurrency.clone(),
     }
 }

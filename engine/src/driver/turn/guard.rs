@@ -1,4 +1,4 @@
-//! The dispatch guard (aviary wire §6.4), applied to a turn's commit before it is written: a
+//! The dispatch guard (aviary wire §6.4) and the rate limits of [`flow`], applied to a turn's commit before it is written: a
 //! step whose token has live workers that announced themselves, none of them able to take it
 //! (a capability it requires is missing, or they speak another protocol), is not queued where
 //! it would wait forever. The run parks `blocked` with the reason and looks again after
@@ -12,9 +12,11 @@
 
 use std::time::Duration;
 
+use super::flow;
 use crate::driver::state::State;
 use crate::model::{
-    Incompatibility, Millis, Protocol, RemoteTask, StepFailure, check_dispatch, parked_by_guard,
+    Incompatibility, Millis, Protocol, RateLimit, RemoteTask, StepFailure, check_dispatch,
+    parked_by_guard,
 };
 use crate::store::{TurnCommit, TurnOutcome};
 
@@ -27,16 +29,18 @@ pub(crate) const MAX_RECHECK: Duration = Duration::from_secs(60);
 /// The detail of a parked run's reason that says since when it has been parked for it.
 const BLOCKED_SINCE: &str = "blockedSince";
 
-/// A task a turn sends, with what its worker must be able to do.
+/// A task a turn sends, with what its worker must be able to do and how often it may go.
 pub(crate) struct Outgoing {
     pub task: RemoteTask,
     pub requires: Vec<String>,
+    pub rate_limit: Option<RateLimit>,
 }
 
-/// Keeps the tasks of `outgoing` a live worker can take, and takes the others out of `commit`
-/// (their checkpoints, or their redispatch). If any was held back while the run would suspend,
-/// the run parks `blocked` with the first reason (see [`park`]; `before` is the run's reason
-/// until now).
+/// Keeps the tasks of `outgoing` a live worker can take and their rate limit lets go (see
+/// [`flow`]), and takes the others out of `commit` (their checkpoints, or their redispatch). If
+/// any was held back while the run would suspend, the run parks `blocked`: for the first worker
+/// it lacks (see [`park`]; `before` is the run's reason until now), else for the first rate
+/// limit, looking again when the soonest hold may pass.
 pub(crate) async fn screen(
     state: &State,
     commit: &mut TurnCommit,
@@ -46,19 +50,44 @@ pub(crate) async fn screen(
 ) -> Vec<RemoteTask> {
     let mut sent = Vec::with_capacity(outgoing.len());
     let mut held: Option<Incompatibility> = None;
-    for Outgoing { task, requires } in outgoing {
-        match admits(state, &task.group, &requires).await {
-            Ok(()) => sent.push(task),
+    let mut limited: Option<flow::RateHold> = None;
+    let mut soonest = Millis::MAX;
+    for Outgoing {
+        task,
+        requires,
+        rate_limit,
+    } in outgoing
+    {
+        let pass = match admits(state, &task.group, &requires).await {
+            Ok(()) => match &rate_limit {
+                Some(limit) => flow::take(state, &task, limit, now).await.map_err(|hold| {
+                    soonest = soonest.min(hold.recheck_at());
+                    limited.get_or_insert(hold);
+                }),
+                None => Ok(()),
+            },
             Err(why) => {
                 tracing::info!(run_id = %task.run_id, seq = task.seq, token = task.group, reason = %why.reason(), "step held back: no live worker can take it");
-                commit.checkpoints.retain(|c| c.seq != task.seq);
-                commit.redispatched.retain(|seq| *seq != task.seq);
                 held.get_or_insert(why);
+                Err(())
             }
+        };
+        if pass.is_ok() {
+            sent.push(task);
+        } else {
+            commit.checkpoints.retain(|c| c.seq != task.seq);
+            commit.redispatched.retain(|seq| *seq != task.seq);
         }
     }
-    if let (Some(why), TurnOutcome::Suspend { wake_at }) = (held, &commit.outcome) {
-        commit.outcome = park(&why, before, now, *wake_at);
+    if let TurnOutcome::Suspend { wake_at } = &commit.outcome {
+        // A worker-less step parks; a rate-limited one beside it still wakes the run in time.
+        let rate_due = (soonest < Millis::MAX).then_some(soonest);
+        let timer = [*wake_at, rate_due].into_iter().flatten().min();
+        if let Some(why) = held {
+            commit.outcome = park(&why, before, now, timer);
+        } else if let Some(hold) = limited {
+            commit.outcome = hold.park(*wake_at);
+        }
     }
     sent
 }

@@ -281,8 +281,11 @@ impl AfterCommit {
         }
         if updated.status.is_terminal() && updated.parent_run_id.is_none() {
             let plans = state.plans.current(&*state.store).await;
-            if plans.max_concurrent_runs(&updated.namespace).is_some() {
-                // A slot under its tenant's ceiling came free: a queued run may start now.
+            if updated.concurrency.is_some()
+                || plans.max_concurrent_runs(&updated.namespace).is_some()
+            {
+                // A slot under its key's limit or its tenant's ceiling came free: a queued run
+                // may start now.
                 state.wake.notify_one();
             }
         }

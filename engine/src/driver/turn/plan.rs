@@ -39,6 +39,8 @@ pub(crate) fn plan(
                 retry,
                 timeout_ms,
                 requires,
+                rate_limit,
+                priority,
             } => {
                 let group = routing_token(&name, Some(&run.namespace));
                 let task = RemoteTask {
@@ -51,8 +53,13 @@ pub(crate) fn plan(
                     context: Some(serde_json::json!({ "tenant": run.namespace })),
                     attempt: 1,
                     reply_to: None,
+                    priority,
                 };
-                tasks.push(Outgoing { task, requires });
+                tasks.push(Outgoing {
+                    task,
+                    requires,
+                    rate_limit,
+                });
                 checkpoints.push(NewCheckpoint {
                     retry_policy: retry,
                     timeout_ms,
@@ -98,6 +105,8 @@ pub(crate) fn plan(
                 input,
                 attempt,
                 requires,
+                rate_limit,
+                priority,
             } => {
                 let task = RemoteTask {
                     run_id: run.id.clone(),
@@ -109,8 +118,13 @@ pub(crate) fn plan(
                     context: Some(serde_json::json!({ "tenant": run.namespace })),
                     attempt,
                     reply_to: None,
+                    priority,
                 };
-                tasks.push(Outgoing { task, requires });
+                tasks.push(Outgoing {
+                    task,
+                    requires,
+                    rate_limit,
+                });
                 redispatched.push(seq);
             }
             Command::WaitSignal {
@@ -232,6 +246,8 @@ pub(crate) fn plan(
             next.tags = run.tags.clone();
             next.search_attributes = run.search_attributes.clone();
             next.continued_from = Some(run.id.clone());
+            // Still under its workflow's limit: continuing must not escape it.
+            next.concurrency = run.concurrency.clone();
             TurnOutcome::Continue(Box::new(next))
         }
     };

@@ -111,6 +111,8 @@ async fn a_race_issues_both_operations_in_the_order_they_were_written() {
                 retry: Some(Default::default()),
                 timeout_ms: None,
                 requires: Vec::new(),
+                rate_limit: None,
+                priority: None,
             },
             Command::Sleep {
                 seq: 1,

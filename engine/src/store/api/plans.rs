@@ -24,4 +24,17 @@ pub trait Plans: Send + Sync + 'static {
     /// What `tenant` uses now: runs started and not ended, runs accepted and not started, and
     /// runs created since `now - 60 s`.
     async fn usage(&self, tenant: &Namespace, now: Millis) -> StoreResult<Usage>;
+
+    /// How many of `tenant`'s top-level runs are started and not ended: what its concurrency
+    /// ceiling counts (one count, where [`Plans::usage`] takes three).
+    async fn started(&self, tenant: &Namespace) -> StoreResult<u64>;
+
+    /// How many runs of `tenant`'s `workflow` with concurrency key `key` are started and not
+    /// ended: what a queued run with that key waits on.
+    async fn started_with_key(
+        &self,
+        tenant: &Namespace,
+        workflow: &str,
+        key: &str,
+    ) -> StoreResult<u64>;
 }

@@ -5,8 +5,11 @@
 //! run that has not ended, and wakes it. Each store supplies the statements
 //! ([`LifecycleStatements`]) in its SQL.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
+use super::plans::live_statuses;
 use super::settle::settle_ended;
 use super::turn::TurnStatements;
 use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope, StepFailure};
@@ -79,19 +82,76 @@ pub(crate) fn over_ceiling(fresh: Vec<RunId>, started: u64, ceiling: u32) -> Vec
 }
 
 /// [`crate::store::Store::runnable_runs`], up to its filter: each run's rank within its
-/// workflow, then within its tenant by that rank, so a tenant's firsts are one per workflow in
-/// turn. A store appends what needs a turn and its scope, then [`RUNNABLE_RANKED_END`] with the
-/// per-tenant cap, then the limit.
-pub(crate) const RUNNABLE_RANKED: &str = "SELECT id, namespace, workflow, due, fresh FROM \
-    (SELECT id, namespace, workflow, due, fresh, \
-    ROW_NUMBER() OVER (PARTITION BY namespace ORDER BY in_workflow, due, id) AS in_tenant \
-    FROM (SELECT id, namespace, workflow, COALESCE(wake_at, created_at) AS due, \
+/// workflow and concurrency key, then within its tenant by that rank, so a tenant's firsts are
+/// one per workflow (and key) in turn. A fresh run whose workflow concurrency key is at its limit
+/// is left out, and of a key's fresh runs only as many as its limit has room for are in: runs
+/// that would only be refused must not take the places of the tenant's others. A store appends
+/// what needs a turn and its scope (on unqualified columns), then [`RUNNABLE_RANKED_END`] with
+/// the per-tenant cap, then ` ORDER BY … LIMIT `.
+pub(crate) const RUNNABLE_RANKED: &str = concat!(
+    "SELECT id, namespace, workflow, concurrency_key, due, fresh FROM \
+    (SELECT id, namespace, workflow, concurrency_key, due, fresh, \
+    ROW_NUMBER() OVER (PARTITION BY namespace ORDER BY in_key, due, id) AS in_tenant \
+    FROM (SELECT id, namespace, workflow, concurrency_key, due, fresh, \
+    ROW_NUMBER() OVER (PARTITION BY namespace, workflow, concurrency_key ORDER BY due, id) AS in_key \
+    FROM (SELECT id, namespace, workflow, concurrency_key, COALESCE(wake_at, created_at) AS due, \
     (attempt = 0 AND parent_run_id IS NULL) AS fresh, \
-    ROW_NUMBER() OVER (PARTITION BY namespace, workflow \
-    ORDER BY COALESCE(wake_at, created_at), id) AS in_workflow FROM runs WHERE ";
+    CASE WHEN concurrency_key IS NOT NULL AND attempt = 0 AND parent_run_id IS NULL \
+    THEN concurrency_limit - (SELECT count(*) FROM runs s WHERE s.namespace = r.namespace \
+    AND s.workflow = r.workflow AND s.concurrency_key = r.concurrency_key AND s.attempt > 0 \
+    AND s.status IN ",
+    live_statuses!(),
+    ") END AS room, \
+    ROW_NUMBER() OVER (PARTITION BY namespace, workflow, concurrency_key, \
+    (attempt = 0 AND parent_run_id IS NULL) ORDER BY COALESCE(wake_at, created_at), id) AS in_fresh \
+    FROM runs r WHERE "
+);
 
 /// What closes [`RUNNABLE_RANKED`]; the per-tenant cap follows it, then ` ORDER BY … LIMIT `.
-pub(crate) const RUNNABLE_RANKED_END: &str = ") by_workflow) by_tenant WHERE in_tenant <= ";
+pub(crate) const RUNNABLE_RANKED_END: &str =
+    ") candidates WHERE room IS NULL OR in_fresh <= room) by_key) by_tenant WHERE in_tenant <= ";
+
+/// How many runs of tenant `$1`'s workflow `$2` with concurrency key `$3` are started and not
+/// ended: what a fresh run of that key is counted against when it is claimed.
+pub(crate) const KEY_STARTED_SQL: &str = concat!(
+    "SELECT count(*) FROM runs WHERE namespace = $1 AND workflow = $2 AND concurrency_key = $3 \
+     AND attempt > 0 AND status IN ",
+    live_statuses!()
+);
+
+/// The columns of a fresh keyed run a claim asks for, for [`over_key_limits`]; a store appends
+/// its id list filter.
+pub(crate) const KEYED_FRESH_SQL: &str = "SELECT id, namespace, workflow, concurrency_key, \
+    concurrency_limit FROM runs WHERE concurrency_key IS NOT NULL AND attempt = 0 \
+    AND parent_run_id IS NULL AND status = 'pending' AND id ";
+
+/// A fresh run a claim asks for whose workflow has a concurrency limit.
+pub(crate) struct KeyedFresh {
+    pub id: RunId,
+    /// `(tenant, workflow, key)`: what its limit counts.
+    pub counter: (String, String, String),
+    pub limit: u32,
+}
+
+/// Of `fresh` (earliest first), the runs to leave waiting when `started(counter)` of their key's
+/// runs are running: each starts while its key has fewer running than its own limit (the limit
+/// in force when it was started), counting those this claim starts before it.
+pub(crate) fn over_key_limits(
+    fresh: Vec<KeyedFresh>,
+    started: &HashMap<(String, String, String), u64>,
+) -> Vec<RunId> {
+    let mut running = started.clone();
+    let mut held = Vec::new();
+    for run in fresh {
+        let count = running.entry(run.counter).or_default();
+        if *count < u64::from(run.limit) {
+            *count += 1;
+        } else {
+            held.push(run.id);
+        }
+    }
+    held
+}
 
 /// The statements of the control verbs and the sweep, in a store's dialect, inside its write
 /// transaction.

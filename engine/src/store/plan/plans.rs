@@ -13,12 +13,23 @@ pub(crate) const DEFAULT_KEY: &str = "*";
 /// The window `starts_per_minute` and `Usage::started_last_minute` look at.
 pub(crate) const MINUTE_MS: Millis = 60_000;
 
+/// The statuses of a run that has not ended, as an SQL list.
+macro_rules! live_statuses {
+    () => {
+        "('pending', 'running', 'suspended', 'blocked', 'cancelling')"
+    };
+}
+pub(crate) use live_statuses;
+
 /// `FROM … WHERE …` of tenant `$1`'s top-level runs started (claimed at least once) and not
 /// ended: what `max_concurrent_runs` counts, in usage and in a claim alike.
 macro_rules! started_runs {
     () => {
-        "FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt > 0 \
-         AND status IN ('pending', 'running', 'suspended', 'blocked', 'cancelling')"
+        concat!(
+            "FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt > 0 \
+             AND status IN ",
+            live_statuses!()
+        )
     };
 }
 

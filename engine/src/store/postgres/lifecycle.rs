@@ -2,6 +2,8 @@
 //! control verbs and signals. Each runs inside one transaction. The rules of the verbs and the
 //! sweep are `plan::lifecycle`'s; these are their statements.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool, Row};
 
@@ -10,7 +12,8 @@ use super::sql::{Sql, push_scope};
 use super::values::to_value;
 use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
 use crate::store::plan::lifecycle::{
-    self, ClaimRequest, LifecycleStatements, RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling,
+    self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
+    RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
 use crate::store::plan::plans::STARTED_SQL;
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
@@ -54,6 +57,8 @@ pub(super) async fn claim_runs(
             let held = over_ceiling(fresh, started.max(0) as u64, *ceiling);
             ids.retain(|id| !held.contains(id));
         }
+        let held = held_by_keys(conn, ids).await?;
+        ids.retain(|id| !held.contains(id));
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -78,6 +83,58 @@ pub(super) async fn claim_runs(
     sql.push(format!(" FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLS}"));
     let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
     rows.iter().map(run_from_row).collect()
+}
+
+/// Of `ids`, the fresh runs to leave waiting because their workflow concurrency key is at its
+/// limit (see [`over_key_limits`]). Each key's count is taken under a transaction-scoped lock
+/// on that key, after any tenant locks and in key order, so two planes never both fill its last
+/// place, and never wait on each other in a circle.
+async fn held_by_keys(conn: &mut PgConnection, ids: &[RunId]) -> StoreResult<Vec<RunId>> {
+    let among: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
+    let rows = sqlx::query(&format!(
+        "{KEYED_FRESH_SQL}= ANY($1) ORDER BY created_at, id"
+    ))
+    .bind(&among)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db)?;
+    let mut fresh = Vec::with_capacity(rows.len());
+    for row in &rows {
+        fresh.push(KeyedFresh {
+            id: run_id(row.try_get(0).map_err(db)?)?,
+            counter: (
+                row.try_get(1).map_err(db)?,
+                row.try_get(2).map_err(db)?,
+                row.try_get(3).map_err(db)?,
+            ),
+            limit: u32::try_from(row.try_get::<i32, _>(4).map_err(db)?).unwrap_or(1),
+        });
+    }
+    let mut counters: Vec<&(String, String, String)> = fresh.iter().map(|r| &r.counter).collect();
+    counters.sort();
+    counters.dedup();
+    let mut started = HashMap::new();
+    for counter in counters {
+        let (tenant, workflow, key) = counter;
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtextextended('durable-key:' || $1 || '/' || $2 || '/' || $3, 0))",
+        )
+        .bind(tenant)
+        .bind(workflow)
+        .bind(key)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        let n: i64 = sqlx::query_scalar(KEY_STARTED_SQL)
+            .bind(tenant)
+            .bind(workflow)
+            .bind(key)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db)?;
+        started.insert(counter.clone(), n.max(0) as u64);
+    }
+    Ok(over_key_limits(fresh, &started))
 }
 
 /// `(status = 'pending' OR …)`: what needs a turn at `now`: pending runs, suspended ones whose
@@ -118,8 +175,9 @@ pub(super) async fn runnable_runs(
                     row.try_get::<Option<String>, _>(1).map_err(db)?.as_deref(),
                 ),
                 workflow: row.try_get(2).map_err(db)?,
-                due: row.try_get(3).map_err(db)?,
-                fresh: row.try_get(4).map_err(db)?,
+                concurrency_key: row.try_get(3).map_err(db)?,
+                due: row.try_get(4).map_err(db)?,
+                fresh: row.try_get(5).map_err(db)?,
             })
         })
         .collect()

@@ -6,7 +6,8 @@ use sqlx::Row;
 use super::PgStore;
 use super::rows::db;
 use crate::model::{Millis, Namespace, Plan, Usage};
-use crate::store::plan::plans::{MINUTE_MS, USAGE_SQL, decode, key_of, tenant_of};
+use crate::store::plan::lifecycle::KEY_STARTED_SQL;
+use crate::store::plan::plans::{MINUTE_MS, STARTED_SQL, USAGE_SQL, decode, key_of, tenant_of};
 use crate::store::{Plans, StoreError, StoreResult};
 
 #[async_trait]
@@ -70,5 +71,30 @@ impl Plans for PgStore {
             queued: count(1)?,
             started_last_minute: count(2)?,
         })
+    }
+
+    async fn started(&self, tenant: &Namespace) -> StoreResult<u64> {
+        let n: i64 = sqlx::query_scalar(STARTED_SQL)
+            .bind(tenant.as_str())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn started_with_key(
+        &self,
+        tenant: &Namespace,
+        workflow: &str,
+        key: &str,
+    ) -> StoreResult<u64> {
+        let n: i64 = sqlx::query_scalar(KEY_STARTED_SQL)
+            .bind(tenant.as_str())
+            .bind(workflow)
+            .bind(key)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(n.max(0) as u64)
     }
 }

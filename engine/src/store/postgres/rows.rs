@@ -7,6 +7,7 @@ use sqlx::{PgConnection, Postgres, Row};
 
 use super::values::{FirstState, RunValues, params};
 use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId};
+use crate::store::columns::concurrency_slot;
 use crate::store::plan::turn::id_taken;
 use crate::store::{NewRun, StoreError, StoreResult};
 
@@ -75,6 +76,10 @@ pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
         created_at: get(row, 19, "created_at")?,
         updated_at: get(row, 20, "updated_at")?,
         finished_at: get(row, 21, "finished_at")?,
+        concurrency: concurrency_slot(
+            get(row, 22, "concurrency_key")?,
+            get::<Option<i32>>(row, 23, "concurrency_limit")?.map(i64::from),
+        ),
     })
 }
 

@@ -72,7 +72,8 @@ pub(super) async fn create_run_and_commit(
                 .map(Some),
         );
     }
-    let mut next = 23;
+    // The run's columns are `$1`..: the checkpoints' parameters follow them.
+    let mut next = RunValues::COLUMNS.len() + 1;
     let mut param = || {
         next += 1;
         format!("${}", next - 1)

@@ -89,6 +89,8 @@ row_values! {
         error: Option<Value> as "JSONB",
         wake_at: Option<Millis> as "BIGINT",
         finished_at: Option<Millis> as "BIGINT",
+        concurrency_key: Option<String> as "TEXT",
+        concurrency_limit: Option<i32> as "INT",
     }
 }
 
@@ -192,6 +194,11 @@ impl RunValues {
             error: first.error,
             wake_at: first.wake_at,
             finished_at: first.finished_at,
+            concurrency_key: run.concurrency.as_ref().map(|c| c.key.clone()),
+            concurrency_limit: run
+                .concurrency
+                .as_ref()
+                .map(|c| i32::try_from(c.limit).unwrap_or(i32::MAX)),
         }
     }
 }

@@ -2,6 +2,8 @@
 //! control verbs and signals. Each runs inside the writer's transaction. The rules of the verbs
 //! and the sweep are `plan::lifecycle`'s; these are their statements.
 
+use std::collections::HashMap;
+
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
@@ -11,7 +13,8 @@ use super::sql::db;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
 use crate::store::plan::lifecycle::{
-    self, ClaimRequest, LifecycleStatements, RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling,
+    self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
+    RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
 use crate::store::plan::plans::STARTED_SQL;
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
@@ -37,6 +40,8 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
             let held = over_ceiling(fresh, started.max(0) as u64, *ceiling);
             ids.retain(|id| !held.contains(id));
         }
+        let held = held_by_keys(conn, ids)?;
+        ids.retain(|id| !held.contains(id));
         if ids.is_empty() {
             return Ok(Wrote::Keep(Vec::new()));
         }
@@ -62,6 +67,48 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
         .bind(i64::from(req.limit))
         .push(&format!(") RETURNING {RUN_COLS}"));
     Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
+}
+
+/// Of `ids`, the fresh runs to leave waiting because their workflow concurrency key is at its
+/// limit (see [`over_key_limits`]).
+fn held_by_keys(conn: &Connection, ids: &[RunId]) -> StoreResult<Vec<RunId>> {
+    let mut sql = Sql::new(KEYED_FRESH_SQL);
+    sql.push("IN (")
+        .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
+        .push(") ORDER BY created_at, id");
+    let fresh = sql.all(conn, |row| {
+        Ok(KeyedFresh {
+            id: run_id(row.get::<_, String>(0).map_err(db)?)?,
+            counter: (
+                row.get(1).map_err(db)?,
+                row.get(2).map_err(db)?,
+                row.get(3).map_err(db)?,
+            ),
+            limit: u32::try_from(row.get::<_, i64>(4).map_err(db)?).unwrap_or(1),
+        })
+    })?;
+    if fresh.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut started = HashMap::new();
+    let mut count = conn
+        .prepare_cached(
+            &KEY_STARTED_SQL
+                .replace("$1", "?1")
+                .replace("$2", "?2")
+                .replace("$3", "?3"),
+        )
+        .map_err(db)?;
+    for run in &fresh {
+        if !started.contains_key(&run.counter) {
+            let (tenant, workflow, key) = &run.counter;
+            let n: i64 = count
+                .query_row([tenant, workflow, key], |row| row.get(0))
+                .map_err(db)?;
+            started.insert(run.counter.clone(), n.max(0) as u64);
+        }
+    }
+    Ok(over_key_limits(fresh, &started))
 }
 
 /// `(status = 'pending' OR …)`: what needs a turn at `now`: pending runs, suspended ones whose
@@ -100,8 +147,9 @@ pub(super) fn runnable_runs(
                 row.get::<_, Option<String>>(1).map_err(db)?.as_deref(),
             ),
             workflow: row.get(2).map_err(db)?,
-            due: row.get(3).map_err(db)?,
-            fresh: row.get(4).map_err(db)?,
+            concurrency_key: row.get(3).map_err(db)?,
+            due: row.get(4).map_err(db)?,
+            fresh: row.get(5).map_err(db)?,
         })
     })
 }

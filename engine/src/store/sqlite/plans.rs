@@ -7,7 +7,8 @@ use super::SqliteStore;
 use super::sql::db;
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Plan, Usage};
-use crate::store::plan::plans::{MINUTE_MS, USAGE_SQL, decode, key_of, tenant_of};
+use crate::store::plan::lifecycle::KEY_STARTED_SQL;
+use crate::store::plan::plans::{MINUTE_MS, STARTED_SQL, USAGE_SQL, decode, key_of, tenant_of};
 use crate::store::{Plans, StoreResult};
 
 #[async_trait]
@@ -78,6 +79,41 @@ impl Plans for SqliteStore {
                             started_last_minute: row.get::<_, i64>(2)? as u64,
                         })
                     })
+                    .map_err(db)
+            })
+            .await
+    }
+
+    async fn started(&self, tenant: &Namespace) -> StoreResult<u64> {
+        let tenant = tenant.as_str().to_owned();
+        self.readers
+            .read(move |conn| {
+                conn.prepare_cached(&STARTED_SQL.replace('$', "?"))
+                    .map_err(db)?
+                    .query_row(params![tenant], |row| row.get::<_, i64>(0))
+                    .map(|n| n.max(0) as u64)
+                    .map_err(db)
+            })
+            .await
+    }
+
+    async fn started_with_key(
+        &self,
+        tenant: &Namespace,
+        workflow: &str,
+        key: &str,
+    ) -> StoreResult<u64> {
+        let (tenant, workflow, key) = (
+            tenant.as_str().to_owned(),
+            workflow.to_owned(),
+            key.to_owned(),
+        );
+        self.readers
+            .read(move |conn| {
+                conn.prepare_cached(&KEY_STARTED_SQL.replace('$', "?"))
+                    .map_err(db)?
+                    .query_row(params![tenant, workflow, key], |row| row.get::<_, i64>(0))
+                    .map(|n| n.max(0) as u64)
                     .map_err(db)
             })
             .await

@@ -11,6 +11,7 @@ use crate::model::{
 use crate::store::plan::turn::id_taken;
 use crate::store::{NewRun, StoreError, StoreResult};
 
+use crate::store::columns::concurrency_slot;
 pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};
 
 pub(super) fn to_json<T: Serialize>(v: &T) -> String {
@@ -77,6 +78,10 @@ pub(super) fn run_from_row(row: &Row<'_>) -> StoreResult<Run> {
         created_at: at(row, 19, "created_at")?,
         updated_at: at(row, 20, "updated_at")?,
         finished_at: at(row, 21, "finished_at")?,
+        concurrency: concurrency_slot(
+            at(row, 22, "concurrency_key")?,
+            at(row, 23, "concurrency_limit")?,
+        ),
     })
 }
 
@@ -123,7 +128,8 @@ pub(super) fn insert_run(
     let mut sql = Sql::new(
         "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
          search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, continued_from, \
-         created_at, updated_at, locked_by, locked_until, attempt) VALUES (",
+         created_at, updated_at, locked_by, locked_until, attempt, concurrency_key, \
+         concurrency_limit) VALUES (",
     );
     sql.bind(run.id.as_str().to_owned())
         .push(", ")
@@ -160,6 +166,10 @@ pub(super) fn insert_run(
         .bind(lease.map(|(_, until)| until))
         .push(", ")
         .bind(i64::from(lease.is_some()))
+        .push(", ")
+        .bind(run.concurrency.as_ref().map(|c| c.key.clone()))
+        .push(", ")
+        .bind(run.concurrency.as_ref().map(|c| i64::from(c.limit)))
         .push(")");
     if keep_existing {
         sql.push(" ON CONFLICT (id) DO NOTHING");

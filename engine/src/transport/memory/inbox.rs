@@ -30,8 +30,10 @@ impl Inbox {
     pub fn push(&self, task: RemoteTask) {
         let (name, tenant) = split_token(&task.group);
         let name = name.to_owned();
-        // Steps are due as they arrive: within a key, arrival order.
-        self.queue().push(tenant, name, 0, task);
+        // Within a step, as BullMQ orders a queue: tasks without a priority first, then the
+        // higher priority first; equal ones in arrival order.
+        let rank = task.priority.map_or(i64::MIN, i64::saturating_neg);
+        self.queue().push(tenant, name, rank, task);
         self.ready.notify_one();
     }
 
@@ -58,5 +60,41 @@ impl Inbox {
     /// Whether the consumer dropped its stream (only the router holds the inbox).
     pub fn is_abandoned(self: &Arc<Self>) -> bool {
         Arc::strong_count(self) == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RunId;
+
+    fn task(run: &str, group: &str, priority: Option<i64>) -> RemoteTask {
+        RemoteTask {
+            run_id: RunId::parse(run).unwrap(),
+            seq: 0,
+            name: group.split('@').next().unwrap().into(),
+            step_id: format!("{run}:0"),
+            group: group.into(),
+            input: None,
+            context: None,
+            attempt: 1,
+            reply_to: None,
+            priority,
+        }
+    }
+
+    #[test]
+    fn within_a_step_unprioritised_tasks_go_first_then_the_higher_priority() {
+        let inbox = Inbox::default();
+        inbox.push(task("r1", "ship@acme", None));
+        inbox.push(task("r2", "ship@acme", Some(5)));
+        inbox.push(task("r3", "ship@acme", Some(-1)));
+        inbox.push(task("r4", "ship@acme", Some(5)));
+        let order: Vec<String> = inbox
+            .drain()
+            .into_iter()
+            .map(|t| t.run_id.to_string())
+            .collect();
+        assert_eq!(order, ["r1", "r2", "r4", "r3"]);
     }
 }

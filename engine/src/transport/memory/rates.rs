@@ -11,6 +11,9 @@ use crate::fair::rate;
 use crate::model::{Millis, Namespace};
 use crate::transport::{RateLimits, TransportResult};
 
+/// How many allowances the map holds before those that no longer hold anything back go.
+const PRUNE_AT: usize = 10_000;
+
 /// Each allowance's theoretical arrival time (µs), by tenant and name.
 #[derive(Default)]
 pub(super) struct Allowances(Mutex<HashMap<(Namespace, String), i64>>);
@@ -29,6 +32,12 @@ impl RateLimits for MemoryTransport {
         match rate::take(allowances.get(&key).copied(), now, per_minute) {
             Ok(tat) => {
                 allowances.insert(key, tat);
+                if allowances.len() > PRUNE_AT {
+                    // Keys come from inputs (a step's rate per customer): one whose time has
+                    // passed allows a full burst, as a missing one does, so it can go.
+                    let now_us = now.saturating_mul(1000);
+                    allowances.retain(|_, tat| *tat > now_us);
+                }
                 Ok(None)
             }
             Err(wait) => Ok(Some(wait)),

@@ -380,7 +380,7 @@ impl StepQueues for RedisTransport {
             name: "task",
             data: &data,
             retention: Retention::Task,
-            priority: None,
+            priority: task.priority,
             job_id: Some(&id),
         })
         .await
