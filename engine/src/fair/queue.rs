@@ -207,6 +207,17 @@ impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
         }
         Some((tenant, key, item))
     }
+
+    /// Takes back one service of `tenant` that did not happen: an item popped for a resource
+    /// someone else took first (another control plane claimed the run). Its pass is as if the
+    /// pop had not been, so stages that share work keep their splits to the weights rather
+    /// than charging a tenant for the races it lost.
+    pub fn refund(&mut self, tenant: &T) {
+        let stride = STRIDE / u128::from(self.weights.get(tenant).copied().unwrap_or_default().0);
+        if let Some(lane) = self.tenants.get_mut(tenant) {
+            lane.pass = lane.pass.saturating_sub(stride);
+        }
+    }
 }
 
 impl<K: Clone + Eq + Hash, V> Lane<K, V> {

@@ -24,6 +24,11 @@ impl KeyPointer {
         }
     }
 
+    /// The key `input` holds at `pointer` (`None`: the empty key, one for all inputs).
+    fn key_in(pointer: Option<&Self>, input: &Value, what: &str) -> Result<String, String> {
+        pointer.map_or_else(|| Ok(String::new()), |p| p.key_of(input, what))
+    }
+
     /// The key `input` holds here: a string as it is, a number or boolean as JSON text. Absent,
     /// null or a structure is refused with what to fix (`what` names the limit's owner).
     pub fn key_of(&self, input: &Value, what: &str) -> Result<String, String> {
@@ -81,10 +86,7 @@ impl Concurrency {
 
     /// The slot a run of `workflow` with `input` takes.
     pub fn slot(&self, workflow: &str, input: &Value) -> Result<ConcurrencySlot, String> {
-        let key = match &self.key {
-            Some(pointer) => pointer.key_of(input, &format!("workflow `{workflow}`"))?,
-            None => String::new(),
-        };
+        let key = KeyPointer::key_in(self.key.as_ref(), input, &format!("workflow `{workflow}`"))?;
         Ok(ConcurrencySlot {
             key,
             limit: self.limit.max(1),
@@ -129,14 +131,15 @@ impl RateLimit {
         self
     }
 
-    /// The allowance a call of `step` with `input` spends: its name among the tenant's
-    /// allowances (see [`crate::transport::RateLimits`]).
-    pub fn allowance(&self, step: &str, input: &Value) -> Result<String, String> {
-        let key = match &self.key {
-            Some(pointer) => pointer.key_of(input, &format!("step `{step}`"))?,
-            None => String::new(),
-        };
-        Ok(format!("step:{step}:{key}"))
+    /// The key a call of `step` with `input` is counted under (empty without a pointer).
+    pub fn key(&self, step: &str, input: &Value) -> Result<String, String> {
+        KeyPointer::key_in(self.key.as_ref(), input, &format!("step `{step}`"))
+    }
+
+    /// The allowance calls of `step` under `key` spend: its name among the tenant's allowances
+    /// (see [`crate::transport::RateLimits`]).
+    pub fn allowance(step: &str, key: &str) -> String {
+        format!("step:{step}:{key}")
     }
 }
 
@@ -195,13 +198,11 @@ mod tests {
     #[test]
     fn a_step_allowance_is_named_by_step_and_key() {
         let rate = RateLimit::per_minute(100).per("/account");
-        assert_eq!(
-            rate.allowance("geocode", &json!({ "account": "a1" })),
-            Ok("step:geocode:a1".into())
-        );
-        assert_eq!(
-            RateLimit::per_minute(5).allowance("geocode", &json!(1)),
-            Ok("step:geocode:".into())
-        );
+        let key = rate.key("geocode", &json!({ "account": "a1" }));
+        assert_eq!(key.as_deref(), Ok("a1"));
+        assert_eq!(RateLimit::allowance("geocode", "a1"), "step:geocode:a1");
+        let whole = RateLimit::per_minute(5).key("geocode", &json!(1));
+        assert_eq!(whole.as_deref(), Ok(""));
+        assert!(rate.key("geocode", &json!({})).is_err());
     }
 }

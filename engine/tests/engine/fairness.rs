@@ -1,6 +1,8 @@
 //! Fairness between tenants where runs wait for turn slots: a tenant with a backlog spread over
 //! many workflows does not hold back a tenant with a handful, and weights split the slots in
-//! their ratio. Ordering and counts only; no timing.
+//! their ratio, on one control plane and across three sharing a store (each picks fairly from
+//! the same ranked read, so their splits add up to the weights' without shared pick state).
+//! Ordering and counts only; no timing.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,6 +21,7 @@ use crate::harness::Harness;
 engine_cases! {
     a_handful_is_not_held_back_by_a_backlog_over_many_workflows,
     weights_split_the_turn_slots_in_their_ratio,
+    a_three_two_one_split_holds_across_three_control_planes,
 }
 
 /// Runs that finished, by tenant, in the order they did.
@@ -163,4 +166,51 @@ async fn weights_split_the_turn_slots_in_their_ratio(backend: Backend) {
         "acme (weight 3) had {a} turns to globex's (weight 1) {g}: a share of {share:.2}, not 0.75 ± 10%"
     );
     h.stop().await;
+}
+
+async fn a_three_two_one_split_holds_across_three_control_planes(backend: Backend) {
+    let tenants = [("acme", 3u32), ("globex", 2), ("initech", 1)];
+    let store = backend.store().await;
+    let now = backend.clock().now();
+    for (tenant, weight) in tenants {
+        let tenant = Namespace::tenant(tenant).unwrap();
+        let plan = Plan {
+            weight: Some(weight),
+            ..Plan::default()
+        };
+        store.put_plan(Some(&tenant), &plan, now).await.unwrap();
+        backlog(&backend, &tenant, 700, 5).await;
+    }
+    let finished = Arc::new(Finished::default());
+    let planes = [
+        one_slot(&backend, finished.clone()).await,
+        one_slot(&backend, finished.clone()).await,
+        one_slot(&backend, finished.clone()).await,
+    ];
+    // Sample while every tenant still has work: after 600 turns initech (a sixth) has had
+    // about 100 of its 700.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while finished.1.load(Ordering::SeqCst) < 600 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "600 runs never finished"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let counts: Vec<f64> = tenants
+        .iter()
+        .map(|(t, _)| f64::from(finished.of(t)))
+        .collect();
+    let total: f64 = counts.iter().sum();
+    for ((tenant, weight), n) in tenants.iter().zip(&counts) {
+        let want = f64::from(*weight) / 6.0;
+        let share = n / total;
+        assert!(
+            (want * 0.9..=want * 1.1).contains(&share),
+            "{tenant} (weight {weight}) had {n} of {total} turns: a share of {share:.3}, not {want:.3} ± 10% ({counts:?})"
+        );
+    }
+    for plane in planes {
+        plane.stop().await;
+    }
 }

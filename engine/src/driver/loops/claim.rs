@@ -32,8 +32,7 @@ const PER_TENANT: u32 = 16;
 /// fairly between tenants (see [`crate::fair`]).
 pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let lease_ms = state.config.lease.as_millis() as i64;
-    let mut waiting = FairQueue::<Namespace, (String, Option<String>), (RunId, bool)>::new();
-    let mut plans = state.plans.current(&*state.store).await;
+    let mut waiting = FairQueue::<Namespace, (String, Option<String>), RunId>::new();
     let mut read_at: Option<Instant> = None;
     // Tenants the last read did not hold every waiting run of.
     let mut truncated = HashSet::new();
@@ -55,7 +54,9 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
         let now = state.clock.now();
         if waiting.len() < free as usize || read_at.is_none_or(|at| at.elapsed() >= REREAD) {
             read_at = Some(Instant::now());
-            plans = state.plans.current(&*state.store).await;
+            // For weights and to leave out what a ceiling holds: the claim itself counts
+            // against the plans as stored.
+            let plans = state.plans.current(&*state.store).await;
             let (runs, cut) = read_waiting(&state, &plans, now, free).await;
             truncated = cut;
             for tenant in runs.iter().map(|r| &r.namespace).collect::<HashSet<_>>() {
@@ -63,22 +64,17 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
             }
             waiting.refill(runs.into_iter().map(|r| {
                 let key = (r.workflow, r.concurrency_key);
-                (r.namespace, key, r.due, (r.id, r.fresh))
+                (r.namespace, key, r.due, r.id)
             }));
         }
-        let mut ceilings = Vec::new();
         let mut picked = Vec::new();
+        let mut picked_of = Vec::new();
         while picked.len() < free as usize {
-            let Some((tenant, _, (id, fresh))) = waiting.pop() else {
+            let Some((tenant, _, id)) = waiting.pop() else {
                 break;
             };
             picked.push(id);
-            if fresh
-                && let Some(ceiling) = plans.max_concurrent_runs(&tenant)
-                && !ceilings.iter().any(|(t, _)| t == &tenant)
-            {
-                ceilings.push((tenant.clone(), ceiling));
-            }
+            picked_of.push(tenant.clone());
             if truncated.contains(&tenant) && !waiting.holds(&tenant) {
                 // The read held only this tenant's first runs: what else it has, and its
                 // place against the others, needs a new read before the next pick.
@@ -94,7 +90,6 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                 .claim_these(
                     &state.scope,
                     &picked,
-                    &ceilings,
                     &state.config.owner,
                     now,
                     lease_ms,
@@ -110,8 +105,15 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
             }
         };
         if claimed.len() < picked.len() {
-            // Some were taken by another driver or a direct claim: what waits has moved on.
+            // Some were taken by another driver or a direct claim, or held by a ceiling: what
+            // waits has moved on, and their tenants were not served.
             read_at = None;
+            let won: HashSet<&RunId> = claimed.iter().map(|run| &run.id).collect();
+            for (id, tenant) in picked.iter().zip(&picked_of) {
+                if !won.contains(id) {
+                    waiting.refund(tenant);
+                }
+            }
         }
         if claimed.is_empty() && !picked.is_empty() {
             missed += 1;

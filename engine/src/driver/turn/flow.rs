@@ -48,8 +48,8 @@ pub(crate) async fn take(
     now: Millis,
 ) -> Result<(), RateHold> {
     let input = task.input.clone().unwrap_or_default();
-    let allowance = match limit.allowance(&task.name, &input) {
-        Ok(allowance) => allowance,
+    let key = match limit.key(&task.name, &input) {
+        Ok(key) => key,
         Err(message) => {
             return Err(RateHold {
                 reason: StepFailure::new(message).with_code(RATE_LIMITED),
@@ -60,12 +60,16 @@ pub(crate) async fn take(
     let (_, tenant) = crate::transport::naming::split_token(&task.group);
     match state
         .transport
-        .take(&tenant, &allowance, limit.per_minute, now)
+        .take(
+            &tenant,
+            &RateLimit::allowance(&task.name, &key),
+            limit.per_minute,
+            now,
+        )
         .await
     {
         Ok(None) => Ok(()),
         Ok(Some(wait)) => {
-            let key = allowance.splitn(3, ':').nth(2).unwrap_or_default();
             let per = if key.is_empty() {
                 String::new()
             } else {

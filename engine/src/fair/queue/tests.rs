@@ -148,3 +148,22 @@ fn a_tenant_back_after_a_refill_without_it_gets_no_credit_for_its_absence() {
     assert_eq!(served.get("acme"), Some(&10));
     assert_eq!(served.get("globex"), Some(&10));
 }
+
+#[test]
+fn a_refunded_pick_leaves_the_tenant_where_it_was() {
+    let mut q = FairQueue::new();
+    q.set_weight("a", Weight::new(1));
+    q.set_weight("b", Weight::new(1));
+    for i in 0..10u32 {
+        q.push("a", "k".to_owned(), 0, i);
+        q.push("b", "k".to_owned(), 1, i);
+    }
+    // `a` is picked, but someone else took the item: refunded, `a` is still first in line.
+    let (first, _, _) = q.pop().unwrap();
+    assert_eq!(first, "a");
+    q.refund(&"a");
+    let (again, _, _) = q.pop().unwrap();
+    assert_eq!(again, "a", "the lost race cost `a` nothing");
+    let (then, _, _) = q.pop().unwrap();
+    assert_eq!(then, "b");
+}

@@ -1,7 +1,7 @@
 //! Claims and leases: which driver turns which run, for how long, and whether its peers are
 //! alive.
 
-use crate::model::{Millis, Namespace, Run, RunId, Scope};
+use crate::model::{Millis, Run, RunId, Scope};
 use crate::store::{Runnable, StoreResult};
 use async_trait::async_trait;
 
@@ -38,16 +38,15 @@ pub trait Leases: Send + Sync + 'static {
     /// [`Leases::claim_runs`] for the runs of `ids` that still need a turn at `now`; the
     /// others (claimed meanwhile, ended, or not in `scope`) are left alone.
     ///
-    /// For each `(tenant, ceiling)` of `ceilings`, fresh runs of that tenant (top-level, never
-    /// started) are claimed only while fewer than `ceiling` of its top-level runs are started
-    /// and not ended, counted in the claim's own transaction, so drivers racing on one
-    /// database never start more than the ceiling between them.
-    #[allow(clippy::too_many_arguments)]
+    /// Fresh runs (top-level, never started) are claimed only while fewer than their tenant's
+    /// `max_concurrent_runs` of its top-level runs are started and not ended, and fewer than
+    /// their key's limit of their workflow's runs with that key. The ceiling is read from the
+    /// plans as stored and the counts taken in the claim's own transaction, so drivers racing
+    /// on one database, or one that has not seen a plan change yet, never start more.
     async fn claim_these(
         &self,
         scope: &Scope,
         ids: &[RunId],
-        ceilings: &[(Namespace, u32)],
         owner: &str,
         now: Millis,
         lease_ms: i64,

@@ -65,7 +65,6 @@ pub async fn usage_counts_a_tenants_top_level_runs(store: Arc<dyn Store>) {
         .claim_these(
             &Scope::All,
             &[RunId::parse("u0").expect("id")],
-            &[],
             "a",
             100_001,
             1_000,
@@ -152,6 +151,18 @@ pub async fn runnable_runs_are_read_round_robin_between_tenants_and_workflows(
     assert_eq!(scoped[0].id.as_str(), "globex-0");
 }
 
+/// Sets `tenant`'s stored concurrency ceiling.
+async fn ceiling(store: &Arc<dyn Store>, tenant: &str, n: u32) {
+    let plan = Plan {
+        max_concurrent_runs: Some(n),
+        ..Plan::default()
+    };
+    store
+        .put_plan(Some(&ns(tenant)), &plan, 0)
+        .await
+        .expect("put plan");
+}
+
 /// A claim of fresh runs under a concurrency ceiling starts only as many as the tenant has
 /// room for, counting its runs already started; other tenants and started runs are not held.
 pub async fn claims_under_a_ceiling_start_no_more_than_it_allows(store: Arc<dyn Store>) {
@@ -169,9 +180,11 @@ pub async fn claims_under_a_ceiling_start_no_more_than_it_allows(store: Arc<dyn 
         .await
         .expect("create");
     ids.push(RunId::parse("g0").expect("id"));
-    let ceiling = [(ns("acme"), 2)];
+    // The ceiling is the one on record, read in the claim: acme's own 2; globex follows the
+    // default, which has none.
+    ceiling(&store, "acme", 2).await;
     let first = store
-        .claim_these(&Scope::All, &ids, &ceiling, "a", 2_000, 1_000, 5)
+        .claim_these(&Scope::All, &ids, "a", 2_000, 1_000, 5)
         .await
         .expect("claim");
     let mut claimed: Vec<&str> = first.iter().map(|r| r.id.as_str()).collect();
@@ -183,7 +196,7 @@ pub async fn claims_under_a_ceiling_start_no_more_than_it_allows(store: Arc<dyn 
     );
     // Full: nothing more of acme's starts, whoever asks.
     let again = store
-        .claim_these(&Scope::All, &ids, &ceiling, "b", 2_001, 1_000, 5)
+        .claim_these(&Scope::All, &ids, "b", 2_001, 1_000, 5)
         .await
         .expect("claim");
     assert!(again.is_empty(), "{again:?}");
@@ -203,17 +216,37 @@ pub async fn claims_under_a_ceiling_start_no_more_than_it_allows(store: Arc<dyn 
         .expect("cancel")
         .expect("it was running");
     let next = store
-        .claim_these(&Scope::All, &ids, &ceiling, "b", 2_003, 1_000, 5)
+        .claim_these(&Scope::All, &ids, "b", 2_003, 1_000, 5)
         .await
         .expect("claim");
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].id.as_str(), "c2");
     // A started run whose lease lapsed is taken over whatever the ceiling: it holds its slot.
+    ceiling(&store, "acme", 0).await;
     let recovered = store
-        .claim_these(&Scope::All, &ids, &[(ns("acme"), 0)], "c", 5_000, 1_000, 5)
+        .claim_these(&Scope::All, &ids, "c", 5_000, 1_000, 5)
         .await
         .expect("claim");
     let mut recovered: Vec<&str> = recovered.iter().map(|r| r.id.as_str()).collect();
     recovered.sort();
     assert_eq!(recovered, ["c1", "c2", "g0"]);
+    // A tenant without a plan of its own is held to the default's ceiling.
+    let default = Plan {
+        max_concurrent_runs: Some(1),
+        ..Plan::default()
+    };
+    store.put_plan(None, &default, 0).await.expect("put plan");
+    let mut fresh = Vec::new();
+    for id in ["i0", "i1"] {
+        store
+            .create_run(new_run(id, "initech"), 6_000, None)
+            .await
+            .expect("create");
+        fresh.push(RunId::parse(id).expect("id"));
+    }
+    let one = store
+        .claim_these(&Scope::All, &fresh, "d", 6_001, 1_000, 5)
+        .await
+        .expect("claim");
+    assert_eq!(one.len(), 1, "{one:?}");
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::plans::live_statuses;
 use super::settle::settle_ended;
 use super::turn::TurnStatements;
-use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope, StepFailure};
+use crate::model::{Millis, Run, RunId, RunStatus, Scope, StepFailure};
 use crate::store::{RunPatch, SignalSent, StoreResult};
 
 /// What [`crate::store::Store::claim_runs`] asks for: up to `limit` runnable runs in `scope`,
@@ -25,10 +25,9 @@ pub(crate) struct ClaimRequest {
     pub lease_ms: i64,
     pub limit: u32,
     pub max_recoveries: u32,
-    /// Only these runs, when set (a fair pick's).
+    /// Only these runs, when set (a fair pick's): their fresh runs start only under their
+    /// tenants' ceilings and their keys' limits, as stored.
     pub only: Option<Vec<RunId>>,
-    /// Tenants whose fresh runs start only under a concurrency ceiling.
-    pub ceilings: Vec<(Namespace, u32)>,
 }
 
 impl ClaimRequest {
@@ -49,16 +48,13 @@ impl ClaimRequest {
             limit,
             max_recoveries,
             only: None,
-            ceilings: Vec::new(),
         }
     }
 
     /// The request [`crate::store::Store::claim_these`]'s arguments make.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn these(
         scope: &Scope,
         ids: &[RunId],
-        ceilings: &[(Namespace, u32)],
         owner: &str,
         now: Millis,
         lease_ms: i64,
@@ -67,7 +63,6 @@ impl ClaimRequest {
         let limit = u32::try_from(ids.len()).unwrap_or(u32::MAX);
         ClaimRequest {
             only: Some(ids.to_vec()),
-            ceilings: ceilings.to_vec(),
             ..Self::new(scope, owner, now, lease_ms, limit, max_recoveries)
         }
     }

@@ -49,6 +49,45 @@ pub(crate) const USAGE_SQL: &str = concat!(
      (SELECT count(*) FROM runs WHERE namespace = $1 AND created_at >= $2)"
 );
 
+/// The tenants with fresh runs (top-level, never started, pending) among those a claim asks
+/// for; a store appends its id list filter (` IN (…)` or `= ANY($1)`).
+pub(crate) const FRESH_TENANTS_SQL: &str = "SELECT DISTINCT namespace FROM runs \
+    WHERE parent_run_id IS NULL AND attempt = 0 AND status = 'pending' AND id ";
+
+/// Every stored plan, as the text of its JSON: a claim reads them in its own transaction, so
+/// the ceiling it counts against is the one on record, never a cached one.
+pub(crate) const PLANS_SQL: &str = "SELECT tenant, plan FROM plans ORDER BY tenant";
+
+/// Of `tenants`, those with a concurrency ceiling in force and its value, from the stored plan
+/// rows (`(plans.tenant, plan JSON)`, the default's among them), sorted by tenant.
+pub(crate) fn ceilings_of(
+    tenants: Vec<String>,
+    rows: Vec<(String, String)>,
+) -> StoreResult<Vec<(Namespace, u32)>> {
+    let mut default = Plan::default();
+    let mut own = std::collections::HashMap::new();
+    for (key, json) in rows {
+        let plan = decode(&key, &json)?;
+        if key == DEFAULT_KEY {
+            default = plan;
+        } else {
+            own.insert(key, plan);
+        }
+    }
+    let mut ceilings: Vec<(Namespace, u32)> = tenants
+        .into_iter()
+        .filter_map(|tenant| {
+            let plan = own
+                .get(&tenant)
+                .map_or_else(|| default.clone(), |p| p.over(&default));
+            let ceiling = plan.max_concurrent_runs?;
+            Some((Namespace::from_stored(Some(&tenant)), ceiling))
+        })
+        .collect();
+    ceilings.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+    Ok(ceilings)
+}
+
 /// The `plans.tenant` of `tenant`'s plan (`None`: the default).
 pub(crate) fn key_of(tenant: Option<&Namespace>) -> String {
     tenant.map_or_else(|| DEFAULT_KEY.to_owned(), |t| t.as_str().to_owned())

@@ -15,7 +15,7 @@ use crate::store::plan::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
     RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
-use crate::store::plan::plans::STARTED_SQL;
+use crate::store::plan::plans::{FRESH_TENANTS_SQL, PLANS_SQL, STARTED_SQL, ceilings_of};
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
@@ -28,9 +28,7 @@ pub(super) async fn claim_runs(
     if let Some(ids) = &mut only {
         // One tenant's claims queue behind each other's count (in tenant order, so two
         // drivers never wait on each other in a circle); other tenants' do not.
-        let mut ceilings = req.ceilings.clone();
-        ceilings.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-        for (tenant, ceiling) in &ceilings {
+        for (tenant, ceiling) in ceilings_in_force(conn, ids).await? {
             sqlx::query(
                 "SELECT pg_advisory_xact_lock(hashtextextended('durable-ceiling:' || $1, 0))",
             )
@@ -54,7 +52,7 @@ pub(super) async fn claim_runs(
             .await
             .map_err(db)?;
             let fresh = fresh.into_iter().map(run_id).collect::<StoreResult<_>>()?;
-            let held = over_ceiling(fresh, started.max(0) as u64, *ceiling);
+            let held = over_ceiling(fresh, started.max(0) as u64, ceiling);
             ids.retain(|id| !held.contains(id));
         }
         let held = held_by_keys(conn, ids).await?;
@@ -83,6 +81,29 @@ pub(super) async fn claim_runs(
     sql.push(format!(" FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLS}"));
     let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
     rows.iter().map(run_from_row).collect()
+}
+
+/// The concurrency ceilings in force, as stored, for the tenants with fresh runs among `ids`,
+/// in tenant order.
+async fn ceilings_in_force(
+    conn: &mut PgConnection,
+    ids: &[RunId],
+) -> StoreResult<Vec<(Namespace, u32)>> {
+    let among: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
+    let tenants: Vec<String> = sqlx::query_scalar(&format!("{FRESH_TENANTS_SQL}= ANY($1)"))
+        .bind(&among)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    if tenants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(String, String)> =
+        sqlx::query_as(&PLANS_SQL.replace("tenant, plan", "tenant, plan::text"))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db)?;
+    ceilings_of(tenants, rows)
 }
 
 /// Of `ids`, the fresh runs to leave waiting because their workflow concurrency key is at its

@@ -63,8 +63,8 @@ use super::{
     TurnCommit, Turns, Upkeep,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run, RunId, RunPage,
-    RunQuery, RunStatus, Scope, StatusCount, StepResult, ValueCount,
+    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
+    RunStatus, Scope, StatusCount, StepResult, ValueCount,
 };
 
 /// The PostgreSQL [`Store`] and [`super::Accounts`].
@@ -333,7 +333,6 @@ impl Leases for PgStore {
         &self,
         scope: &Scope,
         ids: &[RunId],
-        ceilings: &[(Namespace, u32)],
         owner: &str,
         now: Millis,
         lease_ms: i64,
@@ -342,7 +341,7 @@ impl Leases for PgStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let req = ClaimRequest::these(scope, ids, ceilings, owner, now, lease_ms, max_recoveries);
+        let req = ClaimRequest::these(scope, ids, owner, now, lease_ms, max_recoveries);
         in_tx!(self.pool, |conn| lifecycle::claim_runs(conn, &req))
     }
 

@@ -16,14 +16,14 @@ use crate::store::plan::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
     RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
-use crate::store::plan::plans::STARTED_SQL;
+use crate::store::plan::plans::{FRESH_TENANTS_SQL, PLANS_SQL, STARTED_SQL, ceilings_of};
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
     // The single writer makes the count and the claim one step: no other claim runs between.
     let mut only = req.only.clone();
     if let Some(ids) = &mut only {
-        for (tenant, ceiling) in &req.ceilings {
+        for (tenant, ceiling) in ceilings_in_force(conn, ids)? {
             let started: i64 = conn
                 .prepare_cached(&STARTED_SQL.replace("$1", "?1"))
                 .map_err(db)?
@@ -37,7 +37,7 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
                 .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
                 .push(") ORDER BY created_at, id");
             let fresh = sql.all(conn, |row| run_id(row.get::<_, String>(0).map_err(db)?))?;
-            let held = over_ceiling(fresh, started.max(0) as u64, *ceiling);
+            let held = over_ceiling(fresh, started.max(0) as u64, ceiling);
             ids.retain(|id| !held.contains(id));
         }
         let held = held_by_keys(conn, ids)?;
@@ -67,6 +67,26 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
         .bind(i64::from(req.limit))
         .push(&format!(") RETURNING {RUN_COLS}"));
     Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
+}
+
+/// The concurrency ceilings in force, as stored, for the tenants with fresh runs among `ids`.
+fn ceilings_in_force(conn: &Connection, ids: &[RunId]) -> StoreResult<Vec<(Namespace, u32)>> {
+    let mut sql = Sql::new(FRESH_TENANTS_SQL);
+    sql.push("IN (")
+        .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
+        .push(")");
+    let tenants = sql.all(conn, |row| row.get::<_, String>(0).map_err(db))?;
+    if tenants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = conn
+        .prepare_cached(PLANS_SQL)
+        .map_err(db)?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .map_err(db)?
+        .collect::<Result<Vec<(String, String)>, _>>()
+        .map_err(db)?;
+    ceilings_of(tenants, rows)
 }
 
 /// Of `ids`, the fresh runs to leave waiting because their workflow concurrency key is at its

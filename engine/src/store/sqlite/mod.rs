@@ -56,8 +56,8 @@ use super::{
     TurnCommit, Turns, Upkeep,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run, RunId, RunPage,
-    RunQuery, RunStatus, Scope, StatusCount, StepResult, ValueCount,
+    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
+    RunStatus, Scope, StatusCount, StepResult, ValueCount,
 };
 
 /// How many reader threads (and read connections) a store keeps.
@@ -332,7 +332,6 @@ impl Leases for SqliteStore {
         &self,
         scope: &Scope,
         ids: &[RunId],
-        ceilings: &[(Namespace, u32)],
         owner: &str,
         now: Millis,
         lease_ms: i64,
@@ -341,7 +340,7 @@ impl Leases for SqliteStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let req = ClaimRequest::these(scope, ids, ceilings, owner, now, lease_ms, max_recoveries);
+        let req = ClaimRequest::these(scope, ids, owner, now, lease_ms, max_recoveries);
         self.writer
             .write(move |conn| lifecycle::claim_runs(conn, &req))
             .await
