@@ -86,7 +86,7 @@ pub(crate) async fn screen(
         if let Some(why) = held {
             commit.outcome = park(&why, before, now, timer);
         } else if let Some(hold) = limited {
-            commit.outcome = hold.park(*wake_at);
+            commit.outcome = hold.park(timer);
         }
     }
     sent
