@@ -274,8 +274,9 @@ pub struct Runnable {
     pub id: RunId,
     /// Its tenant: the first tier of the pick.
     pub namespace: Namespace,
-    /// Its workflow and concurrency key: the second tier, so a tenant's backlog spread over
-    /// many workflows (or keys) buys no more than one workflow's.
+    /// Its workflow: with its concurrency key, the second tier, so a tenant's backlog spread
+    /// over many workflows buys it nothing against other tenants, and within the tenant each
+    /// workflow (and each key of a keyed workflow) takes its turn.
     pub workflow: String,
     /// Its workflow concurrency key, if its workflow has a limit.
     pub concurrency_key: Option<String>,

@@ -156,12 +156,23 @@ impl Backend {
 
     /// [`Backend::start`] on `store`, a connection the case already holds.
     pub async fn start_on(&self, store: Arc<dyn Store>, registry: Registry) -> Harness {
+        self.start_with(store, registry, EngineConfig::default())
+            .await
+    }
+
+    /// [`Backend::start_on`] with `config` (one turn slot, say, so runs queue for it).
+    pub async fn start_with(
+        &self,
+        store: Arc<dyn Store>,
+        registry: Registry,
+        config: EngineConfig,
+    ) -> Harness {
         let registry = Arc::new(registry);
         let engine = self.engine(
             store.clone(),
             self.transport().await,
             registry.clone(),
-            EngineConfig::default(),
+            config,
         );
         Harness::start(engine, store, registry, self.partitions(), self.clock()).await
     }

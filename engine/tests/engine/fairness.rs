@@ -61,25 +61,13 @@ fn registry(finished: Arc<Finished>) -> Registry {
 
 /// A process with one turn slot, so runs queue for it.
 async fn one_slot(backend: &Backend, finished: Arc<Finished>) -> Harness {
-    let store = backend.store().await;
-    let registry = Arc::new(registry(finished));
-    let engine = backend.engine(
-        store.clone(),
-        backend.transport().await,
-        registry.clone(),
-        EngineConfig {
-            max_concurrent_turns: 1,
-            ..EngineConfig::default()
-        },
-    );
-    Harness::start(
-        engine,
-        store,
-        registry,
-        backend.partitions(),
-        backend.clock(),
-    )
-    .await
+    let config = EngineConfig {
+        max_concurrent_turns: 1,
+        ..EngineConfig::default()
+    };
+    backend
+        .start_with(backend.store().await, registry(finished), config)
+        .await
 }
 
 /// Queues `n` runs of `tenant` over `workflows` workflows, straight into the store (as if

@@ -168,7 +168,15 @@ async fn three_control_planes_racing_never_pass_a_key_limit(backend: Backend) {
 }
 
 async fn a_key_at_its_limit_holds_back_none_of_the_tenants_other_keys(backend: Backend) {
-    let h = backend.start(registry(1)).await;
+    // One turn slot: the claim then reads only the first 16 of a tenant's waiting runs, which
+    // the held runs (one per customer, all due before the newcomer) would fill if they were read.
+    let config = EngineConfig {
+        max_concurrent_turns: 1,
+        ..EngineConfig::default()
+    };
+    let h = backend
+        .start_with(backend.store().await, registry(1), config)
+        .await;
     // Forty customers, each with one charge running and two queued behind it.
     let mut firsts = Vec::new();
     for c in 0..40 {
@@ -182,8 +190,9 @@ async fn a_key_at_its_limit_holds_back_none_of_the_tenants_other_keys(backend: B
     for id in &firsts {
         wait_for(&h.store, id, RunStatus::Suspended).await;
     }
-    // A new customer's charge starts at once: the eighty queued runs, all held by their keys,
-    // take none of the places the claim reads.
+    // A new customer's charge starts: the eighty queued runs, all held by their keys, take
+    // none of the places the claim reads (read, each would be refused, round after round, and
+    // the newcomer, due last, would never be read).
     let newcomer = charge(&h.engine, "newcomer").await.unwrap().id;
     wait_for(&h.store, &newcomer, RunStatus::Suspended).await;
     let usage = h

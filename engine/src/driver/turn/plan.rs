@@ -246,8 +246,12 @@ pub(crate) fn plan(
             next.tags = run.tags.clone();
             next.search_attributes = run.search_attributes.clone();
             next.continued_from = Some(run.id.clone());
-            // Still under its workflow's limit: continuing must not escape it.
-            next.concurrency = run.concurrency.clone();
+            // Still under its workflow's limit, keyed by its new input (or, if that lacks the
+            // key, by the old one): continuing must not escape it.
+            next.concurrency = registry
+                .concurrency(&run.workflow)
+                .and_then(|limit| limit.slot(&run.workflow, &next.input).ok())
+                .or_else(|| run.concurrency.clone());
             TurnOutcome::Continue(Box::new(next))
         }
     };

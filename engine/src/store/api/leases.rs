@@ -42,7 +42,9 @@ pub trait Leases: Send + Sync + 'static {
     /// `max_concurrent_runs` of its top-level runs are started and not ended, and fewer than
     /// their key's limit of their workflow's runs with that key. The ceiling is read from the
     /// plans as stored and the counts taken in the claim's own transaction, so drivers racing
-    /// on one database, or one that has not seen a plan change yet, never start more.
+    /// on one database, or one whose cached plans predate a change, never claim past them. (A
+    /// start on a control plane that has not seen a new ceiling yet, within a second, may still
+    /// take the direct first-turn path; see `engine/quota.rs`.)
     async fn claim_these(
         &self,
         scope: &Scope,

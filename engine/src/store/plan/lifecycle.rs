@@ -80,9 +80,11 @@ pub(crate) fn over_ceiling(fresh: Vec<RunId>, started: u64, ceiling: u32) -> Vec
 /// workflow and concurrency key, then within its tenant by that rank, so a tenant's firsts are
 /// one per workflow (and key) in turn. A fresh run whose workflow concurrency key is at its limit
 /// is left out, and of a key's fresh runs only as many as its limit has room for are in: runs
-/// that would only be refused must not take the places of the tenant's others. A store appends
-/// what needs a turn and its scope (on unqualified columns), then [`RUNNABLE_RANKED_END`] with
-/// the per-tenant cap, then ` ORDER BY … LIMIT `.
+/// that would only be refused must not take the places of the tenant's others. Each key's
+/// started runs are counted once per read (a grouped join, served by the partial index on
+/// started keyed runs), not once per queued run. A store appends what needs a turn and its scope
+/// (on unqualified columns, which name the runs: the join's are prefixed `k_`), then
+/// [`RUNNABLE_RANKED_END`] with the per-tenant cap, then ` ORDER BY … LIMIT `.
 pub(crate) const RUNNABLE_RANKED: &str = concat!(
     "SELECT id, namespace, workflow, concurrency_key, due, fresh FROM \
     (SELECT id, namespace, workflow, concurrency_key, due, fresh, \
@@ -92,14 +94,16 @@ pub(crate) const RUNNABLE_RANKED: &str = concat!(
     FROM (SELECT id, namespace, workflow, concurrency_key, COALESCE(wake_at, created_at) AS due, \
     (attempt = 0 AND parent_run_id IS NULL) AS fresh, \
     CASE WHEN concurrency_key IS NOT NULL AND attempt = 0 AND parent_run_id IS NULL \
-    THEN concurrency_limit - (SELECT count(*) FROM runs s WHERE s.namespace = r.namespace \
-    AND s.workflow = r.workflow AND s.concurrency_key = r.concurrency_key AND s.attempt > 0 \
-    AND s.status IN ",
-    live_statuses!(),
-    ") END AS room, \
+    THEN MAX(concurrency_limit) OVER (PARTITION BY namespace, workflow, concurrency_key) \
+    - COALESCE(k_started, 0) END AS room, \
     ROW_NUMBER() OVER (PARTITION BY namespace, workflow, concurrency_key, \
     (attempt = 0 AND parent_run_id IS NULL) ORDER BY COALESCE(wake_at, created_at), id) AS in_fresh \
-    FROM runs r WHERE "
+    FROM runs LEFT JOIN (SELECT namespace AS k_namespace, workflow AS k_workflow, \
+    concurrency_key AS k_key, count(*) AS k_started FROM runs \
+    WHERE concurrency_key IS NOT NULL AND attempt > 0 AND status IN ",
+    live_statuses!(),
+    " GROUP BY namespace, workflow, concurrency_key) started_keys ON k_namespace = namespace \
+    AND k_workflow = workflow AND k_key = concurrency_key WHERE "
 );
 
 /// What closes [`RUNNABLE_RANKED`]; the per-tenant cap follows it, then ` ORDER BY … LIMIT `.
@@ -129,17 +133,27 @@ pub(crate) struct KeyedFresh {
 }
 
 /// Of `fresh` (earliest first), the runs to leave waiting when `started(counter)` of their key's
-/// runs are running: each starts while its key has fewer running than its own limit (the limit
-/// in force when it was started), counting those this claim starts before it.
+/// runs are running: they start while their key has fewer running than its limit, counting
+/// those this claim starts before them. A key's limit is the largest its queued runs were
+/// started under, so raising a limit lets the runs queued before the change start too, rather
+/// than leaving them behind the newer runs for as long as the key stays busy.
 pub(crate) fn over_key_limits(
     fresh: Vec<KeyedFresh>,
     started: &HashMap<(String, String, String), u64>,
 ) -> Vec<RunId> {
+    let mut limits = HashMap::<&(String, String, String), u32>::new();
+    for run in &fresh {
+        let limit = limits.entry(&run.counter).or_default();
+        *limit = (*limit).max(run.limit);
+    }
+    let limits: HashMap<(String, String, String), u32> =
+        limits.into_iter().map(|(k, v)| (k.clone(), v)).collect();
     let mut running = started.clone();
     let mut held = Vec::new();
     for run in fresh {
+        let limit = limits.get(&run.counter).copied().unwrap_or(run.limit);
         let count = running.entry(run.counter).or_default();
-        if *count < u64::from(run.limit) {
+        if *count < u64::from(limit) {
             *count += 1;
         } else {
             held.push(run.id);
@@ -255,4 +269,37 @@ fn dead(max_recoveries: u32) -> StepFailure {
          (retry it once the cause is fixed)"
     ))
     .with_code("dead")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh(id: &str, key: &str, limit: u32) -> KeyedFresh {
+        KeyedFresh {
+            id: RunId::parse(id).unwrap(),
+            counter: ("acme".into(), "charge".into(), key.into()),
+            limit,
+        }
+    }
+
+    #[test]
+    fn a_key_starts_runs_up_to_its_largest_queued_limit_counting_those_running() {
+        let counter = |key: &str| ("acme".to_owned(), "charge".to_owned(), key.to_owned());
+        let started = HashMap::from([(counter("alice"), 1)]);
+        // Alice has one running; her oldest queued run was started under a limit of 1, the
+        // newer ones under 3 (the limit was raised): two more start, the oldest first.
+        let held = over_key_limits(
+            vec![
+                fresh("a1", "alice", 1),
+                fresh("a2", "alice", 3),
+                fresh("a3", "alice", 3),
+                fresh("b1", "bob", 1),
+                fresh("b2", "bob", 1),
+            ],
+            &started,
+        );
+        let held: Vec<&str> = held.iter().map(RunId::as_str).collect();
+        assert_eq!(held, ["a3", "b2"]);
+    }
 }

@@ -51,7 +51,7 @@ pub(crate) const USAGE_SQL: &str = concat!(
 
 /// The tenants with fresh runs (top-level, never started, pending) among those a claim asks
 /// for; a store appends its id list filter (` IN (…)` or `= ANY($1)`).
-pub(crate) const FRESH_TENANTS_SQL: &str = "SELECT DISTINCT namespace FROM runs \
+pub(crate) const FRESH_TENANTS_SQL: &str = "SELECT DISTINCT COALESCE(namespace, 'default') FROM runs \
     WHERE parent_run_id IS NULL AND attempt = 0 AND status = 'pending' AND id ";
 
 /// Every stored plan, as the text of its JSON: a claim reads them in its own transaction, so
