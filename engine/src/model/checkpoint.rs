@@ -129,4 +129,7 @@ pub struct Checkpoint {
     /// How long one try of a remote step may take before it counts as failed (`timeout`).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// A remote step's priority among its step's waiting tasks, kept for a dispatch sent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
 }

@@ -169,6 +169,7 @@ mod tests {
             finished_at: None,
             retry_policy: None,
             timeout_ms: None,
+            priority: None,
         }
     }
 

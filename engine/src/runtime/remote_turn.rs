@@ -201,6 +201,7 @@ fn checkpoint(run_id: &RunId, entry: &Value) -> Option<Checkpoint> {
         finished_at: None,
         retry_policy: None,
         timeout_ms: None,
+        priority: None,
     })
 }
 

@@ -95,6 +95,8 @@ pub struct NewCheckpoint {
     pub retry_policy: Option<RetryPolicy>,
     /// How long one try of a remote step may take.
     pub timeout_ms: Option<u64>,
+    /// A remote step's priority among its step's waiting tasks.
+    pub priority: Option<i64>,
 }
 
 impl NewCheckpoint {
@@ -123,6 +125,7 @@ impl NewCheckpoint {
             finished_at: None,
             retry_policy: None,
             timeout_ms: None,
+            priority: None,
         }
     }
 
@@ -160,6 +163,7 @@ impl NewCheckpoint {
             finished_at: Some(finished_at),
             retry_policy: None,
             timeout_ms: None,
+            priority: None,
         }
     }
 }
@@ -333,6 +337,7 @@ impl History {
                 finished_at: cp.finished_at,
                 retry_policy: cp.retry_policy.clone(),
                 timeout_ms: cp.timeout_ms,
+                priority: cp.priority,
             });
         }
         self.checkpoints.sort_by_key(|c| c.seq);

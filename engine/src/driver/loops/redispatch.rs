@@ -74,7 +74,7 @@ pub(crate) async fn send_again(
         context: Some(serde_json::json!({ "tenant": namespace })),
         attempt: cp.attempts.max(1),
         reply_to: None,
-        priority: None,
+        priority: cp.priority,
     };
     state
         .store

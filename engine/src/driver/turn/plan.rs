@@ -63,6 +63,7 @@ pub(crate) fn plan(
                 checkpoints.push(NewCheckpoint {
                     retry_policy: retry,
                     timeout_ms,
+                    priority,
                     ..NewCheckpoint::remote_step(seq, name, group, input, now)
                 });
             }
@@ -96,6 +97,7 @@ pub(crate) fn plan(
                 finished_at: None,
                 retry_policy: None,
                 timeout_ms: None,
+                priority: None,
             }),
             Command::FireTimer { seq } => fired_timers.push(seq),
             Command::CancelRun { id } => cancel_runs.push(id),
@@ -177,6 +179,7 @@ pub(crate) fn plan(
                     finished_at: Some(now),
                     retry_policy: None,
                     timeout_ms: None,
+                    priority: None,
                 });
                 refused_child = true;
             }
@@ -214,6 +217,7 @@ pub(crate) fn plan(
                     finished_at: None,
                     retry_policy: None,
                     timeout_ms: None,
+                    priority: None,
                 });
             }
         }
@@ -287,6 +291,7 @@ fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCh
         finished_at: None,
         retry_policy: None,
         timeout_ms: None,
+        priority: None,
     }
 }
 

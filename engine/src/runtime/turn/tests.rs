@@ -48,6 +48,7 @@ fn pending(seq: u32, kind: CheckpointKind, name: &str) -> Checkpoint {
         finished_at: None,
         retry_policy: None,
         timeout_ms: None,
+        priority: None,
     }
 }
 

@@ -130,6 +130,7 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         finished_at: None,
         retry_policy: None,
         timeout_ms: None,
+        priority: None,
     };
     let commit = TurnCommit {
         checkpoints: vec![wait],

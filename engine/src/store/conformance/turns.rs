@@ -100,7 +100,12 @@ pub async fn a_derived_history_is_the_stored_one(store: Arc<dyn Store>) {
         3,
         4,
     );
-    let checkpoints = vec![local, pending_step(1)];
+    // A step's priority is kept with it, for a dispatch sent again.
+    let step = NewCheckpoint {
+        priority: Some(7),
+        ..pending_step(1)
+    };
+    let checkpoints = vec![local, step];
     let commit = TurnCommit {
         checkpoints: checkpoints.clone(),
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })

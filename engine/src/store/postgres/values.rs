@@ -115,6 +115,7 @@ row_values! {
         finished_at: Option<Millis> as "BIGINT",
         retry_policy: Option<Value> as "JSONB",
         timeout_ms: Option<i64> as "BIGINT",
+        priority: Option<i64> as "BIGINT",
         dispatched_by: Option<String> as "TEXT",
     }
 }
@@ -225,6 +226,7 @@ impl CheckpointValues {
             timeout_ms: cp
                 .timeout_ms
                 .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+            priority: cp.priority,
             dispatched_by: cp.enqueued_at.and(owner).map(str::to_owned),
         }
     }

@@ -134,7 +134,8 @@ fn insert_checkpoints(
         .prepare_cached(
             "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
              input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
-             timeout_ms, dispatched_by) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             timeout_ms, priority, dispatched_by) \
+             VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (run_id, seq) DO NOTHING",
         )
         .map_err(db)?;
@@ -158,6 +159,7 @@ fn insert_checkpoints(
                 cp.retry_policy.as_ref().map(to_json),
                 cp.timeout_ms
                     .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+                cp.priority,
                 cp.enqueued_at.and(owner),
             ])
             .map_err(db)?;
