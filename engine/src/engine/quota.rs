@@ -1,12 +1,13 @@
-//! Admission against a tenant's plan, before anything is written: a payload over its ceiling is
-//! refused; a start over the queue or rate ceiling is refused with when to try again; a start
-//! over the concurrency ceiling is accepted and waits its turn (the claim loop starts it when a
+//! Admission against a tenant's plan and its workflow's concurrency limit, before anything is
+//! written: an input without the limit's key is refused; a payload over its ceiling is refused;
+//! a start over the queue or rate ceiling is refused with when to try again; a start under a
+//! concurrency ceiling or limit is accepted and waits its turn (the claim loop starts it when a
 //! slot frees), so it must not take the direct first-turn path.
 
 use serde_json::Value;
 
 use super::{Engine, EngineError, QuotaExceeded};
-use crate::model::{Limit, Namespace, Plan};
+use crate::model::{ConcurrencySlot, Limit, Namespace, Plan};
 
 /// The allowance name `starts_per_minute` spends (see [`crate::transport::RateLimits`]).
 const STARTS: &str = "starts";
@@ -17,19 +18,27 @@ const QUEUE_RETRY_MS: i64 = 5_000;
 
 /// What admission decided for a start that may go ahead.
 pub(super) struct Admitted {
-    /// Whether the tenant has a concurrency ceiling: the run then waits for the claim loop's
-    /// fair, counted start instead of taking a turn slot directly.
+    /// Whether the tenant has a concurrency ceiling or the workflow a limit: the run then waits
+    /// for the claim loop's fair, counted start instead of taking a turn slot directly.
     pub counted: bool,
+    /// The workflow concurrency slot the run takes, if its workflow has a limit.
+    pub concurrency: Option<ConcurrencySlot>,
 }
 
 impl Engine {
-    /// Checks a start of `tenant` with `input` against the tenant's plan.
+    /// Checks a start of `workflow` for `tenant` with `input` against the workflow's
+    /// concurrency limit (its key must be in the input) and the tenant's plan.
     pub(super) async fn admit_start(
         &self,
         tenant: &Namespace,
+        workflow: &str,
         input: &Value,
     ) -> Result<Admitted, EngineError> {
         let state = &self.state;
+        let concurrency = match state.registry.concurrency(workflow) {
+            Some(limit) => Some(limit.slot(workflow, input).map_err(EngineError::BadInput)?),
+            None => None,
+        };
         let plan = state.plans.current(&*state.store).await.of(tenant);
         check_payload_size(tenant, &plan, input)?;
         if let Some(ceiling) = plan.max_queued_runs {
@@ -54,7 +63,8 @@ impl Engine {
             }
         }
         Ok(Admitted {
-            counted: plan.max_concurrent_runs.is_some(),
+            counted: plan.max_concurrent_runs.is_some() || concurrency.is_some(),
+            concurrency,
         })
     }
 

@@ -9,7 +9,7 @@ use super::{Control, Engine, EngineError};
 use crate::driver::turn::first::{self, IdOrigin, Started};
 use crate::driver::turn::remote;
 use crate::driver::turn::runner::{FirstTurn, spawn_turns};
-use crate::model::{ConcurrencySlot, Run, RunId, RunStatus, Scope, TenantEventKind};
+use crate::model::{Run, RunId, RunStatus, Scope, TenantEventKind};
 use crate::store::{History, NewRun, StoreError};
 
 impl Engine {
@@ -33,8 +33,9 @@ impl Engine {
                 registry.workflow_names().join(", "),
             ));
         };
-        let concurrency = self.concurrency_slot(&req.workflow, &req.input)?;
-        let admitted = self.admit_start(&namespace, &req.input).await?;
+        let admitted = self
+            .admit_start(&namespace, &req.workflow, &req.input)
+            .await?;
         let (id, origin) = match req.id {
             Some(id) => (id, IdOrigin::Chosen),
             None => (RunId::generate(), IdOrigin::Generated),
@@ -42,9 +43,8 @@ impl Engine {
         let mut new = NewRun::top_level(id.clone(), namespace, &req.workflow, version, req.input);
         new.tags = req.tags;
         new.search_attributes = req.search_attributes;
-        let counted = admitted.counted || concurrency.is_some();
-        new.concurrency = concurrency;
-        match self.create(new, origin, counted).await {
+        new.concurrency = admitted.concurrency;
+        match self.create(new, origin, admitted.counted).await {
             Err(EngineError::Store(StoreError::Conflict(_))) => Err(EngineError::RunExists(id)),
             started => started,
         }
@@ -62,8 +62,9 @@ impl Engine {
         let Some(original) = self.state.store.get_run(scope, id).await? else {
             return Ok(Control::NotFound);
         };
-        let concurrency = self.concurrency_slot(&original.workflow, &input)?;
-        let admitted = self.admit_start(&original.namespace, &input).await?;
+        let admitted = self
+            .admit_start(&original.namespace, &original.workflow, &input)
+            .await?;
         let registry = &self.state.registry;
         let version = registry
             .latest(&original.workflow)
@@ -78,26 +79,11 @@ impl Engine {
         new.tags = original.tags.clone();
         new.search_attributes = original.search_attributes.clone();
         new.retry_of = Some(original.id.clone());
-        let counted = admitted.counted || concurrency.is_some();
-        new.concurrency = concurrency;
-        let run = self.create(new, IdOrigin::Generated, counted).await?;
+        new.concurrency = admitted.concurrency;
+        let run = self
+            .create(new, IdOrigin::Generated, admitted.counted)
+            .await?;
         Ok(Control::Done(run))
-    }
-
-    /// The concurrency slot a top-level run of `workflow` with `input` takes, if the workflow
-    /// has a limit; an input without the limit's key is refused.
-    fn concurrency_slot(
-        &self,
-        workflow: &str,
-        input: &Value,
-    ) -> Result<Option<ConcurrencySlot>, EngineError> {
-        let Some(limit) = self.state.registry.concurrency(workflow) else {
-            return Ok(None);
-        };
-        limit
-            .slot(workflow, input)
-            .map(Some)
-            .map_err(EngineError::BadInput)
     }
 
     /// Inserts a new run and announces it to its tenant. With a free turn slot, the run's first

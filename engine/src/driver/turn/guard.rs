@@ -1,14 +1,14 @@
-//! The dispatch guard (aviary wire §6.4) and the rate limits of [`flow`], applied to a turn's commit before it is written: a
-//! step whose token has live workers that announced themselves, none of them able to take it
-//! (a capability it requires is missing, or they speak another protocol), is not queued where
-//! it would wait forever. The run parks `blocked` with the reason and looks again after
-//! [`RECHECK`], then after as long as it has been parked for that reason, at most
-//! [`MAX_RECHECK`] (or at its next timer, if sooner): a run waiting for a worker nobody starts
-//! costs a turn a minute, not one every few seconds, and "continue" looks again at once. The
-//! sweep looks again sooner when a worker that can take the work announces itself on the token
-//! ([`capable_worker_live`], [`parked_for`]). The
-//! turn's other effects (local steps it ran, timers, steps that can go) are kept, and results of
-//! steps still out are recorded while it is parked.
+//! The dispatch guard (aviary wire §6.4), applied with the rate limits of [`flow`] to a turn's
+//! commit before it is written: a step whose token has live workers that announced themselves,
+//! none of them able to take it (a capability it requires is missing, or they speak another
+//! protocol), is not queued where it would wait forever. The run parks `blocked` with the
+//! reason and looks again after [`RECHECK`], then after as long as it has been parked for that
+//! reason, at most [`MAX_RECHECK`] (or at its next timer, if sooner): a run waiting for a worker
+//! nobody starts costs a turn a minute, not one every few seconds, and "continue" looks again at
+//! once. The sweep looks again sooner when a worker that can take the work announces itself on
+//! the token ([`capable_worker_live`], [`parked_for`]). The turn's other effects (local steps it
+//! ran, timers, steps that can go) are kept, and results of steps still out are recorded while
+//! it is parked.
 
 use std::time::Duration;
 

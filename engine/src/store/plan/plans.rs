@@ -54,38 +54,35 @@ pub(crate) const USAGE_SQL: &str = concat!(
 pub(crate) const FRESH_TENANTS_SQL: &str = "SELECT DISTINCT COALESCE(namespace, 'default') FROM runs \
     WHERE parent_run_id IS NULL AND attempt = 0 AND status = 'pending' AND id ";
 
-/// Every stored plan, as the text of its JSON: a claim reads them in its own transaction, so
-/// the ceiling it counts against is the one on record, never a cached one.
-pub(crate) const PLANS_SQL: &str = "SELECT tenant, plan FROM plans ORDER BY tenant";
-
-/// Of `tenants`, those with a concurrency ceiling in force and its value, from the stored plan
-/// rows (`(plans.tenant, plan JSON)`, the default's among them), sorted by tenant.
+/// Of `tenants`, those with a concurrency ceiling in force and its value, from the stored
+/// plans (the default's, `None`, among them; read in the claim's own transaction, so the
+/// ceiling counted against is the one on record, never a cached one), sorted by tenant.
 pub(crate) fn ceilings_of(
     tenants: Vec<String>,
-    rows: Vec<(String, String)>,
-) -> StoreResult<Vec<(Namespace, u32)>> {
+    plans: Vec<(Option<Namespace>, Plan)>,
+) -> Vec<(Namespace, u32)> {
     let mut default = Plan::default();
     let mut own = std::collections::HashMap::new();
-    for (key, json) in rows {
-        let plan = decode(&key, &json)?;
-        if key == DEFAULT_KEY {
-            default = plan;
-        } else {
-            own.insert(key, plan);
+    for (tenant, plan) in plans {
+        match tenant {
+            Some(tenant) => {
+                own.insert(tenant, plan);
+            }
+            None => default = plan,
         }
     }
     let mut ceilings: Vec<(Namespace, u32)> = tenants
         .into_iter()
         .filter_map(|tenant| {
+            let tenant = Namespace::from_stored(Some(&tenant));
             let plan = own
                 .get(&tenant)
                 .map_or_else(|| default.clone(), |p| p.over(&default));
-            let ceiling = plan.max_concurrent_runs?;
-            Some((Namespace::from_stored(Some(&tenant)), ceiling))
+            Some((tenant, plan.max_concurrent_runs?))
         })
         .collect();
     ceilings.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-    Ok(ceilings)
+    ceilings
 }
 
 /// The `plans.tenant` of `tenant`'s plan (`None`: the default).

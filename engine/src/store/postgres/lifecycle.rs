@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool, Row};
 
+use super::plans::stored_plans;
 use super::rows::{RUN_COLS, db, run_from_row, run_id};
 use super::sql::{Sql, push_scope};
 use super::values::to_value;
@@ -15,7 +16,7 @@ use crate::store::plan::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
     RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
-use crate::store::plan::plans::{FRESH_TENANTS_SQL, PLANS_SQL, STARTED_SQL, ceilings_of};
+use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of};
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
@@ -98,12 +99,7 @@ async fn ceilings_in_force(
     if tenants.is_empty() {
         return Ok(Vec::new());
     }
-    let rows: Vec<(String, String)> =
-        sqlx::query_as(&PLANS_SQL.replace("tenant, plan", "tenant, plan::text"))
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db)?;
-    ceilings_of(tenants, rows)
+    Ok(ceilings_of(tenants, stored_plans(&mut *conn).await?))
 }
 
 /// Of `ids`, the fresh runs to leave waiting because their workflow concurrency key is at its

@@ -1,7 +1,7 @@
 //! Tenants' plans and their usage counts.
 
 use async_trait::async_trait;
-use sqlx::Row;
+use sqlx::{PgExecutor, Row};
 
 use super::PgStore;
 use super::rows::db;
@@ -13,17 +13,7 @@ use crate::store::{Plans, StoreError, StoreResult};
 #[async_trait]
 impl Plans for PgStore {
     async fn plans(&self) -> StoreResult<Vec<(Option<Namespace>, Plan)>> {
-        let rows = sqlx::query("SELECT tenant, plan::text FROM plans ORDER BY tenant")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
-        rows.iter()
-            .map(|row| {
-                let tenant: String = row.try_get(0).map_err(db)?;
-                let plan: String = row.try_get(1).map_err(db)?;
-                Ok((tenant_of(&tenant), decode(&tenant, &plan)?))
-            })
-            .collect()
+        stored_plans(&self.pool).await
     }
 
     async fn put_plan(
@@ -97,4 +87,22 @@ impl Plans for PgStore {
             .map_err(db)?;
         Ok(n.max(0) as u64)
     }
+}
+
+/// Every stored plan, the default's (`None`) among them, through `conn`: the pool, or a
+/// claim's transaction, which counts against the plans as stored.
+pub(super) async fn stored_plans(
+    conn: impl PgExecutor<'_>,
+) -> StoreResult<Vec<(Option<Namespace>, Plan)>> {
+    let rows = sqlx::query("SELECT tenant, plan::text FROM plans ORDER BY tenant")
+        .fetch_all(conn)
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            let tenant: String = row.try_get(0).map_err(db)?;
+            let plan: String = row.try_get(1).map_err(db)?;
+            Ok((tenant_of(&tenant), decode(&tenant, &plan)?))
+        })
+        .collect()
 }

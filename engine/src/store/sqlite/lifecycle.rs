@@ -7,8 +7,10 @@ use std::collections::HashMap;
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
+use super::plans::stored_plans;
 use super::rows::{RUN_COLS, run_from_row, run_id, to_json};
 use super::sql::Sql;
+use super::sql::count;
 use super::sql::db;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
@@ -16,7 +18,7 @@ use crate::store::plan::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
     RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
-use crate::store::plan::plans::{FRESH_TENANTS_SQL, PLANS_SQL, STARTED_SQL, ceilings_of};
+use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of};
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
@@ -24,11 +26,7 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
     let mut only = req.only.clone();
     if let Some(ids) = &mut only {
         for (tenant, ceiling) in ceilings_in_force(conn, ids)? {
-            let started: i64 = conn
-                .prepare_cached(&STARTED_SQL.replace("$1", "?1"))
-                .map_err(db)?
-                .query_row([tenant.as_str()], |row| row.get(0))
-                .map_err(db)?;
+            let started = count(conn, STARTED_SQL, [tenant.as_str()])?;
             let mut sql = Sql::new("SELECT id FROM runs WHERE namespace = ");
             sql.bind(tenant.as_str().to_owned())
                 .push(
@@ -37,7 +35,7 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
                 .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
                 .push(") ORDER BY created_at, id");
             let fresh = sql.all(conn, |row| run_id(row.get::<_, String>(0).map_err(db)?))?;
-            let held = over_ceiling(fresh, started.max(0) as u64, ceiling);
+            let held = over_ceiling(fresh, started, ceiling);
             ids.retain(|id| !held.contains(id));
         }
         let held = held_by_keys(conn, ids)?;
@@ -79,14 +77,7 @@ fn ceilings_in_force(conn: &Connection, ids: &[RunId]) -> StoreResult<Vec<(Names
     if tenants.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = conn
-        .prepare_cached(PLANS_SQL)
-        .map_err(db)?
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .map_err(db)?
-        .collect::<Result<Vec<(String, String)>, _>>()
-        .map_err(db)?;
-    ceilings_of(tenants, rows)
+    Ok(ceilings_of(tenants, stored_plans(conn)?))
 }
 
 /// Of `ids`, the fresh runs to leave waiting because their workflow concurrency key is at its
@@ -111,21 +102,11 @@ fn held_by_keys(conn: &Connection, ids: &[RunId]) -> StoreResult<Vec<RunId>> {
         return Ok(Vec::new());
     }
     let mut started = HashMap::new();
-    let mut count = conn
-        .prepare_cached(
-            &KEY_STARTED_SQL
-                .replace("$1", "?1")
-                .replace("$2", "?2")
-                .replace("$3", "?3"),
-        )
-        .map_err(db)?;
     for run in &fresh {
         if !started.contains_key(&run.counter) {
             let (tenant, workflow, key) = &run.counter;
-            let n: i64 = count
-                .query_row([tenant, workflow, key], |row| row.get(0))
-                .map_err(db)?;
-            started.insert(run.counter.clone(), n.max(0) as u64);
+            let n = count(conn, KEY_STARTED_SQL, [tenant, workflow, key])?;
+            started.insert(run.counter.clone(), n);
         }
     }
     Ok(over_key_limits(fresh, &started))

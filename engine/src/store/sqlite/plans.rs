@@ -1,10 +1,10 @@
 //! Tenants' plans and their usage counts.
 
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
 use super::SqliteStore;
-use super::sql::db;
+use super::sql::{count, db};
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Plan, Usage};
 use crate::store::plan::lifecycle::KEY_STARTED_SQL;
@@ -14,21 +14,7 @@ use crate::store::{Plans, StoreResult};
 #[async_trait]
 impl Plans for SqliteStore {
     async fn plans(&self) -> StoreResult<Vec<(Option<Namespace>, Plan)>> {
-        self.readers
-            .read(|conn| {
-                let mut stmt = conn
-                    .prepare_cached("SELECT tenant, plan FROM plans ORDER BY tenant")
-                    .map_err(db)?;
-                let mut rows = stmt.query([]).map_err(db)?;
-                let mut out = Vec::new();
-                while let Some(row) = rows.next().map_err(db)? {
-                    let tenant: String = row.get(0).map_err(db)?;
-                    let plan: String = row.get(1).map_err(db)?;
-                    out.push((tenant_of(&tenant), decode(&tenant, &plan)?));
-                }
-                Ok(out)
-            })
-            .await
+        self.readers.read(stored_plans).await
     }
 
     async fn put_plan(
@@ -87,13 +73,7 @@ impl Plans for SqliteStore {
     async fn started(&self, tenant: &Namespace) -> StoreResult<u64> {
         let tenant = tenant.as_str().to_owned();
         self.readers
-            .read(move |conn| {
-                conn.prepare_cached(&STARTED_SQL.replace('$', "?"))
-                    .map_err(db)?
-                    .query_row(params![tenant], |row| row.get::<_, i64>(0))
-                    .map(|n| n.max(0) as u64)
-                    .map_err(db)
-            })
+            .read(move |conn| count(conn, STARTED_SQL, params![tenant]))
             .await
     }
 
@@ -109,13 +89,23 @@ impl Plans for SqliteStore {
             key.to_owned(),
         );
         self.readers
-            .read(move |conn| {
-                conn.prepare_cached(&KEY_STARTED_SQL.replace('$', "?"))
-                    .map_err(db)?
-                    .query_row(params![tenant, workflow, key], |row| row.get::<_, i64>(0))
-                    .map(|n| n.max(0) as u64)
-                    .map_err(db)
-            })
+            .read(move |conn| count(conn, KEY_STARTED_SQL, params![tenant, workflow, key]))
             .await
     }
+}
+
+/// Every stored plan, the default's (`None`) among them, on `conn`: a reader's, or the
+/// writer's inside a claim, which counts against the plans as stored.
+pub(super) fn stored_plans(conn: &Connection) -> StoreResult<Vec<(Option<Namespace>, Plan)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT tenant, plan FROM plans ORDER BY tenant")
+        .map_err(db)?;
+    let mut rows = stmt.query([]).map_err(db)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(db)? {
+        let tenant: String = row.get(0).map_err(db)?;
+        let plan: String = row.get(1).map_err(db)?;
+        out.push((tenant_of(&tenant), decode(&tenant, &plan)?));
+    }
+    Ok(out)
 }

@@ -3,7 +3,7 @@
 //! and how a driver error maps onto a [`StoreError`].
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params_from_iter};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Params, Row, params_from_iter};
 
 use crate::model::Scope;
 use crate::store::{StoreError, StoreResult};
@@ -96,6 +96,16 @@ impl Sql {
         let mut stmt = conn.prepare_cached(&self.text).map_err(db)?;
         Ok(stmt.execute(params_from_iter(&self.args)).map_err(db)? as u64)
     }
+}
+
+/// The `SELECT count(*)` of `sql` (a text shared with PostgreSQL: `$n` placeholders) with
+/// `params`, on `conn`.
+pub(super) fn count(conn: &Connection, sql: &str, params: impl Params) -> StoreResult<u64> {
+    conn.prepare_cached(&sql.replace('$', "?"))
+        .map_err(db)?
+        .query_row(params, |row| row.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+        .map_err(db)
 }
 
 /// `query_row` that answers `None` for no row.
