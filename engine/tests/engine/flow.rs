@@ -39,11 +39,15 @@ fn registry(limit: u32) -> Registry {
 }
 
 async fn charge(engine: &Engine, customer: &str) -> Result<Run, EngineError> {
+    charge_as(engine, acme(), customer).await
+}
+
+async fn charge_as(engine: &Engine, tenant: Namespace, customer: &str) -> Result<Run, EngineError> {
     engine
         .start_run(StartRun {
             workflow: "charge".into(),
             input: json!({ "customer": customer }),
-            namespace: Some(acme()),
+            namespace: Some(tenant),
             ..Default::default()
         })
         .await
@@ -96,6 +100,10 @@ async fn a_workflow_runs_at_most_its_limit_per_key(backend: Backend) {
         .unwrap();
     let slot = queued.concurrency.expect("the run keeps its slot");
     assert_eq!((slot.key.as_str(), slot.limit), ("alice", 1));
+    // The key is the tenant's own: another tenant's `alice` is not held by acme's.
+    let globex = Namespace::tenant("globex").unwrap();
+    let other = charge_as(&h.engine, globex, "alice").await.unwrap().id;
+    wait_for(&h.store, &other, RunStatus::Suspended).await;
 
     // A start whose input lacks the key is refused, naming it.
     let err = h
@@ -125,6 +133,7 @@ async fn a_workflow_runs_at_most_its_limit_per_key(backend: Backend) {
     wait_for(&h.store, &fourth, RunStatus::Suspended).await;
     finish(&h.engine, &h.store, &fourth).await;
     finish(&h.engine, &h.store, &bob).await;
+    finish(&h.engine, &h.store, &other).await;
     assert_eq!(running(&h.store, "alice").await, 0);
     assert_eq!(running(&h.store, "bob").await, 0);
     h.stop().await;
