@@ -132,4 +132,8 @@ pub struct Checkpoint {
     /// A remote step's priority among its step's waiting tasks, kept for a dispatch sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
+    /// The concurrency slots a remote step's dispatch holds while it is out (see
+    /// [`crate::runtime::StepOptions::concurrency`]): given back when its result comes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
 }

@@ -59,8 +59,11 @@ impl KeyPointer {
 }
 
 /// At most `limit` runs of one workflow running at once in a tenant, per key when `key` is set
-/// (see [`crate::Registry::limit_concurrency`]). A run over it is accepted and waits queued,
-/// and starts by itself, in the order it came, when one of its key's runs ends.
+/// (see [`crate::Registry::limit_concurrency`]): a run over it is accepted and waits queued,
+/// and starts by itself, in the order it came, when one of its key's runs ends. Or at most
+/// `limit` dispatches of one step out at once (see
+/// [`crate::runtime::StepOptions::concurrency`]): a call over it waits, its run parked
+/// `blocked` with the reason, and is sent when one of its key's dispatches has its result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Concurrency {
     /// How many may run at once.
@@ -91,6 +94,19 @@ impl Concurrency {
             key,
             limit: self.limit.max(1),
         })
+    }
+}
+
+impl Concurrency {
+    /// The key a call of `step` with `input` is counted under (empty without a pointer).
+    pub fn step_key(&self, step: &str, input: &Value) -> Result<String, String> {
+        KeyPointer::key_in(self.key.as_ref(), input, &format!("step `{step}`"))
+    }
+
+    /// The slots dispatches of `step` under `key` take: their counter among the tenant's
+    /// (see [`crate::transport::Slots`]).
+    pub fn step_slots(step: &str, key: &str) -> String {
+        format!("steps:{step}:{key}")
     }
 }
 

@@ -170,6 +170,7 @@ mod tests {
             retry_policy: None,
             timeout_ms: None,
             priority: None,
+            slot: None,
         }
     }
 

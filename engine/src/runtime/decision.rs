@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Millis, RateLimit, RetryPolicy, RunId, StepFailure};
+use crate::model::{Concurrency, Millis, RateLimit, RetryPolicy, RunId, StepFailure};
 
 /// One thing the control plane must make durable after a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,6 +33,9 @@ pub enum Command {
         /// How often it may be dispatched (an extension: absent on the aviary wire).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rate_limit: Option<RateLimit>,
+        /// How many of its dispatches may be out at once (an extension: absent on the wire).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        concurrency: Option<Concurrency>,
         /// Its priority among its step's waiting tasks (the wire's `priority`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         priority: Option<i64>,
@@ -54,6 +57,9 @@ pub enum Command {
         /// How often it may be dispatched.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rate_limit: Option<RateLimit>,
+        /// How many of its dispatches may be out at once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        concurrency: Option<Concurrency>,
         /// Its priority among its step's waiting tasks.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         priority: Option<i64>,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::model::{RateLimit, RetryPolicy};
+use crate::model::{Concurrency, RateLimit, RetryPolicy};
 
 /// Options for [`super::WorkflowContext::step_with`]. A bare [`RetryPolicy`] converts into
 /// these, so `ctx.step_with(name, &input, RetryPolicy::none())` reads as it says.
@@ -21,6 +21,10 @@ pub struct StepOptions {
     /// At most this many dispatches a minute (per key), for a downstream API's rate: a call
     /// over it waits, its run parked `blocked` with the reason, until the allowance has one.
     pub rate_limit: Option<RateLimit>,
+    /// At most this many dispatches out at once (per key), for a downstream service that takes
+    /// so many calls at a time: a call over it waits, its run parked `blocked` with the reason,
+    /// until a dispatch under the same key has its result.
+    pub concurrency: Option<Concurrency>,
     /// Its priority among its step's waiting tasks: higher goes first, and, as BullMQ orders a
     /// queue (the wire maps it to BullMQ's priority), a task without one goes before any with
     /// one. Use it to let urgent work of a step pass a backlog of the same step.
@@ -45,6 +49,13 @@ impl StepOptions {
     /// (`RateLimit::per_minute(100).per("/account")`: 100 a minute per account).
     pub fn rate_limit(mut self, limit: RateLimit) -> Self {
         self.rate_limit = Some(limit);
+        self
+    }
+
+    /// The same options, with at most `limit` dispatches out at once
+    /// (`Concurrency::at_most(2).per("/account")`: two at a time per account).
+    pub fn concurrency(mut self, limit: Concurrency) -> Self {
+        self.concurrency = Some(limit);
         self
     }
 

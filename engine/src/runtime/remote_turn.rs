@@ -202,6 +202,7 @@ fn checkpoint(run_id: &RunId, entry: &Value) -> Option<Checkpoint> {
         retry_policy: None,
         timeout_ms: None,
         priority: None,
+        slot: None,
     })
 }
 

@@ -31,7 +31,7 @@ pub use postgres::PgStore;
 pub use postgres::testing as postgres_testing;
 pub use records::{
     Claim, Committed, History, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch,
-    Runnable, SignalSent, StepApplied, TurnCommit, TurnOutcome,
+    Runnable, SignalSent, SlotOut, StepApplied, TurnCommit, TurnOutcome,
 };
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]

@@ -97,6 +97,8 @@ pub struct NewCheckpoint {
     pub timeout_ms: Option<u64>,
     /// A remote step's priority among its step's waiting tasks.
     pub priority: Option<i64>,
+    /// The concurrency slots a remote step's dispatch holds.
+    pub slot: Option<String>,
 }
 
 impl NewCheckpoint {
@@ -126,6 +128,7 @@ impl NewCheckpoint {
             retry_policy: None,
             timeout_ms: None,
             priority: None,
+            slot: None,
         }
     }
 
@@ -164,6 +167,7 @@ impl NewCheckpoint {
             retry_policy: None,
             timeout_ms: None,
             priority: None,
+            slot: None,
         }
     }
 }
@@ -338,6 +342,7 @@ impl History {
                 retry_policy: cp.retry_policy.clone(),
                 timeout_ms: cp.timeout_ms,
                 priority: cp.priority,
+                slot: cp.slot.clone(),
             });
         }
         self.checkpoints.sort_by_key(|c| c.seq);
@@ -400,6 +405,19 @@ impl LostDispatch {
             senders_gone_at: None,
         }
     }
+}
+
+/// A remote step out now that holds concurrency slots: whose lease the sweep renews.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlotOut {
+    /// Its run's tenant, whose slots it holds.
+    pub namespace: Namespace,
+    /// Its run.
+    pub run_id: RunId,
+    /// Its place in the run.
+    pub seq: u32,
+    /// The counter whose slot it holds.
+    pub slot: String,
 }
 
 /// A remote step whose result has not arrived, with what is needed to dispatch it again.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 
-use super::{EventDelivery, Partitions, Subscription, TaskSubscription, Transport};
+use super::{EventDelivery, Partitions, SlotClaim, Subscription, TaskSubscription, Transport};
 use crate::model::{
     ControlMessage, ControlNotice, Namespace, RemoteTask, RunId, RunStatus, Scope, StepOutcome,
     StepResult, TenantEvent, TenantEventKind,
@@ -223,6 +223,79 @@ pub async fn rate_allowances_are_per_tenant(transport: Arc<dyn Transport>) {
             .await
             .expect("take"),
         None
+    );
+}
+
+/// Concurrency slots: at most the limit hold one, a holder taking again keeps (and renews) its
+/// own, a run without room waits in line once and is named by the release that frees a slot,
+/// a lease that ran out frees its slot, a renewed one does not, and each tenant has its own.
+pub async fn concurrency_slots_hold_their_limit_per_tenant(transport: Arc<dyn Transport>) {
+    /// Takes a slot of acme's `c1` (limit 2) for `holder` at `at`, leased for 30 s.
+    async fn take(transport: &dyn Transport, holder: &str, waiter: &RunId, at: i64) -> bool {
+        let claim = SlotClaim {
+            holder,
+            waiter,
+            limit: 2,
+            until: at + 30_000,
+        };
+        transport
+            .acquire(&ns("acme"), "steps:charge:c1", claim, at)
+            .await
+            .expect("acquire")
+    }
+    let t = transport.as_ref();
+    let acme = ns("acme");
+    let run = |id: &str| RunId::parse(id).expect("id");
+    let (r1, r2, r3) = (run("r1"), run("r2"), run("r3"));
+    let now = 1_000_000;
+    assert!(take(t, "r1:0", &r1, now).await);
+    assert!(take(t, "r2:0", &r2, now).await);
+    assert!(
+        take(t, "r2:0", &r2, now).await,
+        "a holder keeps its own slot"
+    );
+    assert!(!take(t, "r3:0", &r3, now).await, "the third waits");
+    assert!(
+        !take(t, "r3:0", &r3, now + 1).await,
+        "looking again keeps its place"
+    );
+    // Another tenant, and another counter, have their own slots.
+    let claim = SlotClaim {
+        holder: "x:0",
+        waiter: &r3,
+        limit: 1,
+        until: now + 30_000,
+    };
+    for (tenant, counter) in [("globex", "steps:charge:c1"), ("acme", "steps:charge:c2")] {
+        let taken = t
+            .acquire(&ns(tenant), counter, claim, now)
+            .await
+            .expect("acquire");
+        assert!(taken, "{tenant} {counter}");
+    }
+    // Giving one back names the waiter, once; a second release names nobody.
+    let next = t
+        .release(&acme, "steps:charge:c1", "r1:0")
+        .await
+        .expect("release");
+    assert_eq!(next, Some(r3.clone()));
+    let again = t
+        .release(&acme, "steps:charge:c1", "r1:0")
+        .await
+        .expect("release");
+    assert_eq!(again, None);
+    assert!(take(t, "r3:0", &r3, now + 2).await, "the freed slot");
+    // A lease that ran out frees its slot; a renewed one holds.
+    t.renew(&acme, "steps:charge:c1", "r3:0", now + 90_000, now + 20_000)
+        .await
+        .expect("renew");
+    assert!(
+        take(t, "r1:1", &r1, now + 40_000).await,
+        "r2's lease ended at +30 s: its slot is free"
+    );
+    assert!(
+        !take(t, "r2:1", &r2, now + 40_000).await,
+        "r3 renewed to +90 s and r1 holds the other"
     );
 }
 
@@ -489,7 +562,8 @@ macro_rules! transport_conformance {
             beats_reach_every_process,
             a_tenants_backlog_does_not_hold_back_anothers_task,
             tasks_of_a_step_go_by_priority,
-            rate_allowances_are_per_tenant
+            rate_allowances_are_per_tenant,
+            concurrency_slots_hold_their_limit_per_tenant
         );
     };
     ($make:expr, remote_turns) => {

@@ -201,6 +201,17 @@ pub fn rate_key(p: &str, tenant: &Namespace, name: &str) -> String {
     format!("{p}-rate:{tenant}:{name}")
 }
 
+/// Tenant `tenant`'s holders of concurrency slots `counter` (`P-slots:<tenant>:<counter>`).
+pub fn slot_holders_key(p: &str, tenant: &Namespace, counter: &str) -> String {
+    format!("{p}-slots:{tenant}:{counter}")
+}
+
+/// The runs waiting for one of tenant `tenant`'s slots `counter`
+/// (`P-slot-waiters:<tenant>:<counter>`).
+pub fn slot_waiters_key(p: &str, tenant: &Namespace, counter: &str) -> String {
+    format!("{p}-slot-waiters:{tenant}:{counter}")
+}
+
 /// The pattern matching every tenant's event channel (an operator's subscription).
 pub fn tenant_events_pattern(p: &str) -> String {
     format!("{p}-tenant-events-*")

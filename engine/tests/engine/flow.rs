@@ -1,9 +1,12 @@
 //! Flow control authors declare: a workflow's concurrency limit per key holds (also with three
 //! control planes racing), a queued run starts by itself in the order it came when its key frees,
 //! a key at its limit holds back none of the tenant's other keys, and a step's rate limit spaces
-//! its dispatches per key, parking the run `blocked` with the reason meanwhile.
+//! its dispatches per key, parking the run `blocked` with the reason meanwhile; a step's
+//! concurrency limit keeps at most N of its dispatches out per key, the others parked until a
+//! result frees a slot.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use durable::model::{Namespace, Run, RunId, RunStatus, Scope};
@@ -21,6 +24,7 @@ engine_cases! {
     three_control_planes_racing_never_pass_a_key_limit,
     a_key_at_its_limit_holds_back_none_of_the_tenants_other_keys,
     a_step_rate_limit_spaces_its_dispatches_per_key,
+    a_step_has_at_most_its_concurrency_limit_out_per_key,
 }
 
 fn acme() -> Namespace {
@@ -260,5 +264,83 @@ async fn a_step_rate_limit_spaces_its_dispatches_per_key(mut backend: Backend) {
     clock.advance(Duration::from_secs(31));
     let done = wait_for(&h.store, &a.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(3)));
+    h.stop().await;
+}
+
+async fn a_step_has_at_most_its_concurrency_limit_out_per_key(mut backend: Backend) {
+    // Engine time stands still: no recheck ever comes due, so only a freed slot moves a run on.
+    let _clock = backend.test_clock();
+    // Per account: how many `call` tries run now, and the most that ever ran at once.
+    let seen: Arc<Mutex<HashMap<String, (u32, u32)>>> = Arc::default();
+    let mut r = Registry::new();
+    let tally = seen.clone();
+    r.step("call", move |_ctx: StepContext, input: Value| {
+        let tally = tally.clone();
+        async move {
+            let account = input["account"].as_str().unwrap_or_default().to_owned();
+            {
+                let mut all = tally.lock().unwrap();
+                let (now, most) = all.entry(account.clone()).or_default();
+                *now += 1;
+                *most = (*most).max(*now);
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            tally.lock().unwrap().entry(account).or_default().0 -= 1;
+            Ok::<_, StepError>(input)
+        }
+    });
+    r.workflow(
+        "calls",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let one_at_a_time =
+                StepOptions::default().concurrency(Concurrency::at_most(1).per("/account"));
+            let out: Value = ctx.step_with("call", &input, one_at_a_time).await?;
+            Ok::<_, WorkflowError>(out)
+        },
+    );
+    let h = backend.start(r).await;
+    let mut runs = Vec::new();
+    for (i, account) in ["a", "a", "a", "a", "b", "b"].into_iter().enumerate() {
+        let run = h
+            .start_run("calls", json!({ "account": account, "i": i }))
+            .await;
+        runs.push(run.id);
+    }
+    // While one call of account `a` is out, the others wait parked, saying why.
+    let mut parked = None;
+    for _ in 0..200 {
+        for id in &runs[..4] {
+            let run = h
+                .store
+                .get_run(&Scope::All, id)
+                .await
+                .unwrap()
+                .expect("run");
+            if run.status == RunStatus::Blocked {
+                parked = run.error;
+            }
+        }
+        if parked.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reason = parked.expect("a run waits for a slot");
+    assert_eq!(reason.code.as_deref(), Some("concurrency_limited"));
+    assert!(
+        reason
+            .message
+            .contains("1 dispatch out at once for key `a`"),
+        "{}",
+        reason.message
+    );
+    // Each freed slot wakes the next run waiting for one.
+    for id in &runs {
+        wait_for(&h.store, id, RunStatus::Completed).await;
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen["a"], (0, 1), "one call of account `a` at a time");
+    assert_eq!(seen["b"], (0, 1), "one call of account `b` at a time");
     h.stop().await;
 }

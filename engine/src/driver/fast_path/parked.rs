@@ -95,7 +95,11 @@ pub(crate) fn with_result(
         .checkpoints
         .iter_mut()
         .find(|c| c.seq == result.seq)?;
-    if cp.kind != CheckpointKind::RemoteStep || cp.status != CheckpointStatus::Pending {
+    // A step holding concurrency slots is recorded the ordinary way, which gives them back.
+    if cp.kind != CheckpointKind::RemoteStep
+        || cp.status != CheckpointStatus::Pending
+        || cp.slot.is_some()
+    {
         return None;
     }
     cp.status = CheckpointStatus::Completed;

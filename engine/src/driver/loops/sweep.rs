@@ -1,8 +1,8 @@
 //! The sweep: ends runs whose drivers abandoned them (a run taken over `max_recoveries` times
 //! goes `dead`; a `cancelling` run whose driver died goes `cancelled`), wakes runs the dispatch
 //! guard parked once their recheck time passes or once a worker that can take their work
-//! announces itself, and un-parks runs of a remote workflow once a worker announcing it is live
-//! again.
+//! announces itself, un-parks runs of a remote workflow once a worker announcing it is live
+//! again, and renews the leases of the concurrency slots held by steps still out.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::driver::state::State;
-use crate::driver::turn::guard;
+use crate::driver::turn::{flow, guard};
 use crate::model::{MAX_PAGE_SIZE, Millis, RunQuery, RunStatus, Scope, TenantEventKind};
 use crate::store::{RunPatch, StoreError};
 
@@ -52,6 +52,7 @@ pub(crate) async fn sweep_once(state: &State) -> Result<(), StoreError> {
         state.wake.notify_one();
     }
     wake_capable(state, now).await?;
+    flow::renew_slots(state, now).await?;
     unpark_remote(state, now).await
 }
 

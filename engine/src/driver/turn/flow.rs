@@ -1,29 +1,50 @@
-//! A step's rate limit, applied to a turn's tasks before they are sent (SPEC §8, flow control):
-//! each dispatch of a rate-limited step takes one from its tenant's allowance for the step (and
-//! key) on the transport, which every control plane shares. A task over the allowance is held
-//! back like one the dispatch guard holds: its run parks `blocked` with the reason and looks
-//! again when the allowance has one, when the step is planned and sent again. Nothing is failed.
+//! A step's rate and concurrency limits, applied to a turn's tasks before they are sent (SPEC §8,
+//! flow control), on counters the transport keeps for every control plane:
+//!
+//! - A dispatch of a rate-limited step takes one from its tenant's allowance for the step (and
+//!   key); over it, the run looks again when the allowance has one.
+//! - A dispatch of a step with a concurrency limit takes one of its tenant's slots for the step
+//!   (and key), held until its result is recorded ([`release`]) under a lease the sweep renews
+//!   while it is out ([`renew_slots`]). Without room, the run waits in the counter's line and
+//!   the release that frees a slot wakes the earliest; it also looks again by itself, less often
+//!   the longer it waits, in case a wake-up was lost with a control plane.
+//!
+//! A task held back is treated like one the dispatch guard holds: its run parks `blocked` with
+//! the reason, and the step is planned and sent again on the next turn. Nothing is failed.
+
+use std::time::Duration;
 
 use serde_json::json;
 
+use super::guard;
 use crate::driver::state::State;
-use crate::model::{Millis, RateLimit, RemoteTask, StepFailure};
-use crate::store::TurnOutcome;
+use crate::model::{
+    Concurrency, Millis, Namespace, RateLimit, RemoteTask, RunId, RunStatus, StepFailure,
+};
+use crate::store::{RunPatch, TurnOutcome};
+use crate::transport::SlotClaim;
 
 /// The reason code of a run parked by a step's rate limit.
 pub(crate) const RATE_LIMITED: &str = "rate_limited";
+
+/// The reason code of a run parked by a step's concurrency limit.
+pub(crate) const CONCURRENCY_LIMITED: &str = "concurrency_limited";
 
 /// How long a run whose step cannot name its rate key waits before it is looked at again: only
 /// new code (then "continue") or a changed input can give it one.
 const NO_KEY_RECHECK_MS: Millis = 60_000;
 
+/// How long a slot is held without being renewed: six sweeps (see [`renew_slots`]), so a
+/// control plane that died gives its dispatches' slots back within half a minute.
+pub(crate) const SLOT_LEASE: Duration = Duration::from_secs(30);
+
 /// Why a task was held back, and when to look again.
-pub(crate) struct RateHold {
+pub(crate) struct Hold {
     reason: StepFailure,
     recheck_at: Millis,
 }
 
-impl RateHold {
+impl Hold {
     /// How the run parks for this hold, or for `timer` if that is due sooner.
     pub(crate) fn park(self, timer: Option<Millis>) -> TurnOutcome {
         TurnOutcome::Block {
@@ -38,6 +59,28 @@ impl RateHold {
     }
 }
 
+/// A hold for a step whose input lacks the key its limit is counted by.
+fn no_key(message: String, code: &str, now: Millis) -> Hold {
+    Hold {
+        reason: StepFailure::new(message).with_code(code),
+        recheck_at: now.saturating_add(NO_KEY_RECHECK_MS),
+    }
+}
+
+/// " for key `k`", or nothing for a limit without a key.
+fn for_key(key: &str) -> String {
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!(" for key `{key}`")
+    }
+}
+
+/// The tenant whose counters a task spends: the one its routing token names.
+fn tenant_of(task: &RemoteTask) -> Namespace {
+    crate::transport::naming::split_token(&task.group).1
+}
+
 /// Takes one dispatch of `task` from its step's allowance under `limit` at `now`, or says why
 /// it must wait. A transport that cannot count lets it through, with a warning: a rate limit
 /// protects a downstream service and must not stop the engine.
@@ -46,18 +89,12 @@ pub(crate) async fn take(
     task: &RemoteTask,
     limit: &RateLimit,
     now: Millis,
-) -> Result<(), RateHold> {
+) -> Result<(), Hold> {
     let input = task.input.clone().unwrap_or_default();
-    let key = match limit.key(&task.name, &input) {
-        Ok(key) => key,
-        Err(message) => {
-            return Err(RateHold {
-                reason: StepFailure::new(message).with_code(RATE_LIMITED),
-                recheck_at: now.saturating_add(NO_KEY_RECHECK_MS),
-            });
-        }
-    };
-    let (_, tenant) = crate::transport::naming::split_token(&task.group);
+    let key = limit
+        .key(&task.name, &input)
+        .map_err(|message| no_key(message, RATE_LIMITED, now))?;
+    let tenant = tenant_of(task);
     match state
         .transport
         .take(
@@ -70,16 +107,12 @@ pub(crate) async fn take(
     {
         Ok(None) => Ok(()),
         Ok(Some(wait)) => {
-            let per = if key.is_empty() {
-                String::new()
-            } else {
-                format!(" for key `{key}`")
-            };
+            let per = for_key(&key);
             let message = format!(
                 "step `{}` is rate limited to {} a minute{per}; it is sent when the allowance has one again",
                 task.name, limit.per_minute
             );
-            Err(RateHold {
+            Err(Hold {
                 reason: StepFailure {
                     details: Some(json!({
                         "step": task.name,
@@ -98,3 +131,150 @@ pub(crate) async fn take(
         }
     }
 }
+
+/// A concurrency slot a dispatch took: what [`give_back`] returns.
+pub(crate) struct Slot {
+    tenant: Namespace,
+    /// The counter (see [`Concurrency::step_slots`]), kept on the step's checkpoint.
+    pub counter: String,
+    run: RunId,
+    seq: u32,
+}
+
+/// The holder of the slot of step `seq` of `run`: the step's place in its run.
+fn holder(run: &RunId, seq: u32) -> String {
+    format!("{run}:{seq}")
+}
+
+/// Takes one of the slots of `task`'s step under `limit`, or says why it must wait: parked, in
+/// line for the next free slot, and looking again by itself as a run the guard parked does
+/// (see [`guard::backing_off`]; `before` is the run's reason until now). A transport that
+/// cannot count lets it through, with a warning, as for a rate.
+pub(crate) async fn acquire(
+    state: &State,
+    task: &RemoteTask,
+    limit: &Concurrency,
+    before: Option<&StepFailure>,
+    now: Millis,
+) -> Result<Option<Slot>, Hold> {
+    let input = task.input.clone().unwrap_or_default();
+    let key = limit
+        .step_key(&task.name, &input)
+        .map_err(|message| no_key(message, CONCURRENCY_LIMITED, now))?;
+    let tenant = tenant_of(task);
+    let counter = Concurrency::step_slots(&task.name, &key);
+    let holder = holder(&task.run_id, task.seq);
+    let claim = SlotClaim {
+        holder: &holder,
+        waiter: &task.run_id,
+        limit: limit.limit.max(1),
+        until: now.saturating_add(SLOT_LEASE.as_millis() as Millis),
+    };
+    match state.transport.acquire(&tenant, &counter, claim, now).await {
+        Ok(true) => Ok(Some(Slot {
+            tenant,
+            counter,
+            run: task.run_id.clone(),
+            seq: task.seq,
+        })),
+        Ok(false) => {
+            let message = format!(
+                "step `{}` may have {} dispatch{} out at once{}; it is sent when one of them has its result",
+                task.name,
+                limit.limit,
+                if limit.limit == 1 { "" } else { "es" },
+                for_key(&key),
+            );
+            let reason = StepFailure {
+                details: Some(json!({ "step": task.name, "key": key, "limit": limit.limit })),
+                ..StepFailure::new(message).with_code(CONCURRENCY_LIMITED)
+            };
+            let (reason, recheck_at) = guard::backing_off(reason, before, now);
+            Err(Hold { reason, recheck_at })
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, step = task.name, "a step's concurrency slot could not be taken; sending it anyway");
+            Ok(None)
+        }
+    }
+}
+
+/// Gives back `slot`, taken for a dispatch that is not sent after all.
+pub(crate) async fn give_back(state: &State, slot: Slot) {
+    release(state, &slot.tenant, &slot.counter, &slot.run, slot.seq).await;
+}
+
+/// Gives back the slot of `counter` that step `seq` of `run` held (its result is recorded), and
+/// wakes the run that waited longest for one, if any: it takes the slot on its next turn.
+pub(crate) async fn release(
+    state: &State,
+    tenant: &Namespace,
+    counter: &str,
+    run: &RunId,
+    seq: u32,
+) {
+    let next = match state
+        .transport
+        .release(tenant, counter, &holder(run, seq))
+        .await
+    {
+        Ok(next) => next,
+        Err(e) => {
+            // Its lease ends it within `SLOT_LEASE`; the waiters look again by themselves.
+            tracing::warn!(error = %e, counter, "a concurrency slot could not be given back; its lease will end it");
+            return;
+        }
+    };
+    let Some(next) = next else {
+        return;
+    };
+    let back = RunPatch {
+        status: RunStatus::Pending,
+        error: None,
+    };
+    let now = state.clock.now();
+    match state
+        .store
+        .update_run_if(&state.scope, &next, &[RunStatus::Blocked], back, now)
+        .await
+    {
+        Ok(Some(_)) => {
+            tracing::debug!(run_id = %next, counter, "a concurrency slot freed: the run waiting longest looks again");
+            state.wake.notify_one();
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::debug!(run_id = %next, error = %e, "could not wake a run waiting for a slot; it looks again by itself");
+        }
+    }
+}
+
+/// Renews the leases of the slots held by dispatches still out (the store says which), so that
+/// only the slots of dispatches whose result was lost with a control plane, or whose run ended,
+/// run out. Run by the sweep, every few seconds, on every control plane.
+pub(crate) async fn renew_slots(
+    state: &State,
+    now: Millis,
+) -> Result<(), crate::store::StoreError> {
+    let held = state
+        .store
+        .slots_out(&state.scope, SLOTS_RENEWED_AT_MOST)
+        .await?;
+    let until = now.saturating_add(SLOT_LEASE.as_millis() as Millis);
+    for out in held {
+        let holder = holder(&out.run_id, out.seq);
+        if let Err(e) = state
+            .transport
+            .renew(&out.namespace, &out.slot, &holder, until, now)
+            .await
+        {
+            tracing::warn!(error = %e, "could not renew concurrency slots; retrying next sweep");
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The most slots one sweep renews: the sum of every limit in use, which a deployment keeps far
+/// below this.
+const SLOTS_RENEWED_AT_MOST: u32 = 10_000;

@@ -1,4 +1,4 @@
-//! The dispatch guard (aviary wire §6.4), applied with the rate limits of [`flow`] to a turn's
+//! The dispatch guard (aviary wire §6.4), applied with the flow limits of [`flow`] to a turn's
 //! commit before it is written: a step whose token has live workers that announced themselves,
 //! none of them able to take it (a capability it requires is missing, or they speak another
 //! protocol), is not queued where it would wait forever. The run parks `blocked` with the
@@ -15,8 +15,8 @@ use std::time::Duration;
 use super::flow;
 use crate::driver::state::State;
 use crate::model::{
-    Incompatibility, Millis, Protocol, RateLimit, RemoteTask, StepFailure, check_dispatch,
-    parked_by_guard,
+    Concurrency, Incompatibility, Millis, Protocol, RateLimit, RemoteTask, StepFailure,
+    check_dispatch, parked_by_guard,
 };
 use crate::store::{TurnCommit, TurnOutcome};
 
@@ -29,18 +29,22 @@ pub(crate) const MAX_RECHECK: Duration = Duration::from_secs(60);
 /// The detail of a parked run's reason that says since when it has been parked for it.
 const BLOCKED_SINCE: &str = "blockedSince";
 
-/// A task a turn sends, with what its worker must be able to do and how often it may go.
+/// A task a turn sends, with what its worker must be able to do, how often it may go and how
+/// many of its step may be out at once.
 pub(crate) struct Outgoing {
     pub task: RemoteTask,
     pub requires: Vec<String>,
     pub rate_limit: Option<RateLimit>,
+    pub concurrency: Option<Concurrency>,
 }
 
-/// Keeps the tasks of `outgoing` a live worker can take and their rate limit lets go (see
-/// [`flow`]), and takes the others out of `commit` (their checkpoints, or their redispatch). If
-/// any was held back while the run would suspend, the run parks `blocked`: for the first worker
-/// it lacks (see [`park`]; `before` is the run's reason until now), else for the first rate
-/// limit, looking again when the soonest hold may pass.
+/// Keeps the tasks of `outgoing` a live worker can take and their flow limits let go (see
+/// [`flow`]: a slot of the step's concurrency limit, then one of its rate), and takes the
+/// others out of `commit` (their checkpoints, or their redispatch). A slot taken is noted on
+/// the step's checkpoint, whose result gives it back. If any task was held back while the run
+/// would suspend, the run parks `blocked`: for the first worker it lacks (see [`park`];
+/// `before` is the run's reason until now), else for the first limit, looking again when the
+/// soonest hold may pass.
 pub(crate) async fn screen(
     state: &State,
     commit: &mut TurnCommit,
@@ -50,22 +54,22 @@ pub(crate) async fn screen(
 ) -> Vec<RemoteTask> {
     let mut sent = Vec::with_capacity(outgoing.len());
     let mut held: Option<Incompatibility> = None;
-    let mut limited: Option<flow::RateHold> = None;
+    let mut limited: Option<flow::Hold> = None;
     let mut soonest = Millis::MAX;
     for Outgoing {
         task,
         requires,
         rate_limit,
+        concurrency,
     } in outgoing
     {
         let pass = match admits(state, &task.group, &requires).await {
-            Ok(()) => match &rate_limit {
-                Some(limit) => flow::take(state, &task, limit, now).await.map_err(|hold| {
+            Ok(()) => flow_allows(state, commit, &task, rate_limit, concurrency, before, now)
+                .await
+                .map_err(|hold| {
                     soonest = soonest.min(hold.recheck_at());
                     limited.get_or_insert(hold);
                 }),
-                None => Ok(()),
-            },
             Err(why) => {
                 tracing::info!(run_id = %task.run_id, seq = task.seq, token = task.group, reason = %why.reason(), "step held back: no live worker can take it");
                 held.get_or_insert(why);
@@ -80,9 +84,9 @@ pub(crate) async fn screen(
         }
     }
     if let TurnOutcome::Suspend { wake_at } = &commit.outcome {
-        // A worker-less step parks; a rate-limited one beside it still wakes the run in time.
-        let rate_due = (soonest < Millis::MAX).then_some(soonest);
-        let timer = [*wake_at, rate_due].into_iter().flatten().min();
+        // A worker-less step parks; a limited one beside it still wakes the run in time.
+        let flow_due = (soonest < Millis::MAX).then_some(soonest);
+        let timer = [*wake_at, flow_due].into_iter().flatten().min();
         if let Some(why) = held {
             commit.outcome = park(&why, before, now, timer);
         } else if let Some(hold) = limited {
@@ -90,6 +94,38 @@ pub(crate) async fn screen(
         }
     }
     sent
+}
+
+/// Whether `task`'s flow limits let it go now: a slot of its step's `concurrency` limit (noted
+/// on its checkpoint in `commit`), then one of its `rate_limit`; a slot taken for a task the
+/// rate then holds back is given back.
+async fn flow_allows(
+    state: &State,
+    commit: &mut TurnCommit,
+    task: &RemoteTask,
+    rate_limit: Option<RateLimit>,
+    concurrency: Option<Concurrency>,
+    before: Option<&StepFailure>,
+    now: Millis,
+) -> Result<(), flow::Hold> {
+    let slot = match &concurrency {
+        Some(limit) => flow::acquire(state, task, limit, before, now).await?,
+        None => None,
+    };
+    if let Some(limit) = &rate_limit
+        && let Err(hold) = flow::take(state, task, limit, now).await
+    {
+        if let Some(slot) = slot {
+            flow::give_back(state, slot).await;
+        }
+        return Err(hold);
+    }
+    if let Some(slot) = slot
+        && let Some(cp) = commit.checkpoints.iter_mut().find(|c| c.seq == task.seq)
+    {
+        cp.slot = Some(slot.counter);
+    }
+    Ok(())
 }
 
 /// Whether a live worker on `token` can take work requiring `requires`. A transport that
@@ -143,16 +179,29 @@ pub(crate) fn parked_for(reason: &StepFailure) -> Option<(String, Vec<String>)> 
 }
 
 /// How a run whose reason until now is `before` parks for `why`: until the recheck, or until
-/// `timer` if that is due sooner. Parked again for the same reason, it keeps the time it was
-/// first parked, and waits as long as it has been parked since (between [`RECHECK`] and
-/// [`MAX_RECHECK`]).
+/// `timer` if that is due sooner (see [`backing_off`]).
 pub(crate) fn park(
     why: &Incompatibility,
     before: Option<&StepFailure>,
     now: Millis,
     timer: Option<Millis>,
 ) -> TurnOutcome {
-    let mut reason = why.to_failure();
+    let (reason, recheck) = backing_off(why.to_failure(), before, now);
+    TurnOutcome::Block {
+        reason,
+        recheck_at: Some(timer.map_or(recheck, |at| at.min(recheck))),
+    }
+}
+
+/// `reason` (whose details are an object) marked with since when the run has been parked for
+/// it, and when it looks again: parked again for the same reason as `before`, it keeps the time
+/// it was first parked, and waits as long as it has been parked since (between [`RECHECK`] and
+/// [`MAX_RECHECK`]), so a long wait costs a turn a minute.
+pub(crate) fn backing_off(
+    mut reason: StepFailure,
+    before: Option<&StepFailure>,
+    now: Millis,
+) -> (StepFailure, Millis) {
     let since = blocked_since(before, &reason).unwrap_or(now);
     if let Some(serde_json::Value::Object(details)) = &mut reason.details {
         details.insert(BLOCKED_SINCE.into(), since.into());
@@ -161,11 +210,7 @@ pub(crate) fn park(
         RECHECK.as_millis() as Millis,
         MAX_RECHECK.as_millis() as Millis,
     );
-    let recheck = now.saturating_add(wait);
-    TurnOutcome::Block {
-        reason,
-        recheck_at: Some(timer.map_or(recheck, |at| at.min(recheck))),
-    }
+    (reason, now.saturating_add(wait))
 }
 
 /// Since when a run parked for `before` has been parked, if `reason` is the same one.

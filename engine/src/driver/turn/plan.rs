@@ -40,6 +40,7 @@ pub(crate) fn plan(
                 timeout_ms,
                 requires,
                 rate_limit,
+                concurrency,
                 priority,
             } => {
                 let group = routing_token(&name, Some(&run.namespace));
@@ -59,6 +60,7 @@ pub(crate) fn plan(
                     task,
                     requires,
                     rate_limit,
+                    concurrency,
                 });
                 checkpoints.push(NewCheckpoint {
                     retry_policy: retry,
@@ -98,6 +100,7 @@ pub(crate) fn plan(
                 retry_policy: None,
                 timeout_ms: None,
                 priority: None,
+                slot: None,
             }),
             Command::FireTimer { seq } => fired_timers.push(seq),
             Command::CancelRun { id } => cancel_runs.push(id),
@@ -108,6 +111,7 @@ pub(crate) fn plan(
                 attempt,
                 requires,
                 rate_limit,
+                concurrency,
                 priority,
             } => {
                 let task = RemoteTask {
@@ -126,6 +130,7 @@ pub(crate) fn plan(
                     task,
                     requires,
                     rate_limit,
+                    concurrency,
                 });
                 redispatched.push(seq);
             }
@@ -180,6 +185,7 @@ pub(crate) fn plan(
                     retry_policy: None,
                     timeout_ms: None,
                     priority: None,
+                    slot: None,
                 });
                 refused_child = true;
             }
@@ -218,6 +224,7 @@ pub(crate) fn plan(
                     retry_policy: None,
                     timeout_ms: None,
                     priority: None,
+                    slot: None,
                 });
             }
         }
@@ -292,6 +299,7 @@ fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCh
         retry_policy: None,
         timeout_ms: None,
         priority: None,
+        slot: None,
     }
 }
 

@@ -1,8 +1,9 @@
 //! Recording a step result the ordinary way: one write that completes (or fails, or schedules
 //! the retry of) its checkpoint and wakes its run, claiming it for a turn here when the caller
-//! holds a slot. The results loop takes this path when the sticky one declines, and the turn
+//! holds a slot. A step that held a concurrency slot gives it back once its result is recorded. The results loop takes this path when the sticky one declines, and the turn
 //! runner when the store refuses a sticky write.
 
+use super::flow;
 use crate::driver::state::State;
 use crate::model::{CheckpointStatus, Run, StepResult, TenantEventKind};
 use crate::store::History;
@@ -35,6 +36,10 @@ pub(crate) async fn record_claiming(state: &State, result: StepResult, claim: bo
                 TenantEventKind::StepFailed
             };
             state.emit(&applied.run, kind, Some(applied.checkpoint.seq));
+            if let Some(counter) = &applied.checkpoint.slot {
+                let (run, seq) = (&applied.run, applied.checkpoint.seq);
+                flow::release(state, &run.namespace, counter, &run.id, seq).await;
+            }
             match applied.claimed {
                 Some(history) => Recorded::Claimed(Box::new((applied.run, history))),
                 None => Recorded::Applied,

@@ -49,6 +49,7 @@ fn pending(seq: u32, kind: CheckpointKind, name: &str) -> Checkpoint {
         retry_policy: None,
         timeout_ms: None,
         priority: None,
+        slot: None,
     }
 }
 
@@ -113,6 +114,7 @@ async fn a_race_issues_both_operations_in_the_order_they_were_written() {
                 timeout_ms: None,
                 requires: Vec::new(),
                 rate_limit: None,
+                concurrency: None,
                 priority: None,
             },
             Command::Sleep {

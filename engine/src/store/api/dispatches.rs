@@ -1,8 +1,8 @@
 //! Remote steps' dispatch bookkeeping: which steps may be lost and must be sent again, who sent
-//! them, and workers' beats that keep them alive.
+//! them, workers' beats that keep them alive, and which hold concurrency slots.
 
 use crate::model::{Millis, RunId, Scope};
-use crate::store::{LostDispatch, PendingStep, StoreResult};
+use crate::store::{LostDispatch, PendingStep, SlotOut, StoreResult};
 use async_trait::async_trait;
 
 /// The record of sent remote steps, for the redispatch loop and workers' beats.
@@ -16,6 +16,10 @@ pub trait Dispatches: Send + Sync + 'static {
         lost: &LostDispatch,
         limit: u32,
     ) -> StoreResult<Vec<PendingStep>>;
+
+    /// Up to `limit` remote steps in `scope` out now (dispatched, no result) that hold
+    /// concurrency slots, of runs that have not ended: the slots whose leases are renewed.
+    async fn slots_out(&self, scope: &Scope, limit: u32) -> StoreResult<Vec<SlotOut>>;
 
     /// Notes a worker's beat for remote step `seq` of run `id` (wire §2.6): its dispatch time
     /// moves to `now`, so its timeout and the lost-dispatch check count from the beat. Only a

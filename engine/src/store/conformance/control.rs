@@ -131,6 +131,7 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         retry_policy: None,
         timeout_ms: None,
         priority: None,
+        slot: None,
     };
     let commit = TurnCommit {
         checkpoints: vec![wait],

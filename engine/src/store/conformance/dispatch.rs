@@ -1,11 +1,17 @@
 //! Lost dispatches: when a sent step counts as lost (by age, by sender, by a lapsed
-//! heartbeat), and when it never does.
+//! heartbeat), and when it never does; and which steps out hold concurrency slots.
 
 use std::sync::Arc;
 
-use super::support::{ns, suspended_on_a_step_sent_by};
-use crate::model::{Millis, RunId, Scope};
-use crate::store::{LostDispatch, Store};
+use serde_json::json;
+
+use super::support::{
+    attempt_of, completed, lease, new_run, ns, pending_step, suspended_on_a_step_sent_by,
+};
+use crate::model::{Millis, RunId, RunStatus, Scope};
+use crate::store::{
+    LostDispatch, NewCheckpoint, RunPatch, SlotOut, Store, TurnCommit, TurnOutcome,
+};
 
 /// A step counts as lost by age, by age among one sender's own, or because its sender's
 /// heartbeat lapsed; a live peer's recent step never does, and sending a step again makes it the
@@ -84,4 +90,90 @@ pub async fn lost_dispatches_spare_live_senders(store: Arc<dyn Store>) {
             .expect("pending")
             .is_empty()
     );
+}
+
+/// The steps out that hold concurrency slots are those dispatched, with no result yet, of runs
+/// that have not ended, in the caller's scope; the slot and the tenant come back as written.
+pub async fn slots_out_are_the_slotted_steps_still_out(store: Arc<dyn Store>) {
+    for (id, tenant) in [("so-a", "acme"), ("so-b", "acme"), ("so-g", "globex")] {
+        let run = store
+            .create_run(new_run(id, tenant), 1, Some(&lease("me")))
+            .await
+            .expect("create");
+        // Step 0 holds a slot; step 1 holds none; step 2 holds one but waits out a retry.
+        let waiting_retry = NewCheckpoint {
+            enqueued_at: None,
+            wake_at: Some(500),
+            slot: Some("steps:charge:c2".into()),
+            ..pending_step(2)
+        };
+        let commit = TurnCommit {
+            checkpoints: vec![
+                NewCheckpoint {
+                    slot: Some("steps:charge:c1".into()),
+                    ..pending_step(0)
+                },
+                pending_step(1),
+                waiting_retry,
+            ],
+            ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+        };
+        let attempt = attempt_of(&store, &run.id).await;
+        store
+            .commit_turn(&lease("me"), &run.id, attempt, commit, 20)
+            .await
+            .expect("commit")
+            .expect("held");
+    }
+    let out = |scope: Scope| {
+        let store = store.clone();
+        async move {
+            let mut out = store.slots_out(&scope, 100).await.expect("slots out");
+            out.sort_by(|a, b| a.run_id.as_str().cmp(b.run_id.as_str()));
+            out
+        }
+    };
+    let acme = out(Scope::Only(ns("acme"))).await;
+    assert_eq!(
+        acme,
+        ["so-a", "so-b"]
+            .map(|id| SlotOut {
+                namespace: ns("acme"),
+                run_id: RunId::parse(id).expect("id"),
+                seq: 0,
+                slot: "steps:charge:c1".into(),
+            })
+            .to_vec()
+    );
+    assert_eq!(out(Scope::All).await.len(), 3);
+    // A result ends the hold; so does the end of the run.
+    store
+        .apply_step_result(
+            &completed(&RunId::parse("so-a").expect("id"), 0, json!(1)),
+            30,
+            None,
+        )
+        .await
+        .expect("apply")
+        .expect("applied");
+    let cancelled = store
+        .update_run_if(
+            &Scope::All,
+            &RunId::parse("so-g").expect("id"),
+            &[RunStatus::Suspended],
+            RunPatch {
+                status: RunStatus::Cancelled,
+                error: None,
+            },
+            40,
+        )
+        .await
+        .expect("cancel");
+    assert!(cancelled.is_some());
+    let left: Vec<String> = out(Scope::All)
+        .await
+        .into_iter()
+        .map(|s| s.run_id.as_str().to_owned())
+        .collect();
+    assert_eq!(left, ["so-b"]);
 }

@@ -89,6 +89,11 @@ pub async fn driver_scans_stay_inside_their_namespace(store: Arc<dyn Store>) {
         .expect("steps");
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].checkpoint.run_id.as_str(), "d-g");
+    assert_eq!(
+        steps[0].namespace,
+        ns("globex"),
+        "a step sent again names its run's tenant"
+    );
     let claimed = store
         .claim_runs(&acme, "acme-engine", 600, 50, 10, 5)
         .await

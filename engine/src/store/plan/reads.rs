@@ -1,5 +1,5 @@
-//! What both stores' reads aggregate alike: status counts in the statuses' order and each
-//! namespace's load.
+//! What both stores' reads share: status counts in the statuses' order, each namespace's load,
+//! and the slots held by steps out.
 //!
 //! One rule, two dialects: each store selects the rows in its SQL and hands them here.
 
@@ -7,6 +7,14 @@ use std::collections::BTreeMap;
 
 use crate::model::{Namespace, NamespaceLoad, RunStatus, StatusCount};
 use crate::store::{StoreError, StoreResult};
+
+/// The remote steps out now that hold concurrency slots, of runs still live: the slots the sweep
+/// renews. Its conditions are those of the `checkpoints_slots_out` partial index, which holds
+/// only these rows. The caller adds its scope on `r.namespace` and a `LIMIT`.
+pub(crate) const SLOTS_OUT: &str = "SELECT c.run_id, c.seq, c.slot, r.namespace AS run_namespace \
+    FROM checkpoints c JOIN runs r ON r.id = c.run_id \
+    WHERE c.slot IS NOT NULL AND c.status IN ('pending', 'running') AND c.enqueued_at IS NOT NULL \
+    AND r.status IN ('pending', 'running', 'suspended', 'blocked')";
 
 /// `(status, count)` rows as counts in [`RunStatus::ALL`]'s order.
 pub(crate) fn status_counts(

@@ -59,8 +59,8 @@ use super::plan;
 use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
-    RunControl, RunPatch, RunReads, Runnable, SignalSent, StepApplied, StoreError, StoreResult,
-    TurnCommit, Turns, Upkeep,
+    RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied, StoreError,
+    StoreResult, TurnCommit, Turns, Upkeep,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
@@ -406,6 +406,10 @@ impl Dispatches for PgStore {
         limit: u32,
     ) -> StoreResult<Vec<PendingStep>> {
         reads::pending_remote_steps(&self.pool, scope, lost, limit).await
+    }
+
+    async fn slots_out(&self, scope: &Scope, limit: u32) -> StoreResult<Vec<SlotOut>> {
+        reads::slots_out(&self.pool, scope, limit).await
     }
 
     async fn beat_step(

@@ -14,7 +14,7 @@ use crate::model::{
 use crate::store::columns::qualified;
 use crate::store::plan::filters::{Filter, List};
 use crate::store::plan::reads;
-use crate::store::{History, LostDispatch, PendingStep, StoreError, StoreResult};
+use crate::store::{History, LostDispatch, PendingStep, SlotOut, StoreError, StoreResult};
 
 pub(super) async fn get_run(pool: &PgPool, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -223,6 +223,30 @@ pub(super) async fn checkpoints(
     rows.iter().map(checkpoint_from_row).collect()
 }
 
+pub(super) async fn slots_out(
+    pool: &PgPool,
+    scope: &Scope,
+    limit: u32,
+) -> StoreResult<Vec<SlotOut>> {
+    let mut sql = Sql::new(reads::SLOTS_OUT.to_owned());
+    push_scope(&mut sql, "r.namespace", scope);
+    sql.push(" LIMIT ").push_bind(i64::from(limit));
+    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            let corrupt = |e: sqlx::Error| StoreError::Corrupt(format!("a slot held: {e}"));
+            let ns: Option<String> = row.try_get("run_namespace").map_err(corrupt)?;
+            let id: String = row.try_get("run_id").map_err(corrupt)?;
+            Ok(SlotOut {
+                namespace: Namespace::from_stored(ns.as_deref()),
+                run_id: RunId::parse(&id).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                seq: row.try_get::<i32, _>("seq").map_err(corrupt)? as u32,
+                slot: row.try_get("slot").map_err(corrupt)?,
+            })
+        })
+        .collect()
+}
+
 pub(super) async fn pending_remote_steps(
     pool: &PgPool,
     scope: &Scope,
@@ -231,7 +255,7 @@ pub(super) async fn pending_remote_steps(
 ) -> StoreResult<Vec<PendingStep>> {
     let cols = qualified(CHECKPOINT_COLS, "c");
     let mut sql = Sql::new(format!(
-        "SELECT {cols}, r.namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
+        "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
          WHERE c.kind = 'remote_step' AND c.status = 'pending' \
          AND r.status IN ('suspended', 'running') AND ((c.enqueued_at <= "
     ));
@@ -259,7 +283,7 @@ pub(super) async fn pending_remote_steps(
     rows.iter()
         .map(|row| {
             let ns: Option<String> = row
-                .try_get(16)
+                .try_get("run_namespace")
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             Ok(PendingStep {
                 namespace: Namespace::from_stored(ns.as_deref()),

@@ -107,6 +107,7 @@ pub(super) fn checkpoint_from_row(row: &PgRow) -> StoreResult<Checkpoint> {
         retry_policy: opt_json(get(row, 14, "retry_policy")?, "checkpoint retry policy")?,
         timeout_ms: get::<Option<i64>>(row, 15, "timeout_ms")?.map(|ms| ms.max(0) as u64),
         priority: get(row, 16, "priority")?,
+        slot: get(row, 17, "slot")?,
     })
 }
 

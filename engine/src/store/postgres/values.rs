@@ -116,6 +116,7 @@ row_values! {
         retry_policy: Option<Value> as "JSONB",
         timeout_ms: Option<i64> as "BIGINT",
         priority: Option<i64> as "BIGINT",
+        slot: Option<String> as "TEXT",
         dispatched_by: Option<String> as "TEXT",
     }
 }
@@ -227,6 +228,7 @@ impl CheckpointValues {
                 .timeout_ms
                 .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
             priority: cp.priority,
+            slot: cp.slot.clone(),
             dispatched_by: cp.enqueued_at.and(owner).map(str::to_owned),
         }
     }

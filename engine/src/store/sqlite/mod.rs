@@ -52,8 +52,8 @@ use super::plan;
 use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
-    RunControl, RunPatch, RunReads, Runnable, SignalSent, StepApplied, StoreError, StoreResult,
-    TurnCommit, Turns, Upkeep,
+    RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied, StoreError,
+    StoreResult, TurnCommit, Turns, Upkeep,
 };
 use crate::model::{
     BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
@@ -423,6 +423,13 @@ impl Dispatches for SqliteStore {
         let (scope, lost) = (scope.clone(), lost.clone());
         self.readers
             .read(move |conn| reads::pending_remote_steps(conn, &scope, &lost, limit))
+            .await
+    }
+
+    async fn slots_out(&self, scope: &Scope, limit: u32) -> StoreResult<Vec<SlotOut>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::slots_out(conn, &scope, limit))
             .await
     }
 

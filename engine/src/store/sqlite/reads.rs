@@ -3,7 +3,9 @@
 
 use rusqlite::Connection;
 
-use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, col, from_json, run_from_row};
+use super::rows::{
+    CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, col, from_json, run_from_row, run_id,
+};
 use super::sql::Sql;
 use serde_json::Value;
 
@@ -14,7 +16,7 @@ use crate::model::{
 use crate::store::columns::qualified;
 use crate::store::plan::filters::{Filter, List};
 use crate::store::plan::reads;
-use crate::store::{History, LostDispatch, PendingStep, StoreResult};
+use crate::store::{History, LostDispatch, PendingStep, SlotOut, StoreResult};
 
 pub(super) fn get_run(conn: &Connection, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -264,6 +266,22 @@ pub(super) fn pending_remote_steps(
         Ok(PendingStep {
             namespace: Namespace::from_stored(ns.as_deref()),
             checkpoint: checkpoint_from_row(row)?,
+        })
+    })
+}
+
+pub(super) fn slots_out(conn: &Connection, scope: &Scope, limit: u32) -> StoreResult<Vec<SlotOut>> {
+    let mut sql = Sql::new(reads::SLOTS_OUT);
+    sql.scope("r.namespace", scope)
+        .push(" LIMIT ")
+        .bind(i64::from(limit));
+    sql.all(conn, |row| {
+        let ns: Option<String> = col(row, "run_namespace")?;
+        Ok(SlotOut {
+            namespace: Namespace::from_stored(ns.as_deref()),
+            run_id: run_id(col(row, "run_id")?)?,
+            seq: col::<i64>(row, "seq")? as u32,
+            slot: col(row, "slot")?,
         })
     })
 }

@@ -108,6 +108,7 @@ pub(super) fn checkpoint_from_row(row: &Row<'_>) -> StoreResult<Checkpoint> {
         retry_policy: opt_json(at(row, 14, "retry_policy")?, "checkpoint retry policy")?,
         timeout_ms: col::<Option<i64>>(row, "timeout_ms")?.map(|ms| ms.max(0) as u64),
         priority: at(row, 16, "priority")?,
+        slot: at(row, 17, "slot")?,
     })
 }
 

@@ -3,6 +3,7 @@
 
 mod inbox;
 mod rates;
+mod slots;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -43,6 +44,7 @@ struct Inner {
     replies: broadcast::Sender<RunReply>,
     heartbeats: broadcast::Sender<Heartbeat>,
     rates: rates::Allowances,
+    slots: slots::Counters,
 }
 
 #[derive(Default)]
@@ -105,6 +107,7 @@ impl MemoryTransport {
                 replies,
                 heartbeats,
                 rates: rates::Allowances::default(),
+                slots: slots::Counters::default(),
             }),
         }
     }

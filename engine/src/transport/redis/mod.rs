@@ -15,6 +15,7 @@ mod queue;
 mod rates;
 mod registry;
 mod replies;
+mod slots;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
@@ -84,6 +85,8 @@ struct Shared {
     scripts: Scripts,
     /// The rate allowance script ([`rates`]).
     rate_script: redis::Script,
+    /// The concurrency slot scripts ([`slots`]).
+    slot_scripts: slots::SlotScripts,
     /// This transport's tenant events, for its own subscribers: they get them at once, not
     /// after a trip through Redis (whose echo they skip).
     local_events: broadcast::Sender<TenantEvent>,
@@ -162,6 +165,7 @@ impl RedisTransport {
                     uuid::Uuid::new_v4().simple()
                 ),
                 rate_script: rates::script(),
+                slot_scripts: slots::SlotScripts::default(),
                 scripts: Scripts::default(),
                 reply_queue: std::sync::OnceLock::new(),
                 local_events: broadcast::channel(LOCAL_EVENTS).0,
