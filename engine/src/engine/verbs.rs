@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::input::{check_payload, check_signal_name};
 use super::{Engine, EngineError};
 use crate::driver::loops::redispatch;
+use crate::driver::turn::flow;
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Run, RunId, RunStatus, Scope, StepFailure,
     TenantEventKind,
@@ -78,7 +79,9 @@ impl Engine {
         if let Some(run) = &run {
             self.state.announce_cancel(&run.id).await;
             if run.status == RunStatus::Cancelled {
-                // Its slot under a concurrency ceiling came free: a queued run may start.
+                // Its slot under a concurrency ceiling came free: a queued run may start; so
+                // did the slots its steps out held.
+                flow::release_run(&self.state, run).await;
                 self.state.wake.notify_one();
             }
         }

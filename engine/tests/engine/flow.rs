@@ -25,6 +25,7 @@ engine_cases! {
     a_key_at_its_limit_holds_back_none_of_the_tenants_other_keys,
     a_step_rate_limit_spaces_its_dispatches_per_key,
     a_step_has_at_most_its_concurrency_limit_out_per_key,
+    a_step_slot_comes_back_on_cancel_and_when_its_lease_ends,
 }
 
 fn acme() -> Namespace {
@@ -342,5 +343,60 @@ async fn a_step_has_at_most_its_concurrency_limit_out_per_key(mut backend: Backe
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen["a"], (0, 1), "one call of account `a` at a time");
     assert_eq!(seen["b"], (0, 1), "one call of account `b` at a time");
+    h.stop().await;
+}
+
+async fn a_step_slot_comes_back_on_cancel_and_when_its_lease_ends(mut backend: Backend) {
+    let clock = backend.test_clock();
+    let mut r = Registry::new();
+    // A `stuck` call ends only when the case opens the gate, at its end.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let stuck_on = gate.clone();
+    r.step("call", move |_ctx: StepContext, input: Value| {
+        let gate = stuck_on.clone();
+        async move {
+            if input["stuck"] == json!(true) {
+                gate.notified().await;
+            }
+            Ok::<_, StepError>(input)
+        }
+    });
+    r.workflow(
+        "calls",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let mut options = StepOptions::from(RetryPolicy::none())
+                .concurrency(Concurrency::at_most(1).per("/account"));
+            if input["timeout"] == json!(true) {
+                options = options.timeout(Duration::from_secs(1));
+            }
+            let out: Value = ctx.step_with("call", &input, options).await?;
+            Ok::<_, WorkflowError>(out)
+        },
+    );
+    let h = backend.start(r).await;
+    let start = |input: Value| h.start_run("calls", input);
+    // Cancelling a run gives back the slots of its steps still out at once: engine time stands
+    // still, so no lease ends and no recheck comes due meanwhile.
+    let stuck = start(json!({ "account": "a", "stuck": true })).await;
+    wait_for(&h.store, &stuck.id, RunStatus::Suspended).await;
+    let next = start(json!({ "account": "a" })).await;
+    wait_for(&h.store, &next.id, RunStatus::Blocked).await;
+    h.engine.cancel(&Scope::All, &stuck.id).await.unwrap();
+    let done = wait_for(&h.store, &next.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!({ "account": "a" })));
+    // A call that timed out may still run on its worker: its slot stays taken until its lease,
+    // no longer renewed, runs out.
+    let timed_out = start(json!({ "account": "b", "stuck": true, "timeout": true })).await;
+    wait_for(&h.store, &timed_out.id, RunStatus::Suspended).await;
+    let after = start(json!({ "account": "b" })).await;
+    wait_for(&h.store, &after.id, RunStatus::Blocked).await;
+    clock.advance(Duration::from_secs(2));
+    wait_for(&h.store, &timed_out.id, RunStatus::Failed).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(status(&h.store, &after.id).await, RunStatus::Blocked);
+    clock.advance(Duration::from_secs(40));
+    wait_for(&h.store, &after.id, RunStatus::Completed).await;
+    gate.notify_waiters();
     h.stop().await;
 }

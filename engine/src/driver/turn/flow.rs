@@ -19,7 +19,8 @@ use serde_json::json;
 use super::guard;
 use crate::driver::state::State;
 use crate::model::{
-    Concurrency, Millis, Namespace, RateLimit, RemoteTask, RunId, RunStatus, StepFailure,
+    CheckpointStatus, Concurrency, Millis, Namespace, RateLimit, RemoteTask, Run, RunId, RunStatus,
+    StepFailure,
 };
 use crate::store::{RunPatch, TurnOutcome};
 use crate::transport::SlotClaim;
@@ -245,6 +246,29 @@ pub(crate) async fn release(
         Ok(None) => {}
         Err(e) => {
             tracing::debug!(run_id = %next, error = %e, "could not wake a run waiting for a slot; it looks again by itself");
+        }
+    }
+}
+
+/// Gives back the slots held by the steps of `run` still out: it was cancelled, so they will
+/// bring no result that would. A slot this misses (a read that failed) ends with its lease.
+pub(crate) async fn release_run(state: &State, run: &Run) {
+    let checkpoints = match state.store.checkpoints(&state.scope, &run.id).await {
+        Ok(checkpoints) => checkpoints,
+        Err(e) => {
+            tracing::debug!(run_id = %run.id, error = %e, "could not read a cancelled run's steps; their slots end with their leases");
+            return;
+        }
+    };
+    let out = checkpoints.into_iter().filter(|cp| {
+        matches!(
+            cp.status,
+            CheckpointStatus::Pending | CheckpointStatus::Running
+        ) && cp.enqueued_at.is_some()
+    });
+    for cp in out {
+        if let Some(counter) = &cp.slot {
+            release(state, &run.namespace, counter, &run.id, cp.seq).await;
         }
     }
 }
