@@ -113,6 +113,15 @@ impl PlanBook {
         Some(set)
     }
 
+    /// `tenant`'s weight as of the last read, without reading: for a stage that must not wait
+    /// on the store to order its work (the default weight before the first read).
+    pub fn last_weight(&self, tenant: &Namespace) -> Weight {
+        match &*self.read() {
+            Some((_, set)) => set.weight(tenant),
+            None => Weight::default(),
+        }
+    }
+
     /// Forgets the last read, after a plan was changed through this engine.
     pub fn forget(&self) {
         let mut current = self.write();

@@ -14,8 +14,9 @@ use super::fast_path::{InFlight, ParkedRuns};
 use super::plans::PlanBook;
 use super::publisher::Publisher;
 use super::turn::awaiting::Awaiting;
+use crate::fair::Lane;
 use crate::model::{
-    ControlMessage, ControlNotice, Millis, Run, RunId, Scope, StepResult, TenantEvent,
+    ControlMessage, ControlNotice, Millis, Namespace, Run, RunId, Scope, StepResult, TenantEvent,
     TenantEventKind,
 };
 use crate::runtime::{Clock, Registry};
@@ -111,6 +112,16 @@ impl State {
         let permit = self.turns.clone().try_acquire_owned().ok()?;
         // Checked after taking the slot: shutdown clears the flag, then waits for every slot.
         self.is_accepting().then_some(permit)
+    }
+
+    /// The lane a write of `tenant`'s `workflow` waits in where the store queues writes (a
+    /// start, a turn's commit, a step's result; see [`crate::fair::Lane`]).
+    pub fn lane(&self, tenant: &Namespace, workflow: &str) -> Lane {
+        Lane {
+            tenant: tenant.clone(),
+            key: workflow.to_owned(),
+            weight: self.plans.last_weight(tenant),
+        }
     }
 
     /// Whether the engine is running (not stopped or stopping).

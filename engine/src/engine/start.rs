@@ -9,6 +9,7 @@ use super::{Control, Engine, EngineError};
 use crate::driver::turn::first::{self, IdOrigin, Started};
 use crate::driver::turn::remote;
 use crate::driver::turn::runner::{FirstTurn, spawn_turns};
+use crate::fair;
 use crate::model::{Run, RunId, RunStatus, Scope, TenantEventKind};
 use crate::store::{History, NewRun, StoreError};
 
@@ -116,10 +117,11 @@ impl Engine {
             None => (new, None),
         };
         let claim = slot.as_ref().map(|_| state.claim());
-        let run = state
+        let lane = state.lane(&new.namespace, &new.workflow);
+        let create = state
             .store
-            .create_run(new, state.clock.now(), claim.as_ref())
-            .await?;
+            .create_run(new, state.clock.now(), claim.as_ref());
+        let run = fair::within(lane, create).await?;
         state.emit(&run, TenantEventKind::RunStarted, None);
         match slot {
             // A new run has no history yet: its first turn needs no read.

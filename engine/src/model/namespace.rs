@@ -39,6 +39,12 @@ impl Namespace {
         Namespace(Self::DEFAULT_NAME.to_owned())
     }
 
+    /// The reserved `system` namespace: engine-internal work runs in its own lane under it,
+    /// never behind a tenant's backlog and against no tenant's plan.
+    pub fn system() -> Self {
+        Namespace(Self::SYSTEM_NAME.to_owned())
+    }
+
     /// Parses a stored or configured namespace: `""` is `default`; anything else must be a valid
     /// name (reserved words are allowed here, since `default` is a real namespace).
     pub fn parse(raw: &str) -> Result<Self, NamespaceError> {

@@ -13,7 +13,7 @@ use crate::driver::fast_path::parked::with_result;
 use crate::driver::state::State;
 use crate::driver::turn::record::{Recorded, record_claiming};
 use crate::driver::turn::runner::{FirstTurn, spawn_turns};
-use crate::model::{RunId, RunStatus, StepOutcome, StepResult, step_id};
+use crate::model::{Run, RunId, RunStatus, StepOutcome, StepResult, step_id};
 use crate::store::History;
 use crate::transport::Subscription;
 
@@ -150,7 +150,7 @@ async fn apply_once(state: &Arc<State>, result: StepResult) -> Tried {
     let tried = match sticky_turn(state, result).await {
         Sticky::Turned => Tried::Applied,
         Sticky::NotOnRecord(result) => Tried::NotOnRecord(result),
-        Sticky::Declined(result) => match record(state, result).await {
+        Sticky::Declined(result, known) => match record(state, result, known.as_deref()).await {
             Some(unapplied) => Tried::Unapplied(unapplied),
             None => Tried::Applied,
         },
@@ -167,8 +167,8 @@ enum Sticky {
     /// records it, sent by a control plane that believed it was alone. Nothing is written (a
     /// write would wait for that commit's lock on the run), and the result is tried again.
     NotOnRecord(StepResult),
-    /// Anything else: the result is recorded the ordinary way.
-    Declined(StepResult),
+    /// Anything else: the result is recorded the ordinary way (with its run, if it was at hand).
+    Declined(StepResult, Option<Box<Run>>),
 }
 
 /// Turns the run of a completed step's `result` at once, with the result applied to the
@@ -188,23 +188,23 @@ async fn sticky_turn(state: &Arc<State>, result: StepResult) -> Sticky {
     // Taken whatever happens next: the run moves on, so the entry would be stale.
     let cached = state.parked.take(&result.run_id);
     if !matches!(result.outcome, StepOutcome::Completed { .. }) {
-        return Sticky::Declined(result);
+        return Sticky::Declined(result, cached.map(|p| Box::new(p.run)));
     }
     let Some(slot) = state.try_turn_slot() else {
-        return Sticky::Declined(result);
+        return Sticky::Declined(result, cached.map(|p| Box::new(p.run)));
     };
     let parked = match cached {
         Some(parked) => Some(parked),
         None => suspended(state, &result.run_id).await,
     };
     let Some(Parked { run, history }) = parked else {
-        return Sticky::Declined(result);
+        return Sticky::Declined(result, None);
     };
     if !history.checkpoints.iter().any(|c| c.seq == result.seq) {
         return Sticky::NotOnRecord(result);
     }
     let Some(history) = with_result(history, &result, state.clock.now()) else {
-        return Sticky::Declined(result);
+        return Sticky::Declined(result, Some(Box::new(run)));
     };
     spawn_turns(state.clone(), run, FirstTurn::Sticky(history, result), slot);
     Sticky::Turned
@@ -243,11 +243,14 @@ async fn suspended(state: &State, id: &RunId) -> Option<Parked> {
 
 /// Records a step result in the store, which claims its run for a turn here when a slot is
 /// free. Hands the result back if no checkpoint accepted it.
-async fn record(state: &Arc<State>, result: StepResult) -> Option<StepResult> {
+async fn record(state: &Arc<State>, result: StepResult, of: Option<&Run>) -> Option<StepResult> {
     // With a free turn slot, the run is claimed in the same write and its turn runs here at
     // once; otherwise the claim loop picks it up.
     let slot = state.try_turn_slot();
-    match (record_claiming(state, result, slot.is_some()).await, slot) {
+    match (
+        record_claiming(state, result, slot.is_some(), of).await,
+        slot,
+    ) {
         (Recorded::Claimed(claimed), Some(slot)) => {
             let (run, history) = *claimed;
             spawn_turns(state.clone(), run, FirstTurn::Claimed(Some(history)), slot)

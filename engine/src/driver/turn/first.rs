@@ -17,6 +17,7 @@ use super::plan::plan;
 use super::runner::{FirstTurn, spawn_turns};
 use crate::driver::fast_path::ahead;
 use crate::driver::state::State;
+use crate::fair;
 use crate::model::{Millis, Run, RunStatus, TenantEventKind};
 use crate::runtime::turn::{TurnInput, plan_turn};
 use crate::store::{Claim, History, NewRun, StoreError};
@@ -91,9 +92,12 @@ pub(crate) async fn with_first_turn(
     } else {
         None
     };
-    let write = state
-        .store
-        .create_run_and_commit(new.clone(), &claim, commit, state.clock.now());
+    let write = fair::within(
+        state.lane(&new.namespace, &new.workflow),
+        state
+            .store
+            .create_run_and_commit(new.clone(), &claim, commit, state.clock.now()),
+    );
     let ((created, ahead), ()) = tokio::join!(
         ahead::while_writing(state, &view, projected, write, async |history, result| {
             compute_ahead(state, &view, history, result).await

@@ -200,13 +200,19 @@ pub(crate) async fn acquire(
     }
 }
 
+/// The most waiters one freed slot tries to wake before the rest are left to look again by
+/// themselves: each try is a write, and a line of waiters that all went on is rare.
+const WAKES_TRIED: usize = 8;
+
 /// Gives back `slot`, taken for a dispatch that is not sent after all.
 pub(crate) async fn give_back(state: &State, slot: Slot) {
     release(state, &slot.tenant, &slot.counter, &slot.run, slot.seq).await;
 }
 
 /// Gives back the slot of `counter` that step `seq` of `run` held (its result is recorded), and
-/// wakes the run that waited longest for one, if any: it takes the slot on its next turn.
+/// wakes the run that waited longest for one: it takes the slot on its next turn. A waiter that
+/// no longer waits (it was cancelled, or looked again by itself and went on) is passed over for
+/// the next, up to [`WAKES_TRIED`] of them; past that, the others look again by themselves.
 pub(crate) async fn release(
     state: &State,
     tenant: &Namespace,
@@ -214,38 +220,38 @@ pub(crate) async fn release(
     run: &RunId,
     seq: u32,
 ) {
-    let next = match state
-        .transport
-        .release(tenant, counter, &holder(run, seq))
-        .await
-    {
-        Ok(next) => next,
-        Err(e) => {
-            // Its lease ends it within `SLOT_LEASE`; the waiters look again by themselves.
-            tracing::warn!(error = %e, counter, "a concurrency slot could not be given back; its lease will end it");
-            return;
-        }
-    };
-    let Some(next) = next else {
-        return;
-    };
-    let back = RunPatch {
-        status: RunStatus::Pending,
-        error: None,
-    };
-    let now = state.clock.now();
-    match state
-        .store
-        .update_run_if(&state.scope, &next, &[RunStatus::Blocked], back, now)
-        .await
-    {
-        Ok(Some(_)) => {
-            tracing::debug!(run_id = %next, counter, "a concurrency slot freed: the run waiting longest looks again");
-            state.wake.notify_one();
-        }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::debug!(run_id = %next, error = %e, "could not wake a run waiting for a slot; it looks again by itself");
+    let holder = holder(run, seq);
+    for _ in 0..WAKES_TRIED {
+        // Giving back twice is a no-op, so each call after the first only takes a waiter.
+        let next = match state.transport.release(tenant, counter, &holder).await {
+            Ok(Some(next)) => next,
+            Ok(None) => return,
+            Err(e) => {
+                // Its lease ends it within `SLOT_LEASE`; the waiters look again by themselves.
+                tracing::warn!(error = %e, counter, "a concurrency slot could not be given back; its lease will end it");
+                return;
+            }
+        };
+        let back = RunPatch {
+            status: RunStatus::Pending,
+            error: None,
+        };
+        let now = state.clock.now();
+        match state
+            .store
+            .update_run_if(&state.scope, &next, &[RunStatus::Blocked], back, now)
+            .await
+        {
+            Ok(Some(_)) => {
+                tracing::debug!(run_id = %next, counter, "a concurrency slot freed: the run waiting longest looks again");
+                state.wake.notify_one();
+                return;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(run_id = %next, error = %e, "could not wake a run waiting for a slot; it looks again by itself");
+                return;
+            }
         }
     }
 }

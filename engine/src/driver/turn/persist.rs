@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::driver::fast_path::ahead;
 use crate::driver::state::State;
+use crate::fair;
 use crate::model::{
     CheckpointKind, Millis, RemoteTask, Run, RunId, RunStatus, StepResult, TenantEventKind,
 };
@@ -69,7 +70,7 @@ pub(super) async fn persist_turn(
         early,
     } = planned;
     let now = state.clock.now();
-    let write = async {
+    let write = fair::within(state.lane(&run.namespace, &run.workflow), async {
         let claim = state.claim();
         match &with_result {
             None => {
@@ -85,7 +86,7 @@ pub(super) async fn persist_turn(
                     .await
             }
         }
-    };
+    });
     // The steps this commit creates leave while it is in flight: their trip to a worker and
     // back overlaps the commit. A result that beats the commit is held (see `fast_path::in_flight`), or
     // turned ahead.

@@ -5,6 +5,7 @@
 
 use super::flow;
 use crate::driver::state::State;
+use crate::fair::{self, Lane};
 use crate::model::{CheckpointStatus, Run, StepResult, TenantEventKind};
 use crate::store::History;
 
@@ -21,14 +22,24 @@ pub(crate) enum Recorded {
 }
 
 /// Records a step result in the store and, if `claim`, claims its run for a turn here in the
-/// same write (the caller holds a turn slot for it).
-pub(crate) async fn record_claiming(state: &State, result: StepResult, claim: bool) -> Recorded {
+/// same write (the caller holds a turn slot for it). `of` is the result's run when this engine
+/// knows it: the write then waits its turn in the run's tenant's lane, and otherwise in the
+/// system lane (a result names only its run, and reading the run first would cost a query).
+pub(crate) async fn record_claiming(
+    state: &State,
+    result: StepResult,
+    claim: bool,
+    of: Option<&Run>,
+) -> Recorded {
     let claim = claim.then(|| state.claim());
-    match state
+    let lane = match of {
+        Some(run) => state.lane(&run.namespace, &run.workflow),
+        None => Lane::system(),
+    };
+    let apply = state
         .store
-        .apply_step_result(&result, state.clock.now(), claim.as_ref())
-        .await
-    {
+        .apply_step_result(&result, state.clock.now(), claim.as_ref());
+    match fair::within(lane, apply).await {
         Ok(Some(applied)) => {
             let kind = if applied.checkpoint.status == CheckpointStatus::Completed {
                 TenantEventKind::StepCompleted

@@ -77,7 +77,7 @@ pub(crate) fn spawn_turns(
                 // consistent with what is recorded. Claimed during shutdown too, as this slot
                 // is still held.
                 Ok(TurnEnd::Refused(result)) => {
-                    match record_claiming(&state, *result, true).await {
+                    match record_claiming(&state, *result, true, Some(&run)).await {
                         Recorded::Claimed(claimed) => {
                             let (again, history) = *claimed;
                             if !again.error.as_ref().is_some_and(parked_by_guard) {

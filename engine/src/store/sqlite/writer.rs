@@ -8,17 +8,35 @@
 //! compare-and-set that missed) never undoes its neighbours, and no caller hears "done" before
 //! the transaction committed. The thread calls SQLite directly: a statement costs microseconds,
 //! with one hand-off per write rather than one per statement.
+//!
+//! Queued writes are served fairly between tenants (each write in the [`Lane`] its caller set),
+//! not in arrival order: a busy tenant's thousand queued writes would otherwise each come before
+//! a quiet tenant's one, which then waits for every batch they fill.
 
+use std::collections::HashSet;
 use std::future::Future;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use crate::fair::{FairQueue, Lane};
+use crate::model::Namespace;
 use crate::store::{StoreError, StoreResult};
 
 /// The most writes committed in one transaction; bounds how long one commit holds the lock.
 const MAX_BATCH: usize = 512;
+
+/// How long a transaction that holds a quiet tenant's writes beside a busy tenant's runs at
+/// least before it commits early (see [`commit_next`]). A commit costs about as much as a few
+/// dozen writes (the pages it writes out), so committing after every quiet write would spend
+/// the writer on commits; this bounds the share commits take at about half, and a quiet
+/// tenant's wait at about this long.
+const SHARED_COMMIT_AFTER: Duration = Duration::from_millis(2);
+
+/// A queued write and the lane it waits in.
+type Laned = (Lane, Box<dyn Job>);
 
 /// What a write decided about its own changes.
 pub(super) enum Wrote<T> {
@@ -99,7 +117,7 @@ where
 /// clone is dropped.
 #[derive(Clone)]
 pub(super) struct Writer {
-    jobs: flume::Sender<Box<dyn Job>>,
+    jobs: flume::Sender<Laned>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -129,7 +147,7 @@ impl Writer {
     {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Box::new(Queued { body, reply }))
+            .send((Lane::current(), Box::new(Queued { body, reply })))
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
@@ -143,45 +161,80 @@ fn not_written(why: &str) -> StoreError {
     StoreError::Unavailable(format!("the write was not committed: {why}").into())
 }
 
-fn run(conn: &mut Connection, rx: &flume::Receiver<Box<dyn Job>>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = super::readers::next_job(rx) {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
+/// The writes waiting for the writer, in line by tenant.
+type Line = FairQueue<Namespace, String, Box<dyn Job>>;
+
+/// Commits what is queued, a transaction at a time (see [`commit_next`]).
+fn run(conn: &mut Connection, rx: &flume::Receiver<Laned>) {
+    let mut waiting = Line::new();
+    loop {
+        if waiting.is_empty() {
+            let Some(first) = super::readers::next_job(rx) else {
+                return;
+            };
+            line_up(&mut waiting, first);
         }
-        commit_batch(conn, &mut batch);
+        take_queued(rx, &mut waiting);
+        commit_next(conn, &mut waiting, rx);
     }
 }
 
-/// Runs `batch` in one transaction and answers every job. A lone job needs no savepoint: backing
-/// it out is rolling the transaction back.
-fn commit_batch(conn: &mut Connection, batch: &mut Vec<Box<dyn Job>>) {
-    let alone = batch.len() == 1;
+/// Puts every write queued so far in line.
+fn take_queued(rx: &flume::Receiver<Laned>, waiting: &mut Line) {
+    while let Ok(next) = rx.try_recv() {
+        line_up(waiting, next);
+    }
+}
+
+/// Puts a queued write in line: fair between tenants, in arrival order within a key.
+fn line_up(waiting: &mut Line, (lane, job): Laned) {
+    waiting.set_weight(lane.tenant.clone(), lane.weight);
+    waiting.push(lane.tenant, lane.key, 0, job);
+}
+
+/// Runs writes from `waiting` in one transaction, taken one at a time in fair order, and
+/// answers each once it committed. A lone write needs no savepoint: backing it out is rolling
+/// the transaction back.
+///
+/// The transaction takes up to [`MAX_BATCH`] writes, but commits early once it ran the last
+/// waiting write of a tenant while it also holds another tenant's: a quiet tenant, with a write
+/// or two in line, then waits for its turn in the fair order and a commit, rather than for a
+/// full batch of a busy tenant's writes (a write that arrives while a transaction runs joins it
+/// at its turn). A busy tenant alone still commits in full batches, beside the engine's own
+/// writes too (the system lane: claims, lease renewals, results of runs the driver does not
+/// hold), which come often and can wait for one batch.
+fn commit_next(conn: &mut Connection, waiting: &mut Line, rx: &flume::Receiver<Laned>) {
+    let alone = waiting.len() == 1;
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let why = e.to_string();
         tracing::warn!(error = %why, "could not begin a write transaction");
-        for job in batch.drain(..) {
-            job.refuse(&why);
+        for _ in 0..MAX_BATCH {
+            match waiting.pop() {
+                Some((_, _, job)) => job.refuse(&why),
+                None => break,
+            }
         }
         return;
     }
-    let mut answers = Vec::with_capacity(batch.len());
+    let system = Namespace::system();
+    // The tenants (not the system lane) whose writes this transaction holds.
+    let mut holds: HashSet<Namespace> = HashSet::new();
+    // Whether it ran a tenant's last waiting write beside another tenant's, and so should
+    // commit as soon as it has run for `SHARED_COMMIT_AFTER`.
+    let mut owed = false;
+    let began = Instant::now();
+    let mut answers = Vec::new();
     let mut any_kept = false;
     let mut broken: Option<String> = None;
-    for job in batch.drain(..) {
-        if let Some(why) = &broken {
-            job.refuse(why);
-            continue;
-        }
+    while answers.len() < MAX_BATCH {
+        let Some((tenant, _, job)) = waiting.pop() else {
+            break;
+        };
         if !alone && let Err(e) = conn.execute_batch("SAVEPOINT job") {
             let why = e.to_string();
             job.refuse(&why);
             broken = Some(why);
-            continue;
+            break;
         }
         let ran = job.run(conn);
         if !alone {
@@ -196,6 +249,14 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Box<dyn Job>>) {
         }
         any_kept |= ran.keep;
         answers.push(ran);
+        take_queued(rx, waiting);
+        if tenant != system {
+            owed |= !waiting.holds(&tenant) && holds.len() > usize::from(holds.contains(&tenant));
+            holds.insert(tenant);
+        }
+        if alone || broken.is_some() || (owed && began.elapsed() >= SHARED_COMMIT_AFTER) {
+            break;
+        }
     }
     let end = match (&broken, any_kept) {
         (None, true) => conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
@@ -216,3 +277,6 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Box<dyn Job>>) {
         (ran.answer)(error.as_deref());
     }
 }
+
+#[cfg(test)]
+mod tests;

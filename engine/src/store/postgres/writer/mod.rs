@@ -28,7 +28,8 @@
 //! drops its connection and takes a fresh one for the next batch. A write that loses a deadlock
 //! (or a serialization check) to another lane is run again on its own after its batch committed.
 //! Each write wakes the lane that went idle last (see [`queue`]), so writes that come one
-//! at a time all reach the same warm backend.
+//! at a time all reach the same warm backend, and lanes take queued writes fairly between
+//! tenants.
 
 mod batch;
 mod job;
@@ -44,6 +45,7 @@ pub(super) use self::job::{Body, MergedBody};
 use self::job::{Job, Merge, Outcome, Queued};
 use self::queue::{Queue, Taker};
 use super::rows::db;
+use crate::fair::Lane;
 use crate::store::StoreError;
 
 /// How many lanes (transactions in flight at once). More lanes overlap more round trips; each
@@ -154,7 +156,9 @@ impl Writer {
             outcome: None,
             reply,
         };
-        self.jobs.push(Box::new(job)).map_err(|_| stopped())?;
+        self.jobs
+            .push(Lane::current(), Box::new(job))
+            .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }

@@ -7,22 +7,38 @@
 //! the cluster bench took about 5% longer one at a time with four lanes than with a single one.
 //! A burst still spreads over every lane: each write queued wakes another idle lane, and a lane
 //! that finishes a batch takes what is queued before it goes idle.
+//!
+//! Lanes take queued writes fairly between tenants (each write in the [`Lane`] its caller set),
+//! not in arrival order, so a quiet tenant's write is the next one a lane takes however many of a
+//! busy tenant's are queued.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use flume::TryRecvError;
 use tokio::sync::Notify;
+
+use crate::fair::{FairQueue, Lane};
+use crate::model::Namespace;
+
+/// Queued items, in line by tenant, and how many lanes still take from them.
+type Line<T> = Mutex<Items<T>>;
+
+struct Items<T> {
+    line: FairQueue<Namespace, String, T>,
+    /// Lanes not yet stopped (their runtime may shut down under them). Once none is left,
+    /// what is queued is dropped, so its writers hear that it was never run.
+    takers: usize,
+}
 
 /// The writing end. The lanes stop once it is dropped and they have taken what is queued.
 pub(super) struct Queue<T> {
-    items: flume::Sender<T>,
+    items: Arc<Line<T>>,
     idle: Arc<Idle>,
 }
 
 /// One lane's end.
 pub(super) struct Taker<T> {
-    items: flume::Receiver<T>,
+    items: Arc<Line<T>>,
     idle: Arc<Idle>,
     lane: usize,
 }
@@ -39,7 +55,10 @@ struct Idle {
 
 /// A queue taken from by `lanes` lanes, and each lane's end.
 pub(super) fn queue<T>(lanes: usize) -> (Queue<T>, Vec<Taker<T>>) {
-    let (items, rx) = flume::unbounded();
+    let items = Arc::new(Mutex::new(Items {
+        line: FairQueue::new(),
+        takers: lanes,
+    }));
     let idle = Arc::new(Idle {
         waiting: Mutex::new(Vec::with_capacity(lanes)),
         wake: (0..lanes).map(|_| Notify::new()).collect(),
@@ -47,7 +66,7 @@ pub(super) fn queue<T>(lanes: usize) -> (Queue<T>, Vec<Taker<T>>) {
     });
     let takers = (0..lanes)
         .map(|lane| Taker {
-            items: rx.clone(),
+            items: items.clone(),
             idle: idle.clone(),
             lane,
         })
@@ -55,11 +74,23 @@ pub(super) fn queue<T>(lanes: usize) -> (Queue<T>, Vec<Taker<T>>) {
     (Queue { items, idle }, takers)
 }
 
+fn line<T>(items: &Line<T>) -> MutexGuard<'_, Items<T>> {
+    // The line stays valid whatever panicked while it was held.
+    items.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl<T> Queue<T> {
-    /// Queues `item` and wakes the lane that went idle last, if any is idle. Hands `item` back
-    /// if every lane has stopped.
-    pub fn push(&self, item: T) -> Result<(), T> {
-        self.items.send(item).map_err(|e| e.into_inner())?;
+    /// Queues `item` in `lane` and wakes the lane that went idle last, if any is idle. Hands
+    /// `item` back if every lane has stopped.
+    pub fn push(&self, lane: Lane, item: T) -> Result<(), T> {
+        {
+            let mut items = line(&self.items);
+            if items.takers == 0 {
+                return Err(item);
+            }
+            items.line.set_weight(lane.tenant.clone(), lane.weight);
+            items.line.push(lane.tenant, lane.key, 0, item);
+        }
         if let Some(lane) = self.idle.waiting().pop() {
             self.idle.wake[lane].notify_one();
         }
@@ -68,7 +99,7 @@ impl<T> Queue<T> {
 
     /// How many items are queued and not taken yet.
     pub fn len(&self) -> usize {
-        self.items.len()
+        line(&self.items).line.len()
     }
 }
 
@@ -77,6 +108,17 @@ impl<T> Drop for Queue<T> {
         self.idle.closed.store(true, Ordering::SeqCst);
         for wake in &self.idle.wake {
             wake.notify_one();
+        }
+    }
+}
+
+impl<T> Drop for Taker<T> {
+    fn drop(&mut self) {
+        let mut items = line(&self.items);
+        items.takers -= 1;
+        if items.takers == 0 {
+            // No lane is left to run them: dropped, their writers hear so.
+            while items.line.pop().is_some() {}
         }
     }
 }
@@ -109,17 +151,16 @@ impl<T> Taker<T> {
 
     /// The next item if one is queued, for a lane filling its batch.
     pub fn try_next(&self) -> Option<T> {
-        self.items.try_recv().ok()
+        line(&self.items).line.pop().map(|(_, _, item)| item)
     }
 
     /// `Some(Some(item))` if one is queued, `Some(None)` once the queue is over, `None` if it is
     /// merely empty.
     fn take(&self) -> Option<Option<T>> {
-        match self.items.try_recv() {
-            Ok(item) => Some(Some(item)),
-            Err(TryRecvError::Disconnected) => Some(None),
-            Err(TryRecvError::Empty) if self.idle.closed.load(Ordering::SeqCst) => Some(None),
-            Err(TryRecvError::Empty) => None,
+        match self.try_next() {
+            Some(item) => Some(Some(item)),
+            None if self.idle.closed.load(Ordering::SeqCst) => Some(None),
+            None => None,
         }
     }
 }
@@ -151,7 +192,7 @@ mod tests {
         let mut lanes = Vec::new();
         for n in 0..5 {
             let (reply, answer) = tokio::sync::oneshot::channel();
-            assert!(queue.push((n, reply)).is_ok());
+            assert!(queue.push(Lane::system(), (n, reply)).is_ok());
             lanes.push(answer.await.expect("answered"));
             // Idle again before the next item.
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -172,6 +213,28 @@ mod tests {
         assert_eq!(stopped, vec![0, 1, 2]);
     }
 
+    /// A quiet tenant's item is among the next taken, however many of a busy tenant's wait;
+    /// once every lane has stopped, a push is refused and nothing queued is kept.
+    #[test]
+    fn lanes_take_items_fairly_between_tenants() {
+        let (queue, mut takers) = queue::<&'static str>(1);
+        let of = |tenant: &str| Lane {
+            tenant: Namespace::parse(tenant).unwrap(),
+            key: "w".into(),
+            weight: crate::fair::Weight::default(),
+        };
+        for _ in 0..100 {
+            assert!(queue.push(of("acme"), "acme").is_ok());
+        }
+        assert!(queue.push(of("globex"), "globex").is_ok());
+        let taker = takers.pop().unwrap();
+        let first = [taker.try_next(), taker.try_next()];
+        assert!(first.contains(&Some("globex")), "{first:?}");
+        drop(taker);
+        assert_eq!(queue.len(), 0);
+        assert!(queue.push(of("acme"), "late").is_err());
+    }
+
     /// Items pushed while every lane is busy are all taken, none lost.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_burst_is_taken_whole() {
@@ -188,7 +251,7 @@ mod tests {
         }
         drop(tx);
         for n in 0..10_000 {
-            assert!(queue.push(n).is_ok());
+            assert!(queue.push(Lane::system(), n).is_ok());
         }
         drop(queue);
         let mut seen = Vec::new();
