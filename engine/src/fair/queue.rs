@@ -189,10 +189,16 @@ impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
     /// Takes the next item: the tenant furthest behind its share, that tenant's next key in
     /// turn, that key's earliest item. `None` when nothing waits.
     pub fn pop(&mut self) -> Option<(T, K, V)> {
+        self.pop_if(|_| true)
+    }
+
+    /// [`FairQueue::pop`] among the tenants `allowed` admits only: for a resource some tenants
+    /// may not use now (one kept for the tenants that hold none of the others).
+    pub fn pop_if(&mut self, allowed: impl Fn(&T) -> bool) -> Option<(T, K, V)> {
         let tenant = self
             .tenants
             .iter()
-            .filter(|(_, lane)| !lane.turn.is_empty())
+            .filter(|(tenant, lane)| !lane.turn.is_empty() && allowed(tenant))
             .min_by_key(|(_, lane)| (lane.pass, lane.head_due(), lane.since))
             .map(|(tenant, _)| tenant.clone())?;
         let stride = STRIDE / u128::from(self.weights.get(&tenant).copied().unwrap_or_default().0);

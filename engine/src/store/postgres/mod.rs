@@ -110,8 +110,9 @@ impl PgStore {
     /// Connects to `url` (`postgres://…`) and applies the migrations.
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let pool = PgPoolOptions::new()
-            // Reads, the cold writes, and one connection per group-commit lane.
-            .max_connections(16 + writer::LANES as u32)
+            // Reads, the cold writes, and one connection per group-commit lane (and the
+            // express lane).
+            .max_connections(16 + writer::LANES as u32 + 1)
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await

@@ -48,8 +48,8 @@ use super::rows::db;
 use crate::fair::Lane;
 use crate::store::StoreError;
 
-/// How many lanes (transactions in flight at once). More lanes overlap more round trips; each
-/// keeps one pooled connection.
+/// How many ordinary lanes (transactions in flight at once), besides the express lane (see
+/// [`queue`]). More lanes overlap more round trips; each keeps one pooled connection.
 pub(super) const LANES: usize = 4;
 
 /// The most writes in one transaction. Each write's savepoint is a subtransaction, and
@@ -72,7 +72,7 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    /// Starts [`LANES`] lanes writing through `pool`.
+    /// Starts [`LANES`] lanes and the express lane writing through `pool`.
     pub(super) fn start(pool: &PgPool) -> Self {
         let (jobs, takers) = queue::queue::<Box<dyn Job>>(LANES);
         for taker in takers {

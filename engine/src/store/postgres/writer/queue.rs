@@ -10,8 +10,12 @@
 //!
 //! Lanes take queued writes fairly between tenants (each write in the [`Lane`] its caller set),
 //! not in arrival order, so a quiet tenant's write is the next one a lane takes however many of a
-//! busy tenant's are queued.
+//! busy tenant's are queued. And one more lane, the express lane, takes only writes of tenants
+//! none of whose writes the other lanes are running: a busy tenant keeps every ordinary lane
+//! busy with its batches, and a quiet tenant's write would otherwise wait for one of them to
+//! finish before its own batch could even begin. A tenant alone never uses it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -28,6 +32,8 @@ struct Items<T> {
     /// Lanes not yet stopped (their runtime may shut down under them). Once none is left,
     /// what is queued is dropped, so its writers hear that it was never run.
     takers: usize,
+    /// How many writes of each tenant the ordinary lanes are running.
+    running: HashMap<Namespace, usize>,
 }
 
 /// The writing end. The lanes stop once it is dropped and they have taken what is queued.
@@ -41,6 +47,10 @@ pub(super) struct Taker<T> {
     items: Arc<Line<T>>,
     idle: Arc<Idle>,
     lane: usize,
+    /// Whether this is the express lane.
+    express: bool,
+    /// The tenants of the writes an ordinary lane took for the batch it runs.
+    taken: Mutex<Vec<Namespace>>,
 }
 
 /// The lanes waiting for work.
@@ -53,22 +63,27 @@ struct Idle {
     closed: AtomicBool,
 }
 
-/// A queue taken from by `lanes` lanes, and each lane's end.
+/// A queue taken from by `lanes` ordinary lanes and the express lane, and each lane's end (the
+/// express lane's last).
 pub(super) fn queue<T>(lanes: usize) -> (Queue<T>, Vec<Taker<T>>) {
+    let all = lanes + 1;
     let items = Arc::new(Mutex::new(Items {
         line: FairQueue::new(),
-        takers: lanes,
+        takers: all,
+        running: HashMap::new(),
     }));
     let idle = Arc::new(Idle {
-        waiting: Mutex::new(Vec::with_capacity(lanes)),
-        wake: (0..lanes).map(|_| Notify::new()).collect(),
+        waiting: Mutex::new(Vec::with_capacity(all)),
+        wake: (0..all).map(|_| Notify::new()).collect(),
         closed: AtomicBool::new(false),
     });
-    let takers = (0..lanes)
+    let takers = (0..all)
         .map(|lane| Taker {
             items: items.clone(),
             idle: idle.clone(),
             lane,
+            express: lane == lanes,
+            taken: Mutex::new(Vec::new()),
         })
         .collect();
     (Queue { items, idle }, takers)
@@ -83,15 +98,30 @@ impl<T> Queue<T> {
     /// Queues `item` in `lane` and wakes the lane that went idle last, if any is idle. Hands
     /// `item` back if every lane has stopped.
     pub fn push(&self, lane: Lane, item: T) -> Result<(), T> {
-        {
+        let express = {
             let mut items = line(&self.items);
             if items.takers == 0 {
                 return Err(item);
             }
+            let express = !items.running.contains_key(&lane.tenant);
             items.line.set_weight(lane.tenant.clone(), lane.weight);
             items.line.push(lane.tenant, lane.key, 0, item);
-        }
-        if let Some(lane) = self.idle.waiting().pop() {
+            express
+        };
+        // An idle ordinary lane if there is one, else the express lane if the write may go there.
+        let express_lane = self.idle.wake.len() - 1;
+        let woken = {
+            let mut idle = self.idle.waiting();
+            match idle.iter().rposition(|lane| *lane != express_lane) {
+                Some(at) => Some(idle.remove(at)),
+                None if express => idle
+                    .iter()
+                    .position(|lane| *lane == express_lane)
+                    .map(|at| idle.remove(at)),
+                None => None,
+            }
+        };
+        if let Some(lane) = woken {
             self.idle.wake[lane].notify_one();
         }
         Ok(())
@@ -114,6 +144,7 @@ impl<T> Drop for Queue<T> {
 
 impl<T> Drop for Taker<T> {
     fn drop(&mut self) {
+        self.done();
         let mut items = line(&self.items);
         items.takers -= 1;
         if items.takers == 0 {
@@ -121,6 +152,10 @@ impl<T> Drop for Taker<T> {
             while items.line.pop().is_some() {}
         }
     }
+}
+
+fn lock<V>(held: &Mutex<V>) -> MutexGuard<'_, V> {
+    held.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Idle {
@@ -134,6 +169,7 @@ impl<T> Taker<T> {
     /// The next item: at once if one is queued, else once one is pushed for this lane; `None`
     /// once the writing end is gone and nothing is left.
     pub async fn next(&self) -> Option<T> {
+        self.done();
         loop {
             if let Some(next) = self.take() {
                 return next;
@@ -151,7 +187,35 @@ impl<T> Taker<T> {
 
     /// The next item if one is queued, for a lane filling its batch.
     pub fn try_next(&self) -> Option<T> {
-        line(&self.items).line.pop().map(|(_, _, item)| item)
+        let mut items = line(&self.items);
+        if self.express {
+            let Items { line, running, .. } = &mut *items;
+            return line
+                .pop_if(|tenant| !running.contains_key(tenant))
+                .map(|(_, _, item)| item);
+        }
+        let (tenant, _, item) = items.line.pop()?;
+        *items.running.entry(tenant.clone()).or_default() += 1;
+        drop(items);
+        lock(&self.taken).push(tenant);
+        Some(item)
+    }
+
+    /// Notes that the batch this lane took its items for is over.
+    fn done(&self) {
+        let taken = std::mem::take(&mut *lock(&self.taken));
+        if taken.is_empty() {
+            return;
+        }
+        let mut items = line(&self.items);
+        for tenant in taken {
+            if let Some(n) = items.running.get_mut(&tenant) {
+                *n -= 1;
+                if *n == 0 {
+                    items.running.remove(&tenant);
+                }
+            }
+        }
     }
 
     /// `Some(Some(item))` if one is queued, `Some(None)` once the queue is over, `None` if it is
@@ -210,7 +274,11 @@ mod tests {
             stopped.push(lane);
         }
         stopped.sort();
-        assert_eq!(stopped, vec![0, 1, 2]);
+        assert_eq!(
+            stopped,
+            vec![0, 1, 2, 3],
+            "the three lanes and the express lane"
+        );
     }
 
     /// A quiet tenant's item is among the next taken, however many of a busy tenant's wait;
@@ -227,12 +295,39 @@ mod tests {
             assert!(queue.push(of("acme"), "acme").is_ok());
         }
         assert!(queue.push(of("globex"), "globex").is_ok());
-        let taker = takers.pop().unwrap();
-        let first = [taker.try_next(), taker.try_next()];
+        let ordinary = takers.remove(0);
+        let first = [ordinary.try_next(), ordinary.try_next()];
         assert!(first.contains(&Some("globex")), "{first:?}");
-        drop(taker);
+        drop(ordinary);
+        drop(takers);
         assert_eq!(queue.len(), 0);
         assert!(queue.push(of("acme"), "late").is_err());
+    }
+
+    /// The express lane takes only writes of tenants the ordinary lanes are not running, and a
+    /// tenant counts as running there until its lane's batch is over.
+    #[tokio::test]
+    async fn the_express_lane_takes_only_tenants_the_others_do_not_run() {
+        let (queue, mut takers) = queue::<&'static str>(1);
+        let of = |tenant: &str| Lane {
+            tenant: Namespace::parse(tenant).unwrap(),
+            key: "w".into(),
+            weight: crate::fair::Weight::default(),
+        };
+        let express = takers.pop().unwrap();
+        let ordinary = takers.pop().unwrap();
+        for _ in 0..3 {
+            assert!(queue.push(of("acme"), "acme").is_ok());
+        }
+        assert_eq!(ordinary.next().await, Some("acme"));
+        assert_eq!(express.try_next(), None, "acme runs in the ordinary lane");
+        assert!(queue.push(of("globex"), "globex").is_ok());
+        assert_eq!(express.try_next(), Some("globex"));
+        // The ordinary lane's batch is over when it asks for the next: acme may go express.
+        assert_eq!(ordinary.next().await, Some("acme"));
+        assert_eq!(express.try_next(), None);
+        ordinary.done();
+        assert_eq!(express.try_next(), Some("acme"));
     }
 
     /// Items pushed while every lane is busy are all taken, none lost.
