@@ -222,3 +222,25 @@ mod tests {
         assert!(rate.key("geocode", &json!({})).is_err());
     }
 }
+
+/// How a remote step's dispatches go out: what its worker must be able to do, how often and how
+/// many at once it may be sent, and its priority. Declared once with the step's options
+/// ([`crate::runtime::StepOptions`]) and carried unchanged by every dispatch of it, first or
+/// retried, so a retry is held to the same limits. Every field is an extension the aviary
+/// decision omits, so each is skipped when unset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepFlow {
+    /// Capabilities a worker must advertise to be sent it (wire §6.4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// How often it may be dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+    /// How many of its dispatches may be out at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<Concurrency>,
+    /// Its priority among its step's waiting tasks (the wire's `priority`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+}

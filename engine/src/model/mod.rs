@@ -22,7 +22,7 @@ pub use account::Role;
 pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
 pub use compatibility::{Incompatibility, check_dispatch, parked_by_guard};
 pub use event::{TenantEvent, TenantEventKind};
-pub use flow::{Concurrency, ConcurrencySlot, KeyPointer, MAX_FLOW_KEY_CHARS, RateLimit};
+pub use flow::{Concurrency, ConcurrencySlot, KeyPointer, MAX_FLOW_KEY_CHARS, RateLimit, StepFlow};
 pub use gateway::{ReplyError, ReplyResult, RunReply};
 pub use handshake::{
     Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor, v1_capabilities,

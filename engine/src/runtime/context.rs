@@ -12,8 +12,8 @@ use super::cancel::Cancellations;
 use super::error::decode;
 use super::{Clock, Command, Operation, StepError, StepOptions, WorkflowError};
 use crate::model::{
-    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Concurrency, Millis, Namespace,
-    RateLimit, RetryPolicy, RunId, StepFailure,
+    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy,
+    RunId, StepFailure, StepFlow,
 };
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
@@ -156,22 +156,13 @@ impl WorkflowContext {
         let StepOptions {
             retry,
             timeout,
-            requires,
-            rate_limit,
-            concurrency,
-            priority,
+            flow,
         } = options.into();
         let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
         match replay {
             Replay::Resolved(cp) => Operation::ready(resolved(*cp, name)),
             Replay::Waiting => {
-                let flow = Flow {
-                    requires,
-                    rate_limit,
-                    concurrency,
-                    priority,
-                };
                 self.plan_waiting_step(seq, name, flow);
                 Operation::suspended(self)
             }
@@ -196,10 +187,7 @@ impl WorkflowContext {
                         input,
                         retry: Some(retry),
                         timeout_ms,
-                        requires,
-                        rate_limit,
-                        concurrency,
-                        priority,
+                        flow,
                     });
                 }
                 Operation::suspended(self)
@@ -210,7 +198,7 @@ impl WorkflowContext {
     /// A remote step still waiting: a retry waiting out its backoff (no dispatch time) is
     /// dispatched once due; a dispatched try that outlived its timeout is timed out; otherwise
     /// the run wakes for whichever comes first.
-    fn plan_waiting_step(&self, seq: u32, name: &str, flow: Flow) {
+    fn plan_waiting_step(&self, seq: u32, name: &str, flow: StepFlow) {
         let mut st = self.state();
         if st.nondeterminism.is_some() {
             return;
@@ -245,10 +233,7 @@ impl WorkflowContext {
                     name: name.to_owned(),
                     input,
                     attempt: attempts,
-                    requires: flow.requires,
-                    rate_limit: flow.rate_limit,
-                    concurrency: flow.concurrency,
-                    priority: flow.priority,
+                    flow,
                 });
             }
         }
@@ -628,14 +613,6 @@ impl TurnState {
 }
 
 /// Counts a local step as running for as long as it lives, even if its future is dropped.
-/// What a step's options say about sending it, kept for a try sent again.
-struct Flow {
-    requires: Vec<String>,
-    rate_limit: Option<RateLimit>,
-    concurrency: Option<Concurrency>,
-    priority: Option<i64>,
-}
-
 struct InFlight<'a>(&'a WorkflowContext);
 
 impl<'a> InFlight<'a> {

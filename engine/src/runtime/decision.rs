@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Concurrency, Millis, RateLimit, RetryPolicy, RunId, StepFailure};
+use crate::model::{Millis, RetryPolicy, RunId, StepFailure, StepFlow};
 
 /// One thing the control plane must make durable after a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,19 +26,10 @@ pub enum Command {
         /// How long one try may take (an extension: absent on the aviary wire).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_ms: Option<u64>,
-        /// Capabilities a worker must advertise to be sent it (an extension: on the aviary
-        /// wire a requirement is declared with the step, not in the decision).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        requires: Vec<String>,
-        /// How often it may be dispatched (an extension: absent on the aviary wire).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        rate_limit: Option<RateLimit>,
-        /// How many of its dispatches may be out at once (an extension: absent on the wire).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        concurrency: Option<Concurrency>,
-        /// Its priority among its step's waiting tasks (the wire's `priority`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        priority: Option<i64>,
+        /// How its dispatches go out (extensions: on the aviary wire a requirement is
+        /// declared with the step, and limits are not sent).
+        #[serde(flatten)]
+        flow: StepFlow,
     },
     /// A failed step's backoff has passed: dispatch it again. Not on the aviary wire.
     #[serde(rename_all = "camelCase")]
@@ -51,18 +42,9 @@ pub enum Command {
         input: Value,
         /// The try this dispatch is (2 for the first retry).
         attempt: u32,
-        /// Capabilities a worker must advertise to be sent it.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        requires: Vec<String>,
-        /// How often it may be dispatched.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        rate_limit: Option<RateLimit>,
-        /// How many of its dispatches may be out at once.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        concurrency: Option<Concurrency>,
-        /// Its priority among its step's waiting tasks.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        priority: Option<i64>,
+        /// How its dispatches go out, as its first try's.
+        #[serde(flatten)]
+        flow: StepFlow,
     },
     /// Record a step that already ran during the turn.
     #[serde(rename_all = "camelCase")]
@@ -185,4 +167,52 @@ pub struct Decision {
     /// The earliest pending timer: when a suspended run must be looked at again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_wake: Option<Millis>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{Concurrency, RateLimit};
+
+    /// The flow extensions sit beside the call's own fields, camelCased, and are left out when
+    /// unset: an SDK's call, which has none of them, reads back with none.
+    #[test]
+    fn a_calls_flow_travels_flat_and_only_when_set() {
+        let call = Command::Call {
+            seq: 2,
+            name: "charge".into(),
+            input: json!({ "account": "a" }),
+            retry: None,
+            timeout_ms: None,
+            flow: StepFlow {
+                requires: vec!["gpu".into()],
+                rate_limit: Some(RateLimit::per_minute(100)),
+                concurrency: Some(Concurrency::at_most(2).per("/account")),
+                priority: Some(5),
+            },
+        };
+        let wire = serde_json::to_value(&call).unwrap();
+        assert_eq!(wire["kind"], "call");
+        assert_eq!(wire["requires"], json!(["gpu"]));
+        assert_eq!(wire["priority"], 5);
+        assert!(wire.get("rateLimit").is_some() && wire.get("concurrency").is_some());
+        assert_eq!(serde_json::from_value::<Command>(wire).unwrap(), call);
+
+        let sdk = json!({ "kind": "call", "seq": 0, "name": "ship", "input": 1 });
+        let Command::Call { flow, .. } = serde_json::from_value(sdk.clone()).unwrap() else {
+            panic!("a call");
+        };
+        assert_eq!(flow, StepFlow::default());
+        let bare = Command::Call {
+            seq: 0,
+            name: "ship".into(),
+            input: json!(1),
+            retry: None,
+            timeout_ms: None,
+            flow: StepFlow::default(),
+        };
+        assert_eq!(serde_json::to_value(&bare).unwrap(), sdk);
+    }
 }

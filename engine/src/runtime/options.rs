@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::model::{Concurrency, RateLimit, RetryPolicy};
+use crate::model::{Concurrency, RateLimit, RetryPolicy, StepFlow};
 
 /// Options for [`super::WorkflowContext::step_with`]. A bare [`RetryPolicy`] converts into
 /// these, so `ctx.step_with(name, &input, RetryPolicy::none())` reads as it says.
@@ -14,21 +14,22 @@ pub struct StepOptions {
     /// How long one try may take before it fails with code `timeout`; `None` waits for as long
     /// as the worker takes (a lost dispatch is still sent again).
     pub timeout: Option<Duration>,
-    /// Capabilities a worker must advertise to be sent this step (wire §6.4). When the live
-    /// workers on the step's token announce themselves and none has them all, the run parks
-    /// `blocked` with the reason, and looks again every 5–10 s until one that does is live.
-    pub requires: Vec<String>,
-    /// At most this many dispatches a minute (per key), for a downstream API's rate: a call
-    /// over it waits, its run parked `blocked` with the reason, until the allowance has one.
-    pub rate_limit: Option<RateLimit>,
-    /// At most this many dispatches out at once (per key), for a downstream service that takes
-    /// so many calls at a time: a call over it waits, its run parked `blocked` with the reason,
-    /// until a dispatch under the same key has its result.
-    pub concurrency: Option<Concurrency>,
-    /// Its priority among its step's waiting tasks: higher goes first, and, as BullMQ orders a
-    /// queue (the wire maps it to BullMQ's priority), a task without one goes before any with
-    /// one. Use it to let urgent work of a step pass a backlog of the same step.
-    pub priority: Option<i64>,
+    /// How its dispatches go out:
+    /// - `requires`: capabilities a worker must advertise to be sent this step (wire §6.4).
+    ///   When the live workers on the step's token announce themselves and none has them all,
+    ///   the run parks `blocked` with the reason, and looks again every 5–10 s until one that
+    ///   does is live.
+    /// - `rate_limit`: at most this many dispatches a minute (per key), for a downstream API's
+    ///   rate: a call over it waits, its run parked `blocked` with the reason, until the
+    ///   allowance has one.
+    /// - `concurrency`: at most this many dispatches out at once (per key), for a downstream
+    ///   service that takes so many calls at a time: a call over it waits, its run parked
+    ///   `blocked` with the reason, until a dispatch under the same key has its result.
+    /// - `priority`: its priority among its step's waiting tasks: higher goes first, and, as
+    ///   BullMQ orders a queue (the wire maps it to BullMQ's priority), a task without one goes
+    ///   before any with one. Use it to let urgent work of a step pass a backlog of the same
+    ///   step.
+    pub flow: StepFlow,
 }
 
 impl StepOptions {
@@ -40,7 +41,8 @@ impl StepOptions {
 
     /// The same options, requiring each of `capabilities` of the worker the step is sent to.
     pub fn requires<S: AsRef<str>>(mut self, capabilities: impl IntoIterator<Item = S>) -> Self {
-        self.requires
+        self.flow
+            .requires
             .extend(capabilities.into_iter().map(|c| c.as_ref().to_owned()));
         self
     }
@@ -48,20 +50,20 @@ impl StepOptions {
     /// The same options, dispatched at most as often as `limit` allows
     /// (`RateLimit::per_minute(100).per("/account")`: 100 a minute per account).
     pub fn rate_limit(mut self, limit: RateLimit) -> Self {
-        self.rate_limit = Some(limit);
+        self.flow.rate_limit = Some(limit);
         self
     }
 
     /// The same options, with at most `limit` dispatches out at once
     /// (`Concurrency::at_most(2).per("/account")`: two at a time per account).
     pub fn concurrency(mut self, limit: Concurrency) -> Self {
-        self.concurrency = Some(limit);
+        self.flow.concurrency = Some(limit);
         self
     }
 
     /// The same options with `priority` (higher goes first among the step's waiting tasks).
     pub fn priority(mut self, priority: i64) -> Self {
-        self.priority = Some(priority);
+        self.flow.priority = Some(priority);
         self
     }
 

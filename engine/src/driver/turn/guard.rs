@@ -15,8 +15,8 @@ use std::time::Duration;
 use super::flow;
 use crate::driver::state::State;
 use crate::model::{
-    Concurrency, Incompatibility, Millis, Protocol, RateLimit, RemoteTask, StepFailure,
-    check_dispatch, parked_by_guard,
+    Incompatibility, Millis, Protocol, RemoteTask, StepFailure, StepFlow, check_dispatch,
+    parked_by_guard,
 };
 use crate::store::{TurnCommit, TurnOutcome};
 
@@ -29,13 +29,11 @@ pub(crate) const MAX_RECHECK: Duration = Duration::from_secs(60);
 /// The detail of a parked run's reason that says since when it has been parked for it.
 const BLOCKED_SINCE: &str = "blockedSince";
 
-/// A task a turn sends, with what its worker must be able to do, how often it may go and how
-/// many of its step may be out at once.
+/// A task a turn sends, with how it goes out: what its worker must be able to do, how often it
+/// may go and how many of its step may be out at once.
 pub(crate) struct Outgoing {
     pub task: RemoteTask,
-    pub requires: Vec<String>,
-    pub rate_limit: Option<RateLimit>,
-    pub concurrency: Option<Concurrency>,
+    pub flow: StepFlow,
 }
 
 /// Keeps the tasks of `outgoing` a live worker can take and their flow limits let go (see
@@ -56,15 +54,9 @@ pub(crate) async fn screen(
     let mut held: Option<Incompatibility> = None;
     let mut limited: Option<flow::Hold> = None;
     let mut soonest = Millis::MAX;
-    for Outgoing {
-        task,
-        requires,
-        rate_limit,
-        concurrency,
-    } in outgoing
-    {
-        let pass = match admits(state, &task.group, &requires).await {
-            Ok(()) => flow_allows(state, commit, &task, rate_limit, concurrency, before, now)
+    for Outgoing { task, flow } in outgoing {
+        let pass = match admits(state, &task.group, &flow.requires).await {
+            Ok(()) => flow_allows(state, commit, &task, &flow, before, now)
                 .await
                 .map_err(|hold| {
                     soonest = soonest.min(hold.recheck_at());
@@ -103,16 +95,15 @@ async fn flow_allows(
     state: &State,
     commit: &mut TurnCommit,
     task: &RemoteTask,
-    rate_limit: Option<RateLimit>,
-    concurrency: Option<Concurrency>,
+    limits: &StepFlow,
     before: Option<&StepFailure>,
     now: Millis,
 ) -> Result<(), flow::Hold> {
-    let slot = match &concurrency {
+    let slot = match &limits.concurrency {
         Some(limit) => flow::acquire(state, task, limit, before, now).await?,
         None => None,
     };
-    if let Some(limit) = &rate_limit
+    if let Some(limit) = &limits.rate_limit
         && let Err(hold) = flow::take(state, task, limit, now).await
     {
         if let Some(slot) = slot {

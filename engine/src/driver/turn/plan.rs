@@ -3,8 +3,10 @@
 //! to send once it commits. Pure: no store, no transport, no clock.
 
 use super::guard::Outgoing;
+use serde_json::Value;
+
 use crate::model::{
-    CheckpointKind, CheckpointStatus, RemoteTask, Run, RunId, StepFailure, step_id,
+    CheckpointKind, CheckpointStatus, RemoteTask, Run, RunId, StepFailure, StepFlow, step_id,
 };
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
 use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
@@ -38,36 +40,16 @@ pub(crate) fn plan(
                 input,
                 retry,
                 timeout_ms,
-                requires,
-                rate_limit,
-                concurrency,
-                priority,
+                flow,
             } => {
-                let group = routing_token(&name, Some(&run.namespace));
-                let task = RemoteTask {
-                    run_id: run.id.clone(),
-                    seq,
-                    name: name.clone(),
-                    step_id: step_id(&run.id, seq),
-                    group: group.clone(),
-                    input: Some(input.clone()),
-                    context: Some(serde_json::json!({ "tenant": run.namespace })),
-                    attempt: 1,
-                    reply_to: None,
-                    priority,
-                };
-                tasks.push(Outgoing {
-                    task,
-                    requires,
-                    rate_limit,
-                    concurrency,
-                });
+                let out = outgoing(run, seq, name.clone(), input.clone(), 1, flow);
                 checkpoints.push(NewCheckpoint {
                     retry_policy: retry,
                     timeout_ms,
-                    priority,
-                    ..NewCheckpoint::remote_step(seq, name, group, input, now)
+                    priority: out.task.priority,
+                    ..NewCheckpoint::remote_step(seq, name, out.task.group.clone(), input, now)
                 });
+                tasks.push(out);
             }
             Command::RecordStep {
                 seq,
@@ -109,29 +91,9 @@ pub(crate) fn plan(
                 name,
                 input,
                 attempt,
-                requires,
-                rate_limit,
-                concurrency,
-                priority,
+                flow,
             } => {
-                let task = RemoteTask {
-                    run_id: run.id.clone(),
-                    seq,
-                    step_id: step_id(&run.id, seq),
-                    group: routing_token(&name, Some(&run.namespace)),
-                    name,
-                    input: Some(input),
-                    context: Some(serde_json::json!({ "tenant": run.namespace })),
-                    attempt,
-                    reply_to: None,
-                    priority,
-                };
-                tasks.push(Outgoing {
-                    task,
-                    requires,
-                    rate_limit,
-                    concurrency,
-                });
+                tasks.push(outgoing(run, seq, name, input, attempt, flow));
                 redispatched.push(seq);
             }
             Command::WaitSignal {
@@ -314,4 +276,29 @@ fn successor_id(id: &RunId) -> RunId {
         _ => (raw, 0),
     };
     RunId::parse(&format!("{base}:c{}", n + 1)).unwrap_or_else(|_| RunId::generate())
+}
+
+/// The task that sends try `attempt` of step `seq` of `run`, routed to its step's token in the
+/// run's tenant, with how it goes out.
+fn outgoing(
+    run: &Run,
+    seq: u32,
+    name: String,
+    input: Value,
+    attempt: u32,
+    flow: StepFlow,
+) -> Outgoing {
+    let task = RemoteTask {
+        run_id: run.id.clone(),
+        seq,
+        step_id: step_id(&run.id, seq),
+        group: routing_token(&name, Some(&run.namespace)),
+        name,
+        input: Some(input),
+        context: Some(serde_json::json!({ "tenant": run.namespace })),
+        attempt,
+        reply_to: None,
+        priority: flow.priority,
+    };
+    Outgoing { task, flow }
 }

@@ -112,10 +112,7 @@ async fn a_race_issues_both_operations_in_the_order_they_were_written() {
                 input: json!(1),
                 retry: Some(Default::default()),
                 timeout_ms: None,
-                requires: Vec::new(),
-                rate_limit: None,
-                concurrency: None,
-                priority: None,
+                flow: Default::default(),
             },
             Command::Sleep {
                 seq: 1,
