@@ -1,12 +1,15 @@
 //! The control verbs on a run that exists: signal, cancel, retry, continue, redispatch. Each
 //! acts only inside the caller's scope and tells the run's tenant what changed.
 
+use std::future::Future;
+
 use serde_json::Value;
 
 use super::input::{check_payload, check_signal_name};
 use super::{Engine, EngineError};
 use crate::driver::loops::redispatch;
 use crate::driver::turn::flow;
+use crate::fair;
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Run, RunId, RunStatus, Scope, StepFailure,
     TenantEventKind,
@@ -40,11 +43,11 @@ impl Engine {
             // A tenant's own request: held to its plan (an operator's is not).
             self.admit_payload(tenant, &payload).await?;
         }
-        let sent = self
+        let send = self
             .state
             .store
-            .send_signal(scope, id, name, &payload, self.state.clock.now())
-            .await?;
+            .send_signal(scope, id, name, &payload, self.state.clock.now());
+        let sent = self.as_caller(scope, "signals", send).await?;
         if let SignalSent::Delivered(run) = &sent {
             self.state.wake.notify_one();
             self.state
@@ -64,18 +67,21 @@ impl Engine {
             status: RunStatus::Cancelled,
             error: Some(reason.clone()),
         };
-        let run = match store.update_run_if(scope, id, &waiting, patch, now).await? {
-            Some(run) => Some(run),
-            None => {
-                let patch = RunPatch {
-                    status: RunStatus::Cancelling,
-                    error: Some(reason),
-                };
-                store
-                    .update_run_if(scope, id, &[RunStatus::Running], patch, now)
-                    .await?
+        let cancel = async {
+            match store.update_run_if(scope, id, &waiting, patch, now).await? {
+                Some(run) => Ok(Some(run)),
+                None => {
+                    let patch = RunPatch {
+                        status: RunStatus::Cancelling,
+                        error: Some(reason),
+                    };
+                    store
+                        .update_run_if(scope, id, &[RunStatus::Running], patch, now)
+                        .await
+                }
             }
         };
+        let run = self.as_caller(scope, "cancels", cancel).await?;
         if let Some(run) = &run {
             self.state.announce_cancel(&run.id).await;
             if run.status == RunStatus::Cancelled {
@@ -90,11 +96,11 @@ impl Engine {
 
     /// Re-drives a failed or dead run from its last good checkpoint.
     pub async fn retry(&self, scope: &Scope, id: &RunId) -> Result<Control, EngineError> {
-        let run = self
+        let retry = self
             .state
             .store
-            .retry_run(scope, id, self.state.clock.now())
-            .await?;
+            .retry_run(scope, id, self.state.clock.now());
+        let run = self.as_caller(scope, "retries", retry).await?;
         let control = self.controlled(scope, id, run).await?;
         self.state.wake.notify_one();
         Ok(control)
@@ -160,6 +166,15 @@ impl Engine {
         }
         tracing::info!(run_id = %run.id, steps = n, "redispatched on request");
         Ok((Control::Done(run), n))
+    }
+
+    /// Runs `write` in the lane of the tenant `scope` is (a tenant's own request waits its turn
+    /// among that tenant's writes, under `key`); an operator's runs in the system lane.
+    async fn as_caller<F: Future>(&self, scope: &Scope, key: &str, write: F) -> F::Output {
+        match scope.namespace() {
+            Some(tenant) => fair::within(self.state.lane(tenant, key), write).await,
+            None => write.await,
+        }
     }
 
     async fn controlled(
