@@ -10,8 +10,10 @@
 //! with one hand-off per write rather than one per statement.
 //!
 //! Queued writes are served fairly between tenants (each write in the [`Lane`] its caller set),
-//! not in arrival order: a busy tenant's thousand queued writes would otherwise each come before
-//! a quiet tenant's one, which then waits for every batch they fill.
+//! not in arrival order, and a transaction that has served a quiet tenant beside a busy one
+//! commits early (see [`commit_next`]): under a busy tenant's load the writer runs one full
+//! transaction after another, and a quiet tenant's write would otherwise wait for the rest of
+//! the running one and then for a whole batch of the busy tenant's writes.
 
 use std::collections::HashSet;
 use std::future::Future;
