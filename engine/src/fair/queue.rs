@@ -94,14 +94,6 @@ impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
             .is_some_and(|lane| !lane.turn.is_empty())
     }
 
-    /// The tenants with items waiting.
-    pub fn tenants(&self) -> impl Iterator<Item = &T> {
-        self.tenants
-            .iter()
-            .filter(|(_, lane)| !lane.turn.is_empty())
-            .map(|(tenant, _)| tenant)
-    }
-
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.len == 0

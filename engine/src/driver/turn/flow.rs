@@ -20,7 +20,7 @@ use super::guard;
 use crate::driver::state::State;
 use crate::model::{
     CheckpointStatus, Concurrency, Millis, Namespace, RateLimit, RemoteTask, Run, RunId, RunStatus,
-    StepFailure,
+    StepFailure, step_id,
 };
 use crate::store::{RunPatch, TurnOutcome};
 use crate::transport::SlotClaim;
@@ -142,11 +142,6 @@ pub(crate) struct Slot {
     seq: u32,
 }
 
-/// The holder of the slot of step `seq` of `run`: the step's place in its run.
-fn holder(run: &RunId, seq: u32) -> String {
-    format!("{run}:{seq}")
-}
-
 /// Takes one of the slots of `task`'s step under `limit`, or says why it must wait: parked, in
 /// line for the next free slot, and looking again by itself as a run the guard parked does
 /// (see [`guard::backing_off`]; `before` is the run's reason until now). A transport that
@@ -164,7 +159,7 @@ pub(crate) async fn acquire(
         .map_err(|message| no_key(message, CONCURRENCY_LIMITED, now))?;
     let tenant = tenant_of(task);
     let counter = Concurrency::step_slots(&task.name, &key);
-    let holder = holder(&task.run_id, task.seq);
+    let holder = step_id(&task.run_id, task.seq);
     let claim = SlotClaim {
         holder: &holder,
         waiter: &task.run_id,
@@ -220,7 +215,7 @@ pub(crate) async fn release(
     run: &RunId,
     seq: u32,
 ) {
-    let holder = holder(run, seq);
+    let holder = step_id(run, seq);
     for _ in 0..WAKES_TRIED {
         // Giving back twice is a no-op, so each call after the first only takes a waiter.
         let next = match state.transport.release(tenant, counter, &holder).await {
@@ -292,7 +287,7 @@ pub(crate) async fn renew_slots(
         .await?;
     let until = now.saturating_add(SLOT_LEASE.as_millis() as Millis);
     for out in held {
-        let holder = holder(&out.run_id, out.seq);
+        let holder = step_id(&out.run_id, out.seq);
         if let Err(e) = state
             .transport
             .renew(&out.namespace, &out.slot, &holder, until, now)

@@ -2,8 +2,8 @@
 //! [`remote`]) and [`plan`]s its decision into a commit, the dispatch [`guard`] screens what it
 //! sends (with the steps' rate and concurrency limits of [`flow`]), [`persist`] writes it under
 //! the run's claim and carries out what follows, and [`runner`] chains a run's turns in one
-//! task. [`first`] is a new run's first turn written with
-//! its insert; [`record`] records a step result that no turn takes.
+//! task. [`first`] is a new run's first turn written with its insert; [`record`] records a step
+//! result that no turn takes.
 
 pub(crate) mod awaiting;
 pub(crate) mod execute;

@@ -1,7 +1,8 @@
 //! Recording a step result the ordinary way: one write that completes (or fails, or schedules
 //! the retry of) its checkpoint and wakes its run, claiming it for a turn here when the caller
-//! holds a slot. A step that held a concurrency slot gives it back once its result is recorded. The results loop takes this path when the sticky one declines, and the turn
-//! runner when the store refuses a sticky write.
+//! holds a slot. A step that held a concurrency slot gives it back once its result is recorded.
+//! The results loop takes this path when the sticky one declines, and the turn runner when the
+//! store refuses a sticky write.
 
 use super::flow;
 use crate::driver::state::State;

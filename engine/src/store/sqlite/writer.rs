@@ -253,7 +253,7 @@ fn commit_next(conn: &mut Connection, waiting: &mut Line, rx: &flume::Receiver<L
         answers.push(ran);
         take_queued(rx, waiting);
         if tenant != system {
-            owed |= !waiting.holds(&tenant) && holds.len() > usize::from(holds.contains(&tenant));
+            owed |= !waiting.holds(&tenant) && holds.iter().any(|other| *other != tenant);
             holds.insert(tenant);
         }
         if alone || broken.is_some() || (owed && began.elapsed() >= SHARED_COMMIT_AFTER) {

@@ -89,17 +89,12 @@ pub(super) fn queue<T>(lanes: usize) -> (Queue<T>, Vec<Taker<T>>) {
     (Queue { items, idle }, takers)
 }
 
-fn line<T>(items: &Line<T>) -> MutexGuard<'_, Items<T>> {
-    // The line stays valid whatever panicked while it was held.
-    items.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl<T> Queue<T> {
     /// Queues `item` in `lane` and wakes the lane that went idle last, if any is idle. Hands
     /// `item` back if every lane has stopped.
     pub fn push(&self, lane: Lane, item: T) -> Result<(), T> {
         let express = {
-            let mut items = line(&self.items);
+            let mut items = lock(&self.items);
             if items.takers == 0 {
                 return Err(item);
             }
@@ -111,7 +106,7 @@ impl<T> Queue<T> {
         // An idle ordinary lane if there is one, else the express lane if the write may go there.
         let express_lane = self.idle.wake.len() - 1;
         let woken = {
-            let mut idle = self.idle.waiting();
+            let mut idle = lock(&self.idle.waiting);
             match idle.iter().rposition(|lane| *lane != express_lane) {
                 Some(at) => Some(idle.remove(at)),
                 None if express => idle
@@ -129,7 +124,7 @@ impl<T> Queue<T> {
 
     /// How many items are queued and not taken yet.
     pub fn len(&self) -> usize {
-        line(&self.items).line.len()
+        lock(&self.items).line.len()
     }
 }
 
@@ -145,7 +140,7 @@ impl<T> Drop for Queue<T> {
 impl<T> Drop for Taker<T> {
     fn drop(&mut self) {
         self.done();
-        let mut items = line(&self.items);
+        let mut items = lock(&self.items);
         items.takers -= 1;
         if items.takers == 0 {
             // No lane is left to run them: dropped, their writers hear so.
@@ -154,15 +149,9 @@ impl<T> Drop for Taker<T> {
     }
 }
 
+/// Locks `held`: what it guards stays valid whatever panicked while it was held.
 fn lock<V>(held: &Mutex<V>) -> MutexGuard<'_, V> {
     held.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Idle {
-    fn waiting(&self) -> MutexGuard<'_, Vec<usize>> {
-        // The list stays valid whatever panicked while it was held.
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 impl<T> Taker<T> {
@@ -176,9 +165,9 @@ impl<T> Taker<T> {
             }
             // Listed before looking again, so an item pushed in between either is seen now or
             // wakes this lane (a wake that finds the item taken by another lane costs one look).
-            self.idle.waiting().push(self.lane);
+            lock(&self.idle.waiting).push(self.lane);
             if let Some(next) = self.take() {
-                self.idle.waiting().retain(|lane| *lane != self.lane);
+                lock(&self.idle.waiting).retain(|lane| *lane != self.lane);
                 return next;
             }
             self.idle.wake[self.lane].notified().await;
@@ -187,7 +176,7 @@ impl<T> Taker<T> {
 
     /// The next item if one is queued, for a lane filling its batch.
     pub fn try_next(&self) -> Option<T> {
-        let mut items = line(&self.items);
+        let mut items = lock(&self.items);
         if self.express {
             let Items { line, running, .. } = &mut *items;
             return line
@@ -207,7 +196,7 @@ impl<T> Taker<T> {
         if taken.is_empty() {
             return;
         }
-        let mut items = line(&self.items);
+        let mut items = lock(&self.items);
         for tenant in taken {
             if let Some(n) = items.running.get_mut(&tenant) {
                 *n -= 1;
