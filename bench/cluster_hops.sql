@@ -1,11 +1,17 @@
 -- Where a cluster burst's time goes, per hop, from the timestamps the store keeps (ms).
 -- After `cluster`, on its database (the newest durable_t_% one; kept ten minutes):
 --   psql -d durable_t_… -v n=2000 -f bench/cluster_hops.sql
+-- After `DURABLE_BENCH_CLUSTER=1 noisy`, globex's runs on its last database:
+--   psql -d durable_t_… -v n=100000 -v runs="namespace = 'globex'" -f bench/cluster_hops.sql
 -- A step's finished_at is when the control plane recorded its result, so "worker exec"
 -- includes the result's trip back; "sent" is when the turn that sent it was computed, so
 -- "sent->worker start" includes that turn's commit and the task's queue.
+\if :{?runs}
+\else
+  \set runs 'workflow = ''demo.order'''
+\endif
 WITH r AS (
-  SELECT id, created_at, finished_at FROM runs WHERE workflow = 'demo.order'
+  SELECT id, created_at, finished_at FROM runs WHERE :runs
   ORDER BY created_at DESC LIMIT :n
 ), c AS (
   SELECT c.run_id, c.seq, c.enqueued_at, c.started_at, c.finished_at,
@@ -24,4 +30,4 @@ SELECT hop,
   percentile_disc(0.99) WITHIN GROUP (ORDER BY ms) AS p99,
   round(avg(ms), 1) AS mean, count(*)
 FROM hops GROUP BY hop ORDER BY hop;
-SELECT (max(finished_at) - min(created_at)) AS burst_ms, count(*) FROM (SELECT * FROM runs WHERE workflow = 'demo.order' ORDER BY created_at DESC LIMIT :n) x;
+SELECT (max(finished_at) - min(created_at)) AS burst_ms, count(*) FROM (SELECT * FROM runs WHERE :runs ORDER BY created_at DESC LIMIT :n) x;

@@ -94,7 +94,9 @@ impl Engine {
         self.controlled(scope, id, run).await
     }
 
-    /// Re-drives a failed or dead run from its last good checkpoint.
+    /// Re-drives a failed or dead run from its last good checkpoint. It waits queued, as a new
+    /// start would, while its tenant is at its concurrency ceiling (an operator's retry too:
+    /// the ceiling holds for everyone; raise it to let the run through).
     pub async fn retry(&self, scope: &Scope, id: &RunId) -> Result<Control, EngineError> {
         let retry = self
             .state

@@ -189,8 +189,13 @@ pub struct Run {
     pub retry_of: Option<RunId>,
     /// The run this one continues (ContinueAsNew).
     pub continued_from: Option<RunId>,
-    /// How many times the run has been (re)started by a driver.
+    /// How many times the run has been (re)started by a driver. It only grows: a turn's claim
+    /// is fenced by it.
     pub attempt: u32,
+    /// `attempt` when the run was last admitted (0 when created, its attempt then when retried):
+    /// see [`Run::is_fresh`].
+    #[serde(default)]
+    pub admitted_attempt: u32,
     /// When a suspended run should be looked at again.
     pub wake_at: Option<Millis>,
     /// The driver holding the lease.
@@ -207,6 +212,14 @@ pub struct Run {
     /// only while fewer than the limit of its workflow's runs with its key are running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<ConcurrencySlot>,
+}
+
+impl Run {
+    /// Whether this is a top-level run admitted (started or retried) and not claimed since: the
+    /// kind its tenant's concurrency ceiling and its workflow's concurrency limit hold queued.
+    pub fn is_fresh(&self) -> bool {
+        self.parent_run_id.is_none() && self.attempt == self.admitted_attempt
+    }
 }
 
 /// A run with its checkpoints, for the detail views.

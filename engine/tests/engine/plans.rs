@@ -23,6 +23,7 @@ engine_cases! {
     starts_over_the_rate_or_queue_ceiling_are_refused_with_when_to_retry,
     payloads_and_nesting_over_the_plan_are_refused,
     three_control_planes_spend_one_rate_allowance,
+    a_retried_run_waits_for_a_slot_like_a_new_start,
 }
 
 fn acme() -> Namespace {
@@ -34,9 +35,12 @@ fn globex() -> Namespace {
 }
 
 /// `hold` waits for a `go` signal, then completes; `nest` starts a child of itself until its
-/// input reaches 0.
+/// input reaches 0; `fail` fails.
 fn registry() -> Registry {
     let mut r = Registry::new();
+    r.workflow("fail", 1, |_ctx: WorkflowContext, _: Value| async move {
+        Err::<Value, _>(WorkflowError::msg("fails every time"))
+    });
     r.workflow("hold", 1, |ctx: WorkflowContext, _: Value| async move {
         let _: Option<Value> = ctx.wait_signal("go", None).await?;
         Ok::<_, WorkflowError>(json!("done"))
@@ -500,4 +504,61 @@ async fn three_control_planes_spend_one_rate_allowance(backend: Backend) {
     for plane in planes {
         plane.shutdown().await;
     }
+}
+
+async fn a_retried_run_waits_for_a_slot_like_a_new_start(backend: Backend) {
+    let h = backend.start(registry()).await;
+    h.engine
+        .set_plan(
+            Some(&acme()),
+            Plan {
+                max_concurrent_runs: Some(1),
+                ..Plan::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut failed = Vec::new();
+    for _ in 0..2 {
+        let run = start(&h.engine, &acme(), "fail", json!(null))
+            .await
+            .unwrap();
+        wait_for(&h.store, &run.id, RunStatus::Failed).await;
+        failed.push(run.id);
+    }
+    let holder = start(&h.engine, &acme(), "hold", json!(null))
+        .await
+        .unwrap();
+    wait_for(&h.store, &holder.id, RunStatus::Suspended).await;
+    // The tenant's own retry and the operator's alike wait for the slot.
+    h.engine
+        .retry(&Scope::Only(acme()), &failed[0])
+        .await
+        .unwrap();
+    h.engine.retry(&Scope::All, &failed[1]).await.unwrap();
+    usage_reaches(&h.store, &acme(), |running, queued| {
+        running == 1 && queued == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for id in &failed {
+        let retried = h.store.get_run(&Scope::All, id).await.unwrap().unwrap();
+        assert_eq!(
+            retried.status,
+            RunStatus::Pending,
+            "a retry took the slot another run holds"
+        );
+        assert!(retried.is_fresh());
+    }
+    assert_eq!(started(&h.store, &acme()).await, 1);
+    // The slot frees: the retried runs start by themselves, one at a time, and fail again.
+    release_all(&h, &[holder.id]).await;
+    for id in &failed {
+        wait_for(&h.store, id, RunStatus::Failed).await;
+    }
+    usage_reaches(&h.store, &acme(), |running, queued| {
+        running == 0 && queued == 0
+    })
+    .await;
+    h.stop().await;
 }

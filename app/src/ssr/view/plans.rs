@@ -75,7 +75,7 @@ impl SessionView {
     /// its tenant is at its concurrency ceiling, or its workflow's runs with its key at their
     /// limit.
     pub async fn quota_hold(&self, run: &Run) -> Result<Option<QuotaHold>, AppError> {
-        if run.status != RunStatus::Pending || run.attempt > 0 || run.parent_run_id.is_some() {
+        if run.status != RunStatus::Pending || !run.is_fresh() {
             return Ok(None);
         }
         let plan = self.engine.effective_plan(&run.namespace).await;

@@ -32,6 +32,10 @@ pub(crate) enum IdOrigin {
 }
 
 /// How [`with_first_turn`] went.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once per start and unpacked at once, never stored or moved around"
+)]
 pub(crate) enum Started {
     /// Inserted with its first turn persisted; the run as that turn left it.
     Run(Run),
@@ -165,6 +169,7 @@ fn claimed(new: &NewRun, claim: &Claim, now: Millis) -> Run {
         retry_of: new.retry_of.clone(),
         continued_from: new.continued_from.clone(),
         attempt: 1,
+        admitted_attempt: 0,
         wake_at: None,
         locked_by: Some(claim.owner.clone()),
         locked_until: Some(claim.until),

@@ -24,7 +24,9 @@ pub trait RunControl: Send + Sync + 'static {
 
     /// Re-drives a failed or dead run from its last good checkpoint: the run goes back to
     /// `pending` and its failed checkpoints (and anything after the first) are dropped, so they
-    /// run again. `None` when the run is invisible or not failed/dead.
+    /// run again. It is admitted again ([`Run::is_fresh`]): a top-level run waits queued, like a
+    /// new start, while its tenant's concurrency ceiling or its workflow's limit is reached.
+    /// `None` when the run is invisible or not failed/dead.
     async fn retry_run(&self, scope: &Scope, id: &RunId, now: Millis) -> StoreResult<Option<Run>>;
 
     /// Buffers signal `name` for run `id` (if `scope` sees it and it has not ended) and wakes the

@@ -92,15 +92,15 @@ pub(crate) const RUNNABLE_RANKED: &str = concat!(
     FROM (SELECT id, namespace, workflow, concurrency_key, due, fresh, \
     ROW_NUMBER() OVER (PARTITION BY namespace, workflow, concurrency_key ORDER BY due, id) AS in_key \
     FROM (SELECT id, namespace, workflow, concurrency_key, COALESCE(wake_at, created_at) AS due, \
-    (attempt = 0 AND parent_run_id IS NULL) AS fresh, \
-    CASE WHEN concurrency_key IS NOT NULL AND attempt = 0 AND parent_run_id IS NULL \
+    (attempt = admitted_attempt AND parent_run_id IS NULL) AS fresh, \
+    CASE WHEN concurrency_key IS NOT NULL AND attempt = admitted_attempt AND parent_run_id IS NULL \
     THEN MAX(concurrency_limit) OVER (PARTITION BY namespace, workflow, concurrency_key) \
     - COALESCE(k_started, 0) END AS room, \
     ROW_NUMBER() OVER (PARTITION BY namespace, workflow, concurrency_key, \
-    (attempt = 0 AND parent_run_id IS NULL) ORDER BY COALESCE(wake_at, created_at), id) AS in_fresh \
+    (attempt = admitted_attempt AND parent_run_id IS NULL) ORDER BY COALESCE(wake_at, created_at), id) AS in_fresh \
     FROM runs LEFT JOIN (SELECT namespace AS k_namespace, workflow AS k_workflow, \
     concurrency_key AS k_key, count(*) AS k_started FROM runs \
-    WHERE concurrency_key IS NOT NULL AND attempt > 0 AND status IN ",
+    WHERE concurrency_key IS NOT NULL AND attempt > admitted_attempt AND status IN ",
     live_statuses!(),
     " GROUP BY namespace, workflow, concurrency_key) started_keys ON k_namespace = namespace \
     AND k_workflow = workflow AND k_key = concurrency_key WHERE "
@@ -114,14 +114,14 @@ pub(crate) const RUNNABLE_RANKED_END: &str =
 /// ended: what a fresh run of that key is counted against when it is claimed.
 pub(crate) const KEY_STARTED_SQL: &str = concat!(
     "SELECT count(*) FROM runs WHERE namespace = $1 AND workflow = $2 AND concurrency_key = $3 \
-     AND attempt > 0 AND status IN ",
+     AND attempt > admitted_attempt AND status IN ",
     live_statuses!()
 );
 
 /// The columns of a fresh keyed run a claim asks for, for [`over_key_limits`]; a store appends
 /// its id list filter.
 pub(crate) const KEYED_FRESH_SQL: &str = "SELECT id, namespace, workflow, concurrency_key, \
-    concurrency_limit FROM runs WHERE concurrency_key IS NOT NULL AND attempt = 0 \
+    concurrency_limit FROM runs WHERE concurrency_key IS NOT NULL AND attempt = admitted_attempt \
     AND parent_run_id IS NULL AND status = 'pending' AND id ";
 
 /// A fresh run a claim asks for whose workflow has a concurrency limit.

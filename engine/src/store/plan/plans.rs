@@ -26,7 +26,7 @@ pub(crate) use live_statuses;
 macro_rules! started_runs {
     () => {
         concat!(
-            "FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt > 0 \
+            "FROM runs WHERE namespace = $1 AND parent_run_id IS NULL AND attempt > admitted_attempt \
              AND status IN ",
             live_statuses!()
         )
@@ -38,21 +38,22 @@ macro_rules! started_runs {
 pub(crate) const STARTED_SQL: &str = concat!("SELECT count(*) ", started_runs!());
 
 /// `(running, queued, started_last_minute)` of tenant `$1`, counting starts since `$2`. A run
-/// is started once a driver claimed it (`attempt > 0`) and running until it ends. Only
+/// is started once a driver claimed it since it was admitted (`attempt > admitted_attempt`)
+/// and running until it ends. Only
 /// top-level runs count against the concurrency and queue ceilings: a child is part of the
 /// run that started it (holding it back could leave every slot to parents waiting on children).
 pub(crate) const USAGE_SQL: &str = concat!(
     "SELECT (SELECT count(*) ",
     started_runs!(),
     "), (SELECT count(*) FROM runs WHERE namespace = $1 AND parent_run_id IS NULL \
-     AND attempt = 0 AND status IN ('pending', 'blocked')), \
+     AND attempt = admitted_attempt AND status IN ('pending', 'blocked')), \
      (SELECT count(*) FROM runs WHERE namespace = $1 AND created_at >= $2)"
 );
 
 /// The tenants with fresh runs (top-level, never started, pending) among those a claim asks
 /// for; a store appends its id list filter (` IN (…)` or `= ANY($1)`).
 pub(crate) const FRESH_TENANTS_SQL: &str = "SELECT DISTINCT COALESCE(namespace, 'default') FROM runs \
-    WHERE parent_run_id IS NULL AND attempt = 0 AND status = 'pending' AND id ";
+    WHERE parent_run_id IS NULL AND attempt = admitted_attempt AND status = 'pending' AND id ";
 
 /// Of `tenants`, those with a concurrency ceiling in force and its value, from the stored
 /// plans (the default's, `None`, among them; read in the claim's own transaction, so the

@@ -45,7 +45,7 @@ pub(super) async fn claim_runs(
             let among: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
             let fresh: Vec<String> = sqlx::query_scalar(
                 "SELECT id FROM runs WHERE namespace = $1 AND parent_run_id IS NULL \
-                 AND attempt = 0 AND status = 'pending' AND id = ANY($2) ORDER BY created_at, id",
+                 AND attempt = admitted_attempt AND status = 'pending' AND id = ANY($2) ORDER BY created_at, id",
             )
             .bind(tenant.as_str())
             .bind(&among)
@@ -376,8 +376,9 @@ pub(super) async fn retry_run(
     now: Millis,
 ) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(
-        "UPDATE runs SET status = 'pending', error = NULL, output = NULL, finished_at = NULL, \
-         wake_at = NULL, needs_wake = FALSE, recoveries = 0, locked_by = NULL, locked_until = NULL, \
+        "UPDATE runs SET status = 'pending', admitted_attempt = attempt, error = NULL, \
+         output = NULL, finished_at = NULL, wake_at = NULL, needs_wake = FALSE, recoveries = 0, \
+         locked_by = NULL, locked_until = NULL, \
          updated_at = ",
     );
     sql.push_bind(now);

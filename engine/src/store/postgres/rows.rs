@@ -80,6 +80,7 @@ pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
             get(row, 22, "concurrency_key")?,
             get::<Option<i32>>(row, 23, "concurrency_limit")?.map(i64::from),
         ),
+        admitted_attempt: get::<i32>(row, 24, "admitted_attempt")? as u32,
     })
 }
 

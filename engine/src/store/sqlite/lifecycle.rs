@@ -30,7 +30,7 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
             let mut sql = Sql::new("SELECT id FROM runs WHERE namespace = ");
             sql.bind(tenant.as_str().to_owned())
                 .push(
-                    " AND parent_run_id IS NULL AND attempt = 0 AND status = 'pending' AND id IN (",
+                    " AND parent_run_id IS NULL AND attempt = admitted_attempt AND status = 'pending' AND id IN (",
                 )
                 .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
                 .push(") ORDER BY created_at, id");
@@ -333,8 +333,9 @@ pub(super) fn retry_run(
     now: Millis,
 ) -> StoreResult<Wrote<Option<Run>>> {
     let mut sql = Sql::new(
-        "UPDATE runs SET status = 'pending', error = NULL, output = NULL, finished_at = NULL, \
-         wake_at = NULL, needs_wake = 0, recoveries = 0, locked_by = NULL, locked_until = NULL, \
+        "UPDATE runs SET status = 'pending', admitted_attempt = attempt, error = NULL, \
+         output = NULL, finished_at = NULL, wake_at = NULL, needs_wake = 0, recoveries = 0, \
+         locked_by = NULL, locked_until = NULL, \
          updated_at = ",
     );
     sql.bind(now)

@@ -82,6 +82,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> StoreResult<Run> {
             at(row, 22, "concurrency_key")?,
             at(row, 23, "concurrency_limit")?,
         ),
+        admitted_attempt: at::<i64>(row, 24, "admitted_attempt")? as u32,
     })
 }
 
