@@ -115,8 +115,9 @@ impl Deployment {
         })
     }
 
-    /// Every run that completes from now on, with its tenant, in the order the events come;
-    /// the stream ends the benchmark if it falls behind or nothing completes for 600 s.
+    /// Every run that completes from now on, with its tenant, in the order the events come,
+    /// until the engine stops; the benchmark ends if it falls behind or nothing completes for
+    /// 600 s.
     pub async fn completions(
         &self,
     ) -> Result<mpsc::UnboundedReceiver<(Namespace, RunId)>, BoxError> {
@@ -140,7 +141,9 @@ impl Deployment {
                         panic!("the benchmark fell {n} events behind")
                     }
                     Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => panic!("no run completed within 600 s"),
+                    // The engine stopped.
+                    Ok(None) => return,
+                    Err(_) => panic!("no run completed within 600 s"),
                 }
             }
         });
