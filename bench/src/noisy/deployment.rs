@@ -77,12 +77,15 @@ impl Deployment {
         };
         before_start(store.clone()).await?;
         let registry = Arc::new(registry(workflows));
-        let engine = Engine::new(
-            store,
-            transport.clone(),
-            registry.clone(),
-            EngineConfig::default(),
-        );
+        let mut config = EngineConfig::default();
+        // Fewer turn slots make them what runs wait for (`DURABLE_BENCH_TURN_SLOTS`).
+        if let Some(slots) = std::env::var("DURABLE_BENCH_TURN_SLOTS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            config.max_concurrent_turns = slots;
+        }
+        let engine = Engine::new(store, transport.clone(), registry.clone(), config);
         engine.start().await?;
         // Embedded, one worker serves everyone; in a cluster each tenant has its own pool.
         let pools = if cluster() {
