@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::plans::live_statuses;
+use super::plans::{fresh_run, live_statuses};
 use super::settle::settle_ended;
 use super::turn::TurnStatements;
 use crate::model::{Millis, Run, RunId, RunStatus, Scope, StepFailure};
@@ -91,13 +91,15 @@ pub(crate) const RUNNABLE_RANKED: &str = concat!(
     ROW_NUMBER() OVER (PARTITION BY namespace ORDER BY in_key, due, id) AS in_tenant \
     FROM (SELECT id, namespace, workflow, concurrency_key, due, fresh, \
     ROW_NUMBER() OVER (PARTITION BY namespace, workflow, concurrency_key ORDER BY due, id) AS in_key \
-    FROM (SELECT id, namespace, workflow, concurrency_key, COALESCE(wake_at, created_at) AS due, \
-    (attempt = admitted_attempt AND parent_run_id IS NULL) AS fresh, \
-    CASE WHEN concurrency_key IS NOT NULL AND attempt = admitted_attempt AND parent_run_id IS NULL \
-    THEN MAX(concurrency_limit) OVER (PARTITION BY namespace, workflow, concurrency_key) \
+    FROM (SELECT id, namespace, workflow, concurrency_key, COALESCE(wake_at, created_at) AS due, (",
+    fresh_run!(),
+    ") AS fresh, CASE WHEN concurrency_key IS NOT NULL AND ",
+    fresh_run!(),
+    " THEN MAX(concurrency_limit) OVER (PARTITION BY namespace, workflow, concurrency_key) \
     - COALESCE(k_started, 0) END AS room, \
-    ROW_NUMBER() OVER (PARTITION BY namespace, workflow, concurrency_key, \
-    (attempt = admitted_attempt AND parent_run_id IS NULL) ORDER BY COALESCE(wake_at, created_at), id) AS in_fresh \
+    ROW_NUMBER() OVER (PARTITION BY namespace, workflow, concurrency_key, (",
+    fresh_run!(),
+    ") ORDER BY COALESCE(wake_at, created_at), id) AS in_fresh \
     FROM runs LEFT JOIN (SELECT namespace AS k_namespace, workflow AS k_workflow, \
     concurrency_key AS k_key, count(*) AS k_started FROM runs \
     WHERE concurrency_key IS NOT NULL AND attempt > admitted_attempt AND status IN ",
@@ -120,9 +122,12 @@ pub(crate) const KEY_STARTED_SQL: &str = concat!(
 
 /// The columns of a fresh keyed run a claim asks for, for [`over_key_limits`]; a store appends
 /// its id list filter.
-pub(crate) const KEYED_FRESH_SQL: &str = "SELECT id, namespace, workflow, concurrency_key, \
-    concurrency_limit FROM runs WHERE concurrency_key IS NOT NULL AND attempt = admitted_attempt \
-    AND parent_run_id IS NULL AND status = 'pending' AND id ";
+pub(crate) const KEYED_FRESH_SQL: &str = concat!(
+    "SELECT id, namespace, workflow, concurrency_key, concurrency_limit FROM runs \
+    WHERE concurrency_key IS NOT NULL AND ",
+    fresh_run!(),
+    " AND status = 'pending' AND id "
+);
 
 /// A fresh run a claim asks for whose workflow has a concurrency limit.
 pub(crate) struct KeyedFresh {

@@ -21,6 +21,15 @@ macro_rules! live_statuses {
 }
 pub(crate) use live_statuses;
 
+/// A top-level run admitted (created or retried) and not claimed since: the runs a concurrency
+/// ceiling or a workflow's limit holds queued. [`crate::model::Run::is_fresh`] in SQL.
+macro_rules! fresh_run {
+    () => {
+        "parent_run_id IS NULL AND attempt = admitted_attempt"
+    };
+}
+pub(crate) use fresh_run;
+
 /// `FROM … WHERE …` of tenant `$1`'s top-level runs started (claimed at least once) and not
 /// ended: what `max_concurrent_runs` counts, in usage and in a claim alike.
 macro_rules! started_runs {
@@ -39,21 +48,25 @@ pub(crate) const STARTED_SQL: &str = concat!("SELECT count(*) ", started_runs!()
 
 /// `(running, queued, started_last_minute)` of tenant `$1`, counting starts since `$2`. A run
 /// is started once a driver claimed it since it was admitted (`attempt > admitted_attempt`)
-/// and running until it ends. Only
-/// top-level runs count against the concurrency and queue ceilings: a child is part of the
-/// run that started it (holding it back could leave every slot to parents waiting on children).
+/// and running until it ends. Only top-level runs count against the concurrency and queue
+/// ceilings: a child is part of the run that started it (holding it back could leave every
+/// slot to parents waiting on children).
 pub(crate) const USAGE_SQL: &str = concat!(
     "SELECT (SELECT count(*) ",
     started_runs!(),
-    "), (SELECT count(*) FROM runs WHERE namespace = $1 AND parent_run_id IS NULL \
-     AND attempt = admitted_attempt AND status IN ('pending', 'blocked')), \
+    "), (SELECT count(*) FROM runs WHERE namespace = $1 AND ",
+    fresh_run!(),
+    " AND status IN ('pending', 'blocked')), \
      (SELECT count(*) FROM runs WHERE namespace = $1 AND created_at >= $2)"
 );
 
-/// The tenants with fresh runs (top-level, never started, pending) among those a claim asks
-/// for; a store appends its id list filter (` IN (…)` or `= ANY($1)`).
-pub(crate) const FRESH_TENANTS_SQL: &str = "SELECT DISTINCT COALESCE(namespace, 'default') FROM runs \
-    WHERE parent_run_id IS NULL AND attempt = admitted_attempt AND status = 'pending' AND id ";
+/// The tenants with fresh runs (see [`fresh_run`]) pending among those a claim asks for; a
+/// store appends its id list filter (` IN (…)` or `= ANY($1)`).
+pub(crate) const FRESH_TENANTS_SQL: &str = concat!(
+    "SELECT DISTINCT COALESCE(namespace, 'default') FROM runs WHERE ",
+    fresh_run!(),
+    " AND status = 'pending' AND id "
+);
 
 /// Of `tenants`, those with a concurrency ceiling in force and its value, from the stored
 /// plans (the default's, `None`, among them; read in the claim's own transaction, so the

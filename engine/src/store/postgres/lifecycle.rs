@@ -16,7 +16,7 @@ use crate::store::plan::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
     RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
-use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of};
+use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of, fresh_run};
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
@@ -43,10 +43,11 @@ pub(super) async fn claim_runs(
                 .await
                 .map_err(db)?;
             let among: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
-            let fresh: Vec<String> = sqlx::query_scalar(
-                "SELECT id FROM runs WHERE namespace = $1 AND parent_run_id IS NULL \
-                 AND attempt = admitted_attempt AND status = 'pending' AND id = ANY($2) ORDER BY created_at, id",
-            )
+            let fresh: Vec<String> = sqlx::query_scalar(concat!(
+                "SELECT id FROM runs WHERE namespace = $1 AND ",
+                fresh_run!(),
+                " AND status = 'pending' AND id = ANY($2) ORDER BY created_at, id"
+            ))
             .bind(tenant.as_str())
             .bind(&among)
             .fetch_all(&mut *conn)

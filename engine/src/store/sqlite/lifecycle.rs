@@ -18,7 +18,7 @@ use crate::store::plan::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
     RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
-use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of};
+use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of, fresh_run};
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
@@ -29,9 +29,11 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
             let started = count(conn, STARTED_SQL, [tenant.as_str()])?;
             let mut sql = Sql::new("SELECT id FROM runs WHERE namespace = ");
             sql.bind(tenant.as_str().to_owned())
-                .push(
-                    " AND parent_run_id IS NULL AND attempt = admitted_attempt AND status = 'pending' AND id IN (",
-                )
+                .push(concat!(
+                    " AND ",
+                    fresh_run!(),
+                    " AND status = 'pending' AND id IN ("
+                ))
                 .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
                 .push(") ORDER BY created_at, id");
             let fresh = sql.all(conn, |row| run_id(row.get::<_, String>(0).map_err(db)?))?;
