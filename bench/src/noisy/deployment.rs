@@ -45,16 +45,8 @@ pub struct Deployment {
 
 impl Deployment {
     /// A fresh engine serving `workflows` workflows (see [`registry`]) for `tenants`, started
-    /// with its workers, after `before_start` had the store (plans, say).
-    pub async fn start<F, Fut>(
-        workflows: usize,
-        tenants: &[Namespace],
-        before_start: F,
-    ) -> Result<Self, BoxError>
-    where
-        F: FnOnce(Arc<dyn Store>) -> Fut,
-        Fut: Future<Output = Result<(), BoxError>>,
-    {
+    /// with its workers.
+    pub async fn start(workflows: usize, tenants: &[Namespace]) -> Result<Self, BoxError> {
         let dir = tempfile::tempdir()?;
         let (store, transport): (Arc<dyn Store>, Arc<dyn Transport>) = if cluster() {
             let db = postgres_testing::fresh_database()
@@ -75,7 +67,6 @@ impl Deployment {
                 Arc::new(MemoryTransport::new()),
             )
         };
-        before_start(store.clone()).await?;
         let registry = Arc::new(registry(workflows));
         let mut config = EngineConfig::default();
         // Fewer turn slots make them what runs wait for (`DURABLE_BENCH_TURN_SLOTS`).

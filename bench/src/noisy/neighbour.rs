@@ -60,10 +60,7 @@ pub async fn measure(load: Load) -> Result<(), BoxError> {
 async fn phase(load: Load, with_a: bool, with_b: bool) -> Result<Measured, BoxError> {
     let acme = Namespace::tenant("acme")?;
     let globex = Namespace::tenant("globex")?;
-    let d = Deployment::start(load.workflows, &[acme.clone(), globex.clone()], |_| async {
-        Ok(())
-    })
-    .await?;
+    let d = Deployment::start(load.workflows, &[acme.clone(), globex.clone()]).await?;
 
     // One reader of completions: acme's are counted, globex's handed to its driver.
     let mut completions = d.completions().await?;

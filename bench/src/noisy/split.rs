@@ -20,18 +20,14 @@ pub async fn measure(load: Load, runs: usize) -> Result<(), BoxError> {
         .map(|(name, weight)| Ok((Namespace::tenant(name)?, *weight)))
         .collect::<Result<Vec<_>, BoxError>>()?;
     let names: Vec<Namespace> = tenants.iter().map(|(t, _)| t.clone()).collect();
-    let plans = tenants.clone();
-    let d = Deployment::start(load.workflows, &names, |store| async move {
-        for (tenant, weight) in plans {
-            let plan = Plan {
-                weight: Some(weight),
-                ..Plan::default()
-            };
-            store.put_plan(Some(&tenant), &plan, 0).await?;
-        }
-        Ok(())
-    })
-    .await?;
+    let d = Deployment::start(load.workflows, &names).await?;
+    for (tenant, weight) in &tenants {
+        let plan = Plan {
+            weight: Some(*weight),
+            ..Plan::default()
+        };
+        d.engine.set_plan(Some(tenant), plan).await?;
+    }
 
     let mut completions = d.completions().await?;
     let t0 = Instant::now();
