@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use super::config::EngineConfig;
@@ -14,7 +14,7 @@ use super::fast_path::{InFlight, ParkedRuns};
 use super::plans::PlanBook;
 use super::publisher::Publisher;
 use super::turn::awaiting::Awaiting;
-use crate::fair::Lane;
+use crate::fair::{Lane, Shares, Slot};
 use crate::model::{
     ControlMessage, ControlNotice, Millis, Namespace, Run, RunId, Scope, StepResult, TenantEvent,
     TenantEventKind,
@@ -37,9 +37,9 @@ pub(crate) struct State {
     /// When the idle claim loop will next look (epoch ms), so a turn that suspends a run
     /// until sooner can poke it.
     planned_wake: AtomicI64,
-    /// One per turn that may execute at once; every turn holds one, so taking them all waits
-    /// for every turn to finish.
-    pub turns: Arc<Semaphore>,
+    /// One per turn that may execute at once, shared between tenants by weight; every turn
+    /// holds one, so waiting for them all waits for every turn to finish.
+    pub turns: Arc<Shares>,
     /// Whether the engine's loops run: only then may a start or a result claim a run directly
     /// (someone must run the turn it then owes).
     accepting: AtomicBool,
@@ -85,7 +85,7 @@ impl State {
             scope,
             wake: Notify::new(),
             planned_wake: AtomicI64::new(Millis::MAX),
-            turns: Arc::new(Semaphore::new(config.max_concurrent_turns.max(1))),
+            turns: Arc::new(Shares::new(config.max_concurrent_turns)),
             accepting: AtomicBool::new(false),
             alone: AtomicBool::new(false),
             parked: ParkedRuns::default(),
@@ -106,12 +106,22 @@ impl State {
         }
     }
 
-    /// A turn slot for a run claimed directly (by its start or its result), if one is free and
-    /// the engine is running; otherwise the claim loop picks the run up.
-    pub fn try_turn_slot(&self) -> Option<OwnedSemaphorePermit> {
-        let permit = self.turns.clone().try_acquire_owned().ok()?;
+    /// A turn slot for a run of `tenant` claimed directly (by its start or its result), if one
+    /// is free, the tenant is below its share or alone in wanting one (see [`Shares`]), and the
+    /// engine is running; otherwise the claim loop picks the run up, fairly.
+    pub fn try_turn_slot(&self, tenant: &Namespace) -> Option<Slot> {
+        let slot = self
+            .turns
+            .try_take(tenant, self.plans.last_weight(tenant))?;
         // Checked after taking the slot: shutdown clears the flag, then waits for every slot.
-        self.is_accepting().then_some(permit)
+        self.is_accepting().then_some(slot)
+    }
+
+    /// [`State::try_turn_slot`] for a run whose tenant is not known yet: only while no tenant
+    /// waits for a slot. Hand it to the tenant once known ([`Slot::hand_to`]).
+    pub fn try_unplaced_turn_slot(&self) -> Option<Slot> {
+        let slot = self.turns.try_take_unplaced()?;
+        self.is_accepting().then_some(slot)
     }
 
     /// The lane a write of `tenant`'s `workflow` waits in where the store queues writes (a
@@ -201,10 +211,7 @@ impl State {
 
     /// Waits until no turn is executing.
     pub async fn turns_finished(&self) {
-        let all = self.config.max_concurrent_turns.max(1) as u32;
-        if let Ok(permits) = self.turns.acquire_many(all).await {
-            drop(permits);
-        }
+        self.turns.all_free().await;
     }
 
     /// Tells every worker on the control channel that run `id` was cancelled, so its in-flight

@@ -94,7 +94,11 @@ impl Engine {
     /// always waits for the claim loop, which starts it only while there is room under both.
     async fn create(&self, new: NewRun, id: IdOrigin, counted: bool) -> Result<Run, EngineError> {
         let state = &self.state;
-        let slot = if counted { None } else { state.try_turn_slot() };
+        let slot = if counted {
+            None
+        } else {
+            state.try_turn_slot(&new.namespace)
+        };
         let (new, slot) = match slot {
             Some(slot) => {
                 // A task of its own, so that a caller that gives up (a client hanging up) cannot

@@ -22,6 +22,11 @@ impl Weight {
     pub fn new(n: u32) -> Self {
         Weight(n.max(1))
     }
+
+    /// The weight as a number (at least 1).
+    pub fn get(self) -> u32 {
+        self.0
+    }
 }
 
 impl Default for Weight {
@@ -92,6 +97,14 @@ impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
         self.tenants
             .get(tenant)
             .is_some_and(|lane| !lane.turn.is_empty())
+    }
+
+    /// The tenants with items waiting.
+    pub fn tenants(&self) -> impl Iterator<Item = &T> {
+        self.tenants
+            .iter()
+            .filter(|(_, lane)| !lane.turn.is_empty())
+            .map(|(tenant, _)| tenant)
     }
 
     /// Whether nothing waits.

@@ -2,7 +2,8 @@
 //! many workflows does not hold back a tenant with a handful, and weights split the slots in
 //! their ratio, on one control plane and across three sharing a store (each picks fairly from
 //! the same ranked read, so their splits add up to the weights' without shared pick state).
-//! Ordering and counts only; no timing.
+//! A tenant whose starts take slots directly leaves a slot that frees to a tenant waiting below
+//! its share. Ordering and counts only; no timing.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,6 +23,7 @@ engine_cases! {
     a_handful_is_not_held_back_by_a_backlog_over_many_workflows,
     weights_split_the_turn_slots_in_their_ratio,
     a_three_two_one_split_holds_across_three_control_planes,
+    a_tenant_at_its_share_leaves_a_freed_slot_to_a_waiting_tenant,
 }
 
 /// Runs that finished, by tenant, in the order they did.
@@ -201,4 +203,83 @@ async fn a_three_two_one_split_holds_across_three_control_planes(backend: Backen
     for plane in planes {
         plane.stop().await;
     }
+}
+
+/// `hold`: a local step that waits for a permit of `gate`, holding its turn slot meanwhile
+/// (and counting in `holding` once it waits); `quick`: done at once.
+fn gated(gate: Arc<tokio::sync::Semaphore>, holding: Arc<AtomicU32>) -> Registry {
+    let mut r = Registry::new();
+    r.workflow("hold", 1, move |ctx: WorkflowContext, _: Value| {
+        let (gate, holding) = (gate.clone(), holding.clone());
+        async move {
+            ctx.local_step("wait", || async move {
+                holding.fetch_add(1, Ordering::SeqCst);
+                gate.acquire().await.expect("gate open").forget();
+                Ok(())
+            })
+            .await?;
+            Ok::<_, WorkflowError>(json!(null))
+        }
+    });
+    r.workflow("quick", 1, |_: WorkflowContext, _: Value| async move {
+        Ok::<_, WorkflowError>(json!(null))
+    });
+    r
+}
+
+async fn a_tenant_at_its_share_leaves_a_freed_slot_to_a_waiting_tenant(backend: Backend) {
+    let acme = Namespace::tenant("acme").unwrap();
+    let globex = Namespace::tenant("globex").unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let holding = Arc::new(AtomicU32::new(0));
+    let config = EngineConfig {
+        max_concurrent_turns: 2,
+        ..EngineConfig::default()
+    };
+    let h = backend
+        .start_with(
+            backend.store().await,
+            gated(gate.clone(), holding.clone()),
+            config,
+        )
+        .await;
+    let start = |tenant: &Namespace, workflow: &str| StartRun {
+        workflow: workflow.into(),
+        input: json!(null),
+        namespace: Some(tenant.clone()),
+        ..Default::default()
+    };
+    // Alone, acme takes both slots directly.
+    for _ in 0..2 {
+        h.engine.start_run(start(&acme, "hold")).await.unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while holding.load(Ordering::SeqCst) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "acme never held both slots"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    // Globex's run finds no slot and waits for the claim loop.
+    let quick = h.engine.start_run(start(&globex, "quick")).await.unwrap();
+    // Acme keeps starting runs that would hold any slot they get (four clients without a
+    // pause), while one of its two runs ends.
+    let mut starting = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (engine, acme) = (h.engine.clone(), acme.clone());
+        starting.spawn(async move {
+            for _ in 0..250 {
+                engine.start_run(start(&acme, "hold")).await.unwrap();
+            }
+        });
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    gate.add_permits(1);
+    // First come, first served, acme's next start takes the freed slot and globex waits for
+    // as long as acme's runs hold theirs (here, until the gate opens for all).
+    wait_for(&h.store, &quick.id, RunStatus::Completed).await;
+    starting.abort_all();
+    gate.add_permits(10_000);
+    h.stop().await;
 }

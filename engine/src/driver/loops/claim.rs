@@ -42,11 +42,11 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
         if *stop.borrow() {
             break;
         }
-        let free = state.turns.available_permits() as u32;
+        let free = state.turns.free();
         if free == 0 {
             // Every slot is busy: wait for one to come free rather than polling.
             tokio::select! {
-                slot = state.turns.clone().acquire_owned() => drop(slot),
+                () = state.turns.freed() => {}
                 _ = stop.changed() => {}
             }
             continue;
@@ -67,12 +67,37 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                 (r.namespace, key, r.due, r.id)
             }));
         }
+        // Who waits for a slot, so the direct ways leave the slots that free to them (and the
+        // shares below count them).
+        note_waiting(&state, &waiting, &truncated);
+        // Tenants below their share of the slots first (the direct ways may have given one
+        // tenant more than the picks alone would), then by the fair queue's order.
+        let mut room: HashMap<Namespace, u32> = waiting
+            .tenants()
+            .map(|t| (t.clone(), state.turns.room(t, state.plans.last_weight(t))))
+            .collect();
+        // Each pick holds its slot from here, so a direct take cannot slip in before the claim.
         let mut picked = Vec::new();
         let mut picked_of = Vec::new();
+        let mut slots = HashMap::new();
         while picked.len() < free as usize {
-            let Some((tenant, _, id)) = waiting.pop() else {
+            let below = |t: &Namespace| room.get(t).is_some_and(|n| *n > 0);
+            let Some((tenant, _, id)) = waiting.pop_if(below).or_else(|| waiting.pop()) else {
                 break;
             };
+            let Some(slot) = state
+                .turns
+                .try_take_any(&tenant, state.plans.last_weight(&tenant))
+            else {
+                // Taken directly since the slots were counted: the run waits for the next.
+                waiting.refund(&tenant);
+                read_at = None;
+                break;
+            };
+            if let Some(n) = room.get_mut(&tenant) {
+                *n = n.saturating_sub(1);
+            }
+            slots.insert(id.clone(), slot);
             picked.push(id);
             picked_of.push(tenant.clone());
             if truncated.contains(&tenant) && !waiting.holds(&tenant) {
@@ -141,12 +166,26 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
             continue;
         }
         for run in claimed {
-            let Ok(slot) = state.turns.clone().acquire_owned().await else {
-                break;
-            };
-            spawn_turns(state.clone(), run, FirstTurn::Claimed(None), slot);
+            if let Some(slot) = slots.remove(&run.id) {
+                spawn_turns(state.clone(), run, FirstTurn::Claimed(None), slot);
+            }
         }
     }
+}
+
+/// Tells the turn slots which tenants have runs waiting for one: those the fair queue holds, and
+/// those the last read held only the first runs of.
+fn note_waiting(
+    state: &State,
+    waiting: &FairQueue<Namespace, (String, Option<String>), RunId>,
+    truncated: &HashSet<Namespace>,
+) {
+    state.turns.set_waiting(
+        waiting
+            .tenants()
+            .chain(truncated)
+            .map(|t| (t.clone(), state.plans.last_weight(t))),
+    );
 }
 
 /// What waits for a turn, for the fair pick: enough of each tenant to fill `free` slots (and

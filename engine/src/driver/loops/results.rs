@@ -190,15 +190,17 @@ async fn sticky_turn(state: &Arc<State>, result: StepResult) -> Sticky {
     if !matches!(result.outcome, StepOutcome::Completed { .. }) {
         return Sticky::Declined(result, cached.map(|p| Box::new(p.run)));
     }
-    let Some(slot) = state.try_turn_slot() else {
-        return Sticky::Declined(result, cached.map(|p| Box::new(p.run)));
-    };
     let parked = match cached {
         Some(parked) => Some(parked),
-        None => suspended(state, &result.run_id).await,
+        // Read only while a slot may be free: the ordinary way reads nothing first.
+        None if state.turns.free() > 0 => suspended(state, &result.run_id).await,
+        None => None,
     };
     let Some(Parked { run, history }) = parked else {
         return Sticky::Declined(result, None);
+    };
+    let Some(slot) = state.try_turn_slot(&run.namespace) else {
+        return Sticky::Declined(result, Some(Box::new(run)));
     };
     if !history.checkpoints.iter().any(|c| c.seq == result.seq) {
         return Sticky::NotOnRecord(result);
@@ -244,15 +246,19 @@ async fn suspended(state: &State, id: &RunId) -> Option<Parked> {
 /// Records a step result in the store, which claims its run for a turn here when a slot is
 /// free. Hands the result back if no checkpoint accepted it.
 async fn record(state: &Arc<State>, result: StepResult, of: Option<&Run>) -> Option<StepResult> {
-    // With a free turn slot, the run is claimed in the same write and its turn runs here at
-    // once; otherwise the claim loop picks it up.
-    let slot = state.try_turn_slot();
+    // With a free turn slot the tenant may take, the run is claimed in the same write and its
+    // turn runs here at once; otherwise the claim loop picks it up.
+    let slot = match of {
+        Some(run) => state.try_turn_slot(&run.namespace),
+        None => state.try_unplaced_turn_slot(),
+    };
     match (
         record_claiming(state, result, slot.is_some(), of).await,
         slot,
     ) {
-        (Recorded::Claimed(claimed), Some(slot)) => {
+        (Recorded::Claimed(claimed), Some(mut slot)) => {
             let (run, history) = *claimed;
+            slot.hand_to(&run.namespace, state.plans.last_weight(&run.namespace));
             spawn_turns(state.clone(), run, FirstTurn::Claimed(Some(history)), slot)
         }
         (Recorded::Unapplied(result), _) => return Some(result),

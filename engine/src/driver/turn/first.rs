@@ -9,15 +9,13 @@
 
 use std::sync::Arc;
 
-use tokio::sync::OwnedSemaphorePermit;
-
 use super::execute::{compute_ahead, replays_alike};
 use super::persist::{TurnEnd, abandon, after_commit, dispatch_early, prepare};
 use super::plan::plan;
 use super::runner::{FirstTurn, spawn_turns};
 use crate::driver::fast_path::ahead;
 use crate::driver::state::State;
-use crate::fair;
+use crate::fair::{self, Slot};
 use crate::model::{Millis, Run, RunStatus, TenantEventKind};
 use crate::runtime::turn::{TurnInput, plan_turn};
 use crate::store::{Claim, History, NewRun, StoreError};
@@ -40,7 +38,7 @@ pub(crate) enum Started {
     /// Inserted with its first turn persisted; the run as that turn left it.
     Run(Run),
     /// Nothing was written: start it the ordinary way (insert it, then turn it).
-    Unplanned(NewRun, OwnedSemaphorePermit),
+    Unplanned(NewRun, Slot),
 }
 
 /// Inserts `new` together with its first turn, holding `slot` for the turn. Unplanned when the
@@ -50,7 +48,7 @@ pub(crate) async fn with_first_turn(
     state: &Arc<State>,
     new: NewRun,
     id: IdOrigin,
-    slot: OwnedSemaphorePermit,
+    slot: Slot,
 ) -> Result<Started, StoreError> {
     let Some(workflow) = state.registry.get(&new.workflow, new.workflow_version) else {
         return Ok(Started::Unplanned(new, slot));

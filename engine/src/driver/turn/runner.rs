@@ -6,12 +6,11 @@
 
 use std::sync::Arc;
 
-use tokio::sync::OwnedSemaphorePermit;
-
 use super::execute::{compute, compute_ahead};
 use super::persist::{Planned, TurnEnd, persist_turn};
 use super::record::{Recorded, record_claiming};
 use crate::driver::state::State;
+use crate::fair::Slot;
 use crate::model::{Run, StepResult, TenantEventKind, parked_by_guard};
 use crate::store::{History, StoreError};
 
@@ -33,12 +32,7 @@ pub(crate) enum FirstTurn {
 /// [`crate::driver::fast_path::ahead`]), and a refused sticky write's result is recorded with the run (if
 /// suspended) claimed for its next turn here. `slot` is held throughout, so shutdown can wait
 /// for it.
-pub(crate) fn spawn_turns(
-    state: Arc<State>,
-    run: Run,
-    first: FirstTurn,
-    slot: OwnedSemaphorePermit,
-) {
+pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: Slot) {
     // Listed before the task starts, so a result of the run that arrives meanwhile is held.
     let id = run.id.clone();
     state.in_flight.begin(&id);
