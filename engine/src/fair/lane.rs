@@ -1,4 +1,4 @@
-//! Whose work a store write is: the lane it waits in, where a store serves queued writes.
+//! Whose work a store write or a task is: the lane it waits in, where a stage serves queued work.
 //!
 //! A store's group commit takes whatever writes are queued; served first come first served, a
 //! quiet tenant's write waits behind every write a busy tenant queued before it. The store
@@ -7,7 +7,8 @@
 //! a tracing span: the store's methods stay what they are (the tenant is in the data they write
 //! or in the run they name), and a write made without a lane (a sweep, a lease renewal, an
 //! operator's call) is engine work, served in the [`Namespace::system`] lane, which waits behind
-//! no tenant's backlog.
+//! no tenant's backlog. The driver dispatches step tasks in their tenant's lane too, so a
+//! transport that queues them for a shared worker (the in-process one) serves them by weight.
 
 use std::future::Future;
 

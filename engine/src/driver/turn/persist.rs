@@ -13,6 +13,7 @@ use crate::model::{
     CheckpointKind, Millis, RemoteTask, Run, RunId, RunStatus, StepResult, TenantEventKind,
 };
 use crate::store::{Committed, History, RunPatch, StoreError, TurnCommit, TurnOutcome};
+use crate::transport::naming::split_token;
 
 use super::guard::{self, Outgoing};
 
@@ -302,7 +303,12 @@ impl AfterCommit {
 /// connection pipelines them); a failed dispatch is left to the redispatch loop, as the step's
 /// checkpoint is (or is about to be) on record.
 pub(crate) async fn dispatch(state: &State, id: &RunId, tasks: Vec<RemoteTask>) {
-    let sends = tasks.into_iter().map(|task| state.transport.dispatch(task));
+    // Each in its tenant's lane: a transport that queues tasks for a shared worker serves them
+    // by the tenant's weight.
+    let sends = tasks.into_iter().map(|task| {
+        let lane = state.lane(&split_token(&task.group).1, &task.name);
+        fair::within(lane, state.transport.dispatch(task))
+    });
     for sent in futures::future::join_all(sends).await {
         if let Err(e) = sent {
             tracing::warn!(run_id = %id, error = %e, "dispatch failed; the redispatch loop will retry");

@@ -18,6 +18,7 @@ use super::{
     ControlChannel, EventDelivery, Partitions, RemoteTurns, RunRequests, StepQueues, Subscription,
     TaskSubscription, TenantEvents, Transport, TransportError, TransportResult, WorkerRegistry,
 };
+use crate::fair::{self, Weight};
 use crate::model::{
     ControlMessage, Heartbeat, RemoteTask, RunReply, Scope, StepResult, TenantEvent,
     WorkerDescriptor, WorkerGroup,
@@ -127,7 +128,7 @@ impl MemoryTransport {
         router.consumers = live;
         for consumer in gone {
             for task in consumer.inbox.drain() {
-                router.route(task);
+                router.route(task, None);
             }
         }
         router
@@ -135,8 +136,9 @@ impl MemoryTransport {
 }
 
 impl Router {
-    /// Hands `task` to the next consumer that serves its token, or keeps it until one comes.
-    fn route(&mut self, task: RemoteTask) {
+    /// Hands `task` to the next consumer that serves its token, or keeps it until one comes;
+    /// `weight` is its tenant's, when the dispatch said.
+    fn route(&mut self, task: RemoteTask, weight: Option<Weight>) {
         let matching: Vec<usize> = (0..self.consumers.len())
             .filter(|&i| self.consumers[i].serves(&task.group))
             .collect();
@@ -152,7 +154,7 @@ impl Router {
         }
         let pick = matching[self.next % matching.len()];
         self.next = self.next.wrapping_add(1);
-        self.consumers[pick].inbox.push(task);
+        self.consumers[pick].inbox.push(task, weight);
     }
 }
 
@@ -197,7 +199,10 @@ fn listen<T: Clone + Send + 'static>(channel: &broadcast::Sender<T>) -> Subscrip
 #[async_trait]
 impl StepQueues for MemoryTransport {
     async fn dispatch(&self, task: RemoteTask) -> TransportResult<()> {
-        self.router().route(task);
+        // The driver dispatches in the lane of the task's tenant, which carries its weight.
+        let lane = fair::Lane::current();
+        let weight = (lane.tenant == split_token(&task.group).1).then_some(lane.weight);
+        self.router().route(task, weight);
         Ok(())
     }
 
@@ -212,7 +217,7 @@ impl StepQueues for MemoryTransport {
             names: subscription.names.iter().map(|n| sanitize(n)).collect(),
             partitions: subscription.partitions,
             descriptor,
-            inbox: Arc::new(Inbox::default()),
+            inbox: Arc::new(Inbox::new(subscription.concurrency)),
         };
         let tokens: Vec<String> = router
             .backlog
@@ -222,7 +227,7 @@ impl StepQueues for MemoryTransport {
             .collect();
         for token in tokens {
             for task in router.backlog.remove(&token).unwrap_or_default() {
-                consumer.inbox.push(task);
+                consumer.inbox.push(task, None);
             }
         }
         let tasks = consumer.inbox.clone().stream();
@@ -230,12 +235,18 @@ impl StepQueues for MemoryTransport {
         Ok(tasks)
     }
 
-    /// One process has one results queue: `reply_to` has nothing to choose between.
+    /// One process has one results queue: `reply_to` has nothing to choose between. The
+    /// consumer that ran the task gets its slot back.
     async fn publish_result(
         &self,
         result: StepResult,
         _reply_to: Option<&str>,
     ) -> TransportResult<()> {
+        for consumer in &self.router().consumers {
+            if consumer.inbox.finished(&result) {
+                break;
+            }
+        }
         self.inner
             .results_tx
             .send(result)
