@@ -24,6 +24,7 @@ engine_cases! {
     payloads_and_nesting_over_the_plan_are_refused,
     three_control_planes_spend_one_rate_allowance,
     a_retried_run_waits_for_a_slot_like_a_new_start,
+    a_plan_set_on_one_plane_holds_on_the_others,
 }
 
 fn acme() -> Namespace {
@@ -561,4 +562,61 @@ async fn a_retried_run_waits_for_a_slot_like_a_new_start(backend: Backend) {
     })
     .await;
     h.stop().await;
+}
+
+/// A plan set through one control plane holds on another, which read the plans before the
+/// change, once its read has aged (a second): starts there over the new payload and queue
+/// ceilings are refused.
+async fn a_plan_set_on_one_plane_holds_on_the_others(backend: Backend) {
+    let planes = [
+        backend.start(registry()).await,
+        backend.start(registry()).await,
+    ];
+    // The second plane has read the plans (none) for a start of its own.
+    let first = start(&planes[1].engine, &acme(), "hold", json!(null))
+        .await
+        .unwrap();
+    planes[0]
+        .engine
+        .set_plan(
+            Some(&acme()),
+            Plan {
+                max_payload_bytes: Some(64),
+                max_queued_runs: Some(0),
+                max_concurrent_runs: Some(1),
+                ..Plan::default()
+            },
+        )
+        .await
+        .unwrap();
+    let big = json!({ "blob": "x".repeat(100) });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        match start(&planes[1].engine, &acme(), "hold", big.clone()).await {
+            Err(EngineError::QuotaExceeded(q)) => break q,
+            Ok(run) => {
+                // Accepted under the plans it read before the change: let it go again.
+                planes[1].engine.cancel(&Scope::All, &run.id).await.unwrap();
+            }
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the other plane never saw the new plan"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused.limit, Limit::MaxPayloadBytes);
+    // The queue ceiling too: one run holds the one slot, and none may wait.
+    match start(&planes[1].engine, &acme(), "hold", json!(null)).await {
+        Err(EngineError::QuotaExceeded(QuotaExceeded {
+            limit: Limit::MaxQueuedRuns,
+            ..
+        })) => {}
+        other => panic!("no run may queue behind the one running: {other:?}"),
+    }
+    release_all(&planes[1], &[first.id]).await;
+    for plane in planes {
+        plane.stop().await;
+    }
 }
