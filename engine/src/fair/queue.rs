@@ -227,6 +227,24 @@ impl<T: Clone + Eq + Hash, K: Clone + Eq + Hash, V> FairQueue<T, K, V> {
         Some((tenant, key, item))
     }
 
+    /// Counts `times` services of `tenant` given outside the queue (a turn slot it took
+    /// directly), so the queue's order weighs all it got, not only what it popped. Only while
+    /// another tenant has items waiting: service no one else wanted is work-conserving, not a
+    /// debt to pay back once someone does.
+    pub fn charge(&mut self, tenant: &T, times: u32) {
+        let contended = self
+            .tenants
+            .iter()
+            .any(|(t, lane)| t != tenant && !lane.turn.is_empty());
+        if !contended {
+            return;
+        }
+        let stride = STRIDE / u128::from(self.weights.get(tenant).copied().unwrap_or_default().0);
+        if let Some(lane) = self.tenants.get_mut(tenant) {
+            lane.pass = lane.pass.saturating_add(stride * u128::from(times));
+        }
+    }
+
     /// Takes back one service of `tenant` that did not happen: an item popped for a resource
     /// someone else took first (another control plane claimed the run). Its pass is as if the
     /// pop had not been, so stages that share work keep their splits to the weights rather

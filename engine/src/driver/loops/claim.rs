@@ -67,22 +67,19 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                 (r.namespace, key, r.due, r.id)
             }));
         }
-        // Who waits for a slot, so the direct ways leave the slots that free to them (and the
-        // shares below count them).
+        // Turns taken directly are service too: charged, the picks weigh all a tenant got.
+        for (tenant, times) in state.turns.take_direct_counts() {
+            waiting.charge(&tenant, times);
+        }
+        // Who waits for a slot, so the direct ways leave the slots that free to them.
         note_waiting(&state, &waiting, &truncated);
-        // Tenants below their share of the slots first (the direct ways may have given one
-        // tenant more than the picks alone would), then by the fair queue's order.
-        let mut room: HashMap<Namespace, u32> = waiting
-            .tenants()
-            .map(|t| (t.clone(), state.turns.room(t, state.plans.last_weight(t))))
-            .collect();
-        // Each pick holds its slot from here, so a direct take cannot slip in before the claim.
+        // In the fair queue's order. Each pick holds its slot from here, so a direct take cannot
+        // slip in before the claim.
         let mut picked = Vec::new();
         let mut picked_of = Vec::new();
         let mut slots = HashMap::new();
         while picked.len() < free as usize {
-            let below = |t: &Namespace| room.get(t).is_some_and(|n| *n > 0);
-            let Some((tenant, _, id)) = waiting.pop_if(below).or_else(|| waiting.pop()) else {
+            let Some((tenant, _, id)) = waiting.pop() else {
                 break;
             };
             let Some(slot) = state
@@ -94,9 +91,6 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                 read_at = None;
                 break;
             };
-            if let Some(n) = room.get_mut(&tenant) {
-                *n = n.saturating_sub(1);
-            }
             slots.insert(id.clone(), slot);
             picked.push(id);
             picked_of.push(tenant.clone());

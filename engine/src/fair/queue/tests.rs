@@ -167,3 +167,22 @@ fn a_refunded_pick_leaves_the_tenant_where_it_was() {
     let (then, _, _) = q.pop().unwrap();
     assert_eq!(then, "b");
 }
+
+#[test]
+fn service_charged_from_outside_counts_only_while_another_tenant_waits() {
+    let mut q = FairQueue::new();
+    q.set_weight("a", Weight::new(1));
+    q.set_weight("b", Weight::new(1));
+    q.push("a", "k".to_owned(), 0, 0);
+    // Alone, `a` served outside the queue owes nothing for it.
+    q.charge(&"a", 100);
+    for i in 1..20u32 {
+        q.push("a", "k".to_owned(), 0, i);
+        q.push("b", "k".to_owned(), 1, i);
+    }
+    assert_eq!(q.pop().unwrap().0, "a", "its head is due first");
+    // Now `b` waits: three services `a` got elsewhere put `b` first for three picks.
+    q.charge(&"a", 3);
+    let next: Vec<&str> = (0..5).map(|_| q.pop().unwrap().0).collect();
+    assert_eq!(next, ["b", "b", "b", "b", "a"]);
+}
