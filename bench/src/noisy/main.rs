@@ -40,7 +40,7 @@ async fn main() -> Result<(), BoxError> {
         b_runs: next(20)? as usize,
         step_ms: next(0)?,
     };
-    let split_runs = next(3_000)? as usize;
+    let split_runs = next(10_000)? as usize;
     if load.a_runs > 0 {
         neighbour::measure(load).await?;
     }

@@ -1,6 +1,7 @@
 //! The weighted split: three tenants with weights 3, 2 and 1 each start the same backlog at
-//! once; the runs each finishes while all three still have plenty of work, as a share of all
-//! of them, against the share its weight asks for (goal: within ±10% of it).
+//! once; the runs each finishes while all three have plenty of work, as a share of all of
+//! them, against the share its weight asks for (goal: within ±10% of it). Two windows: from
+//! the first start, and from when every start had been accepted.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -30,48 +31,101 @@ pub async fn measure(load: Load, runs: usize) -> Result<(), BoxError> {
     }
 
     let mut completions = d.completions().await?;
+    // Two windows, each ending when the first tenant has finished half of what it had to do
+    // (near its end a tenant has too few runs left to use its share, and the others take what
+    // it leaves, as they should). From the first start: the split while the starts come in,
+    // where a start that turns its run at once competes with the fair claim. Once every start
+    // has been accepted: the split of a backlog waiting in the store, whoever's clients got in
+    // first.
     let t0 = Instant::now();
-    // Counted until the first tenant has finished half its backlog, while every tenant still
-    // has plenty queued: near its end a tenant has too few runs left to use its share, and
-    // the others take what it leaves, as they should.
-    let mut finished: HashMap<Namespace, usize> = HashMap::new();
-    let bursts: Vec<_> = names
+    let mut done: HashMap<Namespace, usize> = HashMap::new();
+    let mut bursts: Vec<_> = names
         .iter()
         .map(|tenant| d.burst(tenant, runs, load.workflows, load.step_ms))
         .collect();
-    let window = loop {
-        let (tenant, _) = completions.recv().await.ok_or("the event reader stopped")?;
-        let n = finished.entry(tenant).or_default();
-        *n += 1;
-        if *n == runs.div_ceil(2) {
-            break t0.elapsed();
+    let accepted = futures::future::try_join_all(bursts.iter_mut());
+    tokio::pin!(accepted);
+    let mut from_start: Option<Window> = None;
+    let mut in_store: Option<Window> = None;
+    let mut all_in: Option<(HashMap<Namespace, usize>, Instant)> = None;
+    while from_start.is_none() || in_store.is_none() {
+        tokio::select! {
+            joined = &mut accepted, if all_in.is_none() => {
+                for burst in joined? {
+                    burst?;
+                }
+                all_in = Some((done.clone(), Instant::now()));
+            }
+            next = completions.recv() => {
+                let (tenant, _) = next.ok_or("the event reader stopped")?;
+                let n = *done.entry(tenant.clone()).and_modify(|n| *n += 1).or_insert(1);
+                if from_start.is_none() && n >= runs.div_ceil(2) {
+                    from_start = Some(Window::since(&HashMap::new(), &done, t0));
+                }
+                if let Some((before, at)) = &all_in {
+                    let had = before.get(&tenant).copied().unwrap_or(0);
+                    if in_store.is_none() && n - had >= (runs - had).div_ceil(2) {
+                        in_store = Some(Window::since(before, &done, *at));
+                    }
+                }
+            }
         }
-    };
-    // Starts still in flight go with the engine.
-    for burst in bursts {
-        burst.abort();
     }
-    let total: usize = finished.values().sum();
+    let (from_start, in_store) = from_start.zip(in_store).ok_or("a window never closed")?;
     let weights: u32 = tenants.iter().map(|(_, w)| w).sum();
     println!(
-        "| weighted split, {}: three tenants start {runs} runs each at once over {} workflows (steps {} ms); runs finished in the {:.1} s until the first had finished half | weight | runs | share | weight's share | ratio |",
+        "| weighted split, {}: three tenants start {runs} runs each at once over {} workflows (steps {} ms) | weight | weight's share | from the first start ({:.1} s): runs, share | ratio | once all were accepted ({:.1} s): runs, share | ratio |",
         deployment::name(),
         load.workflows,
         load.step_ms,
-        window.as_secs_f64()
+        from_start.took.as_secs_f64(),
+        in_store.took.as_secs_f64(),
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for (tenant, weight) in &tenants {
-        let n = finished.get(tenant).copied().unwrap_or(0);
-        let share = n as f64 / total.max(1) as f64;
         let want = f64::from(*weight) / f64::from(weights);
+        let (a, a_share) = from_start.of(tenant);
+        let (b, b_share) = in_store.of(tenant);
         println!(
-            "| {tenant} | {weight} | {n} | {:.1}% | {:.1}% | {:.2}× |",
-            share * 100.0,
+            "| {tenant} | {weight} | {:.1}% | {a}, {:.1}% | {:.2}× | {b}, {:.1}% | {:.2}× |",
             want * 100.0,
-            share / want
+            a_share * 100.0,
+            a_share / want,
+            b_share * 100.0,
+            b_share / want
         );
     }
     d.stop().await;
     Ok(())
+}
+
+/// The runs each tenant finished in one window, and how long it lasted.
+struct Window {
+    finished: HashMap<Namespace, usize>,
+    took: std::time::Duration,
+}
+
+impl Window {
+    /// What was `done` by now and not yet `before`, since `at`.
+    fn since(
+        before: &HashMap<Namespace, usize>,
+        done: &HashMap<Namespace, usize>,
+        at: Instant,
+    ) -> Self {
+        let finished = done
+            .iter()
+            .map(|(t, n)| (t.clone(), n - before.get(t).copied().unwrap_or(0)))
+            .collect();
+        Window {
+            finished,
+            took: at.elapsed(),
+        }
+    }
+
+    /// The runs `tenant` finished in the window, and its share of all of them.
+    fn of(&self, tenant: &Namespace) -> (usize, f64) {
+        let total: usize = self.finished.values().sum();
+        let n = self.finished.get(tenant).copied().unwrap_or(0);
+        (n, n as f64 / total.max(1) as f64)
+    }
 }
