@@ -9,10 +9,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use durable::StartRun;
 use durable::model::{Namespace, Plan, RunId, RunStatus};
 use durable::prelude::*;
+use durable::runtime::{Worker, WorkerConfig};
 use durable::store::NewRun;
+use durable::transport::Partitions;
+use durable::{EngineConfig, StartRun};
 use serde_json::{Value, json};
 
 use crate::backend::Backend;
@@ -23,7 +25,10 @@ engine_cases! {
     a_handful_is_not_held_back_by_a_backlog_over_many_workflows,
     weights_split_the_turn_slots_in_their_ratio,
     a_three_two_one_split_holds_across_three_control_planes,
-    a_tenant_at_its_share_leaves_a_freed_slot_to_a_waiting_tenant,
+    a_tenant_at_its_share_leaves_a_freed_slot_to_a_waiting_tenant;
+    // The in-process transport's inbox keeps the headroom; a Redis worker takes what its
+    // tenant pools' queues hold.
+    embedded_only: a_newcomers_step_finds_a_slot_a_busy_tenant_cannot_fill,
 }
 
 /// Runs that finished, by tenant, in the order they did.
@@ -282,4 +287,94 @@ async fn a_tenant_at_its_share_leaves_a_freed_slot_to_a_waiting_tenant(backend: 
     starting.abort_all();
     gate.add_permits(10_000);
     h.stop().await;
+}
+
+/// `slow`: a step that waits for a permit of `gate` (counted in `holding` once it waits), in a
+/// workflow of one such step; `quick`: a workflow of one step that is done at once.
+fn slow_steps(gate: Arc<tokio::sync::Semaphore>, holding: Arc<AtomicU32>) -> Registry {
+    let mut r = Registry::new();
+    r.step("slow", move |_ctx: StepContext, input: Value| {
+        let (gate, holding) = (gate.clone(), holding.clone());
+        async move {
+            holding.fetch_add(1, Ordering::SeqCst);
+            gate.acquire().await.expect("gate open").forget();
+            Ok::<_, StepError>(input)
+        }
+    });
+    r.step("now", |_ctx: StepContext, input: Value| async move {
+        Ok::<_, StepError>(input)
+    });
+    r.workflow("slow", 1, |ctx: WorkflowContext, input: Value| async move {
+        let out: Value = ctx.step("slow", &input).await?;
+        Ok::<_, WorkflowError>(out)
+    });
+    r.workflow(
+        "quick",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let out: Value = ctx.step("now", &input).await?;
+            Ok::<_, WorkflowError>(out)
+        },
+    );
+    r
+}
+
+/// The in-process worker shared by every tenant: while acme's steps that never end fill all
+/// the slots they may, globex's step still finds one (the headroom a shared worker keeps for
+/// tenants running nothing there), and acme does not get it.
+async fn a_newcomers_step_finds_a_slot_a_busy_tenant_cannot_fill(backend: Backend) {
+    let acme = Namespace::tenant("acme").unwrap();
+    let globex = Namespace::tenant("globex").unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let holding = Arc::new(AtomicU32::new(0));
+    let registry = Arc::new(slow_steps(gate.clone(), holding.clone()));
+    let (store, transport) = (backend.store().await, backend.transport().await);
+    let engine = backend.engine(
+        store.clone(),
+        transport.clone(),
+        registry.clone(),
+        EngineConfig::default(),
+    );
+    engine.start().await.unwrap();
+    let worker = Worker::start(
+        registry,
+        transport,
+        backend.clock(),
+        WorkerConfig {
+            partitions: Partitions::All,
+            concurrency: 32,
+        },
+    )
+    .await
+    .unwrap();
+    let start = |tenant: &Namespace, workflow: &str| StartRun {
+        workflow: workflow.into(),
+        input: json!(null),
+        namespace: Some(tenant.clone()),
+        ..Default::default()
+    };
+    for _ in 0..40 {
+        engine.start_run(start(&acme, "slow")).await.unwrap();
+    }
+    // 31 of the 32 slots: the last is headroom.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while holding.load(Ordering::SeqCst) < 31 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "acme's steps never filled the worker"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let quick = engine.start_run(start(&globex, "quick")).await.unwrap();
+    wait_for(&store, &quick.id, RunStatus::Completed).await;
+    // Time for a wrong hand-out to show; its absence proves nothing more.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(
+        holding.load(Ordering::SeqCst),
+        31,
+        "acme took the slot globex gave back"
+    );
+    gate.add_permits(10_000);
+    worker.shutdown().await;
+    engine.shutdown().await;
 }
