@@ -158,6 +158,15 @@ impl State {
         self.alone.store(peers == Some(0), Ordering::Relaxed);
     }
 
+    /// Tells the claim loop a run of `tenant` went on record waiting for it: it wakes the loop
+    /// if idle, and makes a busy loop that trusts an older read of the backlog read again if
+    /// that read held every run of `tenant` (see [`Shares::note_arrival`]).
+    pub fn queued(&self, tenant: &Namespace) {
+        self.turns
+            .note_arrival(tenant, self.plans.last_weight(tenant));
+        self.wake.notify_one();
+    }
+
     /// Notes when the idle claim loop will next look.
     pub fn plan_wake(&self, at: Millis) {
         self.planned_wake.store(at, Ordering::SeqCst);

@@ -133,7 +133,7 @@ impl Engine {
                 let first = FirstTurn::Claimed(Some(History::default()));
                 spawn_turns(state.clone(), run.clone(), first, slot)
             }
-            _ => state.wake.notify_one(),
+            _ => state.queued(&run.namespace),
         }
         Ok(run)
     }

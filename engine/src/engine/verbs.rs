@@ -49,7 +49,7 @@ impl Engine {
             .send_signal(scope, id, name, &payload, self.state.clock.now());
         let sent = self.as_caller(scope, "signals", send).await?;
         if let SignalSent::Delivered(run) = &sent {
-            self.state.wake.notify_one();
+            self.state.queued(&run.namespace);
             self.state
                 .emit(run, TenantEventKind::for_status(run.status), None);
         }
@@ -88,7 +88,7 @@ impl Engine {
                 // Its slot under a concurrency ceiling came free: a queued run may start; so
                 // did the slots its steps out held.
                 flow::release_run(&self.state, run).await;
-                self.state.wake.notify_one();
+                self.state.queued(&run.namespace);
             }
         }
         self.controlled(scope, id, run).await

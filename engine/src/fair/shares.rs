@@ -35,6 +35,9 @@ struct Book {
     waiting: HashMap<Namespace, Weight>,
     /// Slots taken directly per tenant since [`Shares::take_direct_counts`] last asked.
     direct: HashMap<Namespace, u32>,
+    /// Tenants with a run put on record to wait for the claim loop since
+    /// [`Shares::clear_arrivals`], with their weights.
+    arrivals: HashMap<Namespace, Weight>,
 }
 
 /// One slot of a [`Shares`], booked to a tenant until dropped.
@@ -135,9 +138,39 @@ impl Shares {
         std::mem::take(&mut self.book().direct)
     }
 
-    /// Notes the tenants whose work waits for a slot now (the claim loop's latest view).
+    /// Notes that a run of `tenant` is on record waiting for the claim loop (its start or
+    /// result found no slot it could take). The claim loop trusts a read of a deep backlog for
+    /// a while; a tenant whose runs that read held all of has work it does not know of now.
+    /// Until the claim loop's next read, the tenant counts as waiting for a slot, whatever the
+    /// loop's older view says.
+    pub fn note_arrival(&self, tenant: &Namespace, weight: Weight) {
+        let mut book = self.book();
+        if !book.arrivals.contains_key(tenant) {
+            book.arrivals.insert(tenant.clone(), weight);
+        }
+        book.waiting.entry(tenant.clone()).or_insert(weight);
+    }
+
+    /// Whether a run of a tenant `known` does not cover arrived since [`Shares::clear_arrivals`].
+    pub fn arrived_beyond(&self, known: impl Fn(&Namespace) -> bool) -> bool {
+        self.book().arrivals.keys().any(|t| !known(t))
+    }
+
+    /// Forgets the arrivals noted so far: for the claim loop, just before it reads what waits
+    /// (which then holds every run put on record before).
+    pub fn clear_arrivals(&self) {
+        self.book().arrivals.clear();
+    }
+
+    /// Notes the tenants whose work waits for a slot now: the claim loop's latest view, and
+    /// those with runs put on record since it read (see [`Shares::note_arrival`]).
     pub fn set_waiting(&self, waiting: impl IntoIterator<Item = (Namespace, Weight)>) {
-        self.book().waiting = waiting.into_iter().collect();
+        let mut book = self.book();
+        let mut now: HashMap<Namespace, Weight> = waiting.into_iter().collect();
+        for (tenant, weight) in &book.arrivals {
+            now.entry(tenant.clone()).or_insert(*weight);
+        }
+        book.waiting = now;
     }
 
     fn booked(
@@ -223,6 +256,44 @@ mod tests {
 
     fn ns(name: &str) -> Namespace {
         Namespace::tenant(name).unwrap()
+    }
+
+    #[test]
+    fn an_arrival_is_news_until_cleared_unless_known() {
+        let shares = Shares::new(4);
+        assert!(!shares.arrived_beyond(|_| false));
+        shares.note_arrival(&ns("globex"), Weight::default());
+        shares.note_arrival(&ns("globex"), Weight::default());
+        assert!(shares.arrived_beyond(|_| false));
+        assert!(!shares.arrived_beyond(|t| *t == ns("globex")));
+        shares.note_arrival(&ns("acme"), Weight::default());
+        assert!(shares.arrived_beyond(|t| *t == ns("globex")));
+        shares.clear_arrivals();
+        assert!(!shares.arrived_beyond(|_| false));
+    }
+
+    /// A tenant whose run arrived after the claim loop's last read waits for a slot although
+    /// that read's view does not hold it: until the next read, a tenant over its share is
+    /// refused the slots that free.
+    #[test]
+    fn an_arrival_waits_until_the_claim_loop_reads_again() {
+        let shares = Arc::new(Shares::new(4));
+        let w = Weight::default();
+        let held: Vec<Slot> = (0..3)
+            .map(|_| shares.try_take(&ns("acme"), w).expect("alone, acme takes"))
+            .collect();
+        shares.note_arrival(&ns("globex"), w);
+        // The claim loop's view, from before globex's run arrived.
+        shares.set_waiting([(ns("acme"), w)]);
+        assert!(
+            shares.try_take(&ns("acme"), w).is_none(),
+            "acme over its share"
+        );
+        // Read again: the view is what the read found (globex's run was picked meanwhile).
+        shares.clear_arrivals();
+        shares.set_waiting([]);
+        assert!(shares.try_take(&ns("acme"), w).is_some());
+        drop(held);
     }
 
     #[test]

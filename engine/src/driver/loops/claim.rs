@@ -18,14 +18,24 @@ use crate::fair::FairQueue;
 use crate::model::{Millis, Namespace, RunId};
 use crate::store::Runnable;
 
-/// How long a read of what waits serves the fair pick before it is read again. While every
-/// slot is busy, slots free one or two at a time; reading on each would cost a ranking query
-/// per claimed run. A run that became runnable since waits at most this long to be seen.
+/// How long a read of what waits serves the fair pick at least before it is read again. While
+/// every slot is busy, slots free one or two at a time; reading on each would cost a ranking
+/// query per claimed run.
 const REREAD: Duration = Duration::from_millis(10);
 
+/// A read serves at least this many times as long as it took. The ranked read of a deep backlog
+/// costs tens of milliseconds, and the loop claims nothing while it reads: read every round,
+/// the slots that free meanwhile wait for it, and a deep backlog drains many times slower than
+/// a shallow one. So at most about a fifth of the loop's time goes to reading. A run put on
+/// record for a tenant the read held every run of is news it does not wait for (see
+/// [`crate::fair::Shares::note_arrival`]).
+const TRUST_READ_FOR: u32 = 4;
+
 /// The fewest of each tenant's runs one read holds: the pick between tenants follows their
-/// shares only while each tenant has runs in hand, and a read per claimed run would cost a
-/// ranking query each.
+/// shares only while each tenant has runs in hand, and a tenant's runs running out calls for
+/// a read at once. Holding more would read a deep backlog less often still, but then a quiet
+/// tenant's run now and then waited for a trusted read to run out (see bench/HISTORY.md,
+/// session 28).
 const PER_TENANT: u32 = 16;
 
 /// Claims due runs and starts their turns until `stop`: as many as turn slots are free, picked
@@ -34,6 +44,7 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
     let lease_ms = state.config.lease.as_millis() as i64;
     let mut waiting = FairQueue::<Namespace, (String, Option<String>), RunId>::new();
     let mut read_at: Option<Instant> = None;
+    let mut read_cost = Duration::ZERO;
     // Tenants the last read did not hold every waiting run of.
     let mut truncated = HashSet::new();
     // Picks in a row none of which could be claimed (PostgreSQL skips rows a commit holds).
@@ -52,12 +63,24 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
             continue;
         }
         let now = state.clock.now();
-        if waiting.len() < free as usize || read_at.is_none_or(|at| at.elapsed() >= REREAD) {
-            read_at = Some(Instant::now());
+        let since_read = read_at.map(|at| at.elapsed());
+        let stale = since_read.is_none_or(|since| {
+            since >= REREAD.max(read_cost * TRUST_READ_FOR)
+                || since >= REREAD
+                    && state
+                        .turns
+                        .arrived_beyond(|tenant| truncated.contains(tenant))
+        });
+        if waiting.len() < free as usize || stale {
+            let started = Instant::now();
+            read_at = Some(started);
+            // What is on record from here on is news to this read.
+            state.turns.clear_arrivals();
             // For weights and to leave out what a ceiling holds: the claim itself counts
             // against the plans as stored.
             let plans = state.plans.current(&*state.store).await;
             let (runs, cut) = read_waiting(&state, &plans, now, free).await;
+            read_cost = started.elapsed();
             truncated = cut;
             for tenant in runs.iter().map(|r| &r.namespace).collect::<HashSet<_>>() {
                 waiting.set_weight(tenant.clone(), plans.weight(tenant));

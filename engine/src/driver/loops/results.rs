@@ -262,7 +262,8 @@ async fn record(state: &Arc<State>, result: StepResult, of: Option<&Run>) -> Opt
             spawn_turns(state.clone(), run, FirstTurn::Claimed(Some(history)), slot)
         }
         (Recorded::Unapplied(result), _) => return Some(result),
-        (Recorded::Claimed(..) | Recorded::Applied, _) => state.wake.notify_one(),
+        (Recorded::Claimed(claimed), None) => state.queued(&claimed.0.namespace),
+        (Recorded::Applied(tenant), _) => state.queued(&tenant),
         (Recorded::Failed, _) => {}
     }
     None

@@ -237,9 +237,9 @@ pub(crate) async fn release(
             .update_run_if(&state.scope, &next, &[RunStatus::Blocked], back, now)
             .await
         {
-            Ok(Some(_)) => {
+            Ok(Some(woken)) => {
                 tracing::debug!(run_id = %next, counter, "a concurrency slot freed: the run waiting longest looks again");
-                state.wake.notify_one();
+                state.queued(&woken.namespace);
                 return;
             }
             Ok(None) => {}

@@ -266,7 +266,7 @@ impl AfterCommit {
             }
         }
         if started_children {
-            state.wake.notify_one();
+            state.queued(&run.namespace);
         }
         if let Some(history) = again {
             return TurnEnd::Again(Box::new((updated, history)));
@@ -288,7 +288,7 @@ impl AfterCommit {
             {
                 // A slot under its key's limit or its tenant's ceiling came free: a queued run
                 // may start now.
-                state.wake.notify_one();
+                state.queued(&updated.namespace);
             }
         }
         if parked {

@@ -7,15 +7,15 @@
 use super::flow;
 use crate::driver::state::State;
 use crate::fair::{self, Lane};
-use crate::model::{CheckpointStatus, Run, StepResult, TenantEventKind};
+use crate::model::{CheckpointStatus, Namespace, Run, StepResult, TenantEventKind};
 use crate::store::History;
 
 /// What [`record_claiming`] did.
 pub(crate) enum Recorded {
     /// Applied, and its run claimed here for a turn, which replays this history.
     Claimed(Box<(Run, History)>),
-    /// Applied; the run is not claimed here.
-    Applied,
+    /// Applied; the run (of this tenant) is not claimed here.
+    Applied(Namespace),
     /// No checkpoint accepted it (it is late or a duplicate, or its step is not on record).
     Unapplied(StepResult),
     /// The store failed (logged); the step will be redispatched.
@@ -54,7 +54,7 @@ pub(crate) async fn record_claiming(
             }
             match applied.claimed {
                 Some(history) => Recorded::Claimed(Box::new((applied.run, history))),
-                None => Recorded::Applied,
+                None => Recorded::Applied(applied.run.namespace),
             }
         }
         Ok(None) => Recorded::Unapplied(result),
