@@ -25,7 +25,9 @@ pub trait Leases: Send + Sync + 'static {
     /// Runs of `scope` that [`Leases::claim_runs`] would take at `now`, for a fair pick between
     /// tenants: at most `per_tenant` of each tenant, taken round robin over its workflows
     /// (earliest due first within one), and `limit` in all, tenants' firsts before their
-    /// seconds. Only a read: another driver may claim any of them first.
+    /// seconds; runs due in the same millisecond by id (generated ids sort as created), so
+    /// the fair pick's tie-break between tenants is the same on every read. Only a read:
+    /// another driver may claim any of them first.
     async fn runnable_runs(
         &self,
         scope: &Scope,

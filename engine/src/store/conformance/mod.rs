@@ -102,6 +102,7 @@ macro_rules! store_conformance {
             plans_round_trip_and_an_empty_one_is_removed,
             usage_counts_a_tenants_top_level_runs,
             runnable_runs_are_read_round_robin_between_tenants_and_workflows,
+            runnable_runs_due_together_are_read_by_id,
             claims_under_a_ceiling_start_no_more_than_it_allows
         );
     };

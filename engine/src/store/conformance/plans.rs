@@ -151,6 +151,29 @@ pub async fn runnable_runs_are_read_round_robin_between_tenants_and_workflows(
     assert_eq!(scoped[0].id.as_str(), "globex-0");
 }
 
+/// Runs due in the same millisecond are read by id, whatever order the store keeps them in:
+/// the claim loop breaks ties between tenants by the order of the read.
+pub async fn runnable_runs_due_together_are_read_by_id(store: Arc<dyn Store>) {
+    for (id, tenant) in [
+        ("z-acme", "acme"),
+        ("m-acme", "acme"),
+        ("a-globex", "globex"),
+    ] {
+        store
+            .create_run(new_run(id, tenant), 1_000, None)
+            .await
+            .expect("create");
+    }
+    for _ in 0..3 {
+        let runs = store
+            .runnable_runs(&Scope::All, 10_000, 4, 100, 5)
+            .await
+            .expect("read");
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["a-globex", "m-acme", "z-acme"]);
+    }
+}
+
 /// Sets `tenant`'s stored concurrency ceiling.
 async fn ceiling(store: &Arc<dyn Store>, tenant: &str, n: u32) {
     let plan = Plan {

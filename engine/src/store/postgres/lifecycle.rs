@@ -182,7 +182,7 @@ pub(super) async fn runnable_runs(
     push_scope(&mut sql, "namespace", scope);
     sql.push(RUNNABLE_RANKED_END)
         .push_bind(i64::from(per_tenant))
-        .push(" ORDER BY in_tenant, due LIMIT ")
+        .push(" ORDER BY in_tenant, due, id LIMIT ")
         .push_bind(i64::from(limit));
     let rows = sql.build().fetch_all(pool).await.map_err(db)?;
     rows.iter()

@@ -141,7 +141,7 @@ pub(super) fn runnable_runs(
     sql.scope("namespace", scope)
         .push(RUNNABLE_RANKED_END)
         .bind(i64::from(per_tenant))
-        .push(" ORDER BY in_tenant, due LIMIT ")
+        .push(" ORDER BY in_tenant, due, id LIMIT ")
         .bind(i64::from(limit));
     sql.all(conn, |row| {
         Ok(Runnable {
