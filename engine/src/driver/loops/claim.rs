@@ -101,6 +101,7 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
         let mut picked = Vec::new();
         let mut picked_of = Vec::new();
         let mut slots = HashMap::new();
+        let mut lost_slot = false;
         while picked.len() < free as usize {
             let Some((tenant, _, id)) = waiting.pop() else {
                 break;
@@ -112,6 +113,7 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                 // Taken directly since the slots were counted: the run waits for the next.
                 waiting.refund(&tenant);
                 read_at = None;
+                lost_slot = true;
                 break;
             };
             slots.insert(id.clone(), slot);
@@ -123,6 +125,10 @@ pub(crate) async fn claim_loop(state: Arc<State>, mut stop: watch::Receiver<bool
                 read_at = None;
                 break;
             }
+        }
+        if picked.is_empty() && lost_slot {
+            // Not idle: runs wait, for the next slot that frees.
+            continue;
         }
         let claimed = if picked.is_empty() {
             Vec::new()
