@@ -77,6 +77,25 @@ async fn one_slot(backend: &Backend, finished: Arc<Finished>) -> Harness {
         .await
 }
 
+/// A start of `workflow` for `tenant`, with no input.
+fn start(tenant: &Namespace, workflow: &str) -> StartRun {
+    StartRun {
+        workflow: workflow.into(),
+        input: json!(null),
+        namespace: Some(tenant.clone()),
+        ..Default::default()
+    }
+}
+
+/// Waits until `holding` counts `n` steps or turns held, failing with `never` after 10 s.
+async fn until_holding(holding: &AtomicU32, n: u32, never: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while holding.load(Ordering::SeqCst) < n {
+        assert!(std::time::Instant::now() < deadline, "{never}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// Queues `n` runs of `tenant` over `workflows` workflows, straight into the store (as if
 /// started before the process came up).
 async fn backlog(backend: &Backend, tenant: &Namespace, n: usize, workflows: usize) {
@@ -104,16 +123,7 @@ async fn a_handful_is_not_held_back_by_a_backlog_over_many_workflows(backend: Ba
     let mut handful = Vec::new();
     let before = finished.of("acme");
     for _ in 0..3 {
-        let run = h
-            .engine
-            .start_run(StartRun {
-                workflow: "w0".into(),
-                input: json!(null),
-                namespace: Some(globex.clone()),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        let run = h.engine.start_run(start(&globex, "w0")).await.unwrap();
         handful.push(run.id);
     }
     for id in &handful {
@@ -248,24 +258,11 @@ async fn a_tenant_at_its_share_leaves_a_freed_slot_to_a_waiting_tenant(backend: 
             config,
         )
         .await;
-    let start = |tenant: &Namespace, workflow: &str| StartRun {
-        workflow: workflow.into(),
-        input: json!(null),
-        namespace: Some(tenant.clone()),
-        ..Default::default()
-    };
     // Alone, acme takes both slots directly.
     for _ in 0..2 {
         h.engine.start_run(start(&acme, "hold")).await.unwrap();
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while holding.load(Ordering::SeqCst) < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "acme never held both slots"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    until_holding(&holding, 2, "acme never held both slots").await;
     // Globex's run finds no slot and waits for the claim loop.
     let quick = h.engine.start_run(start(&globex, "quick")).await.unwrap();
     // Acme keeps starting runs that would hold any slot they get (four clients without a
@@ -347,24 +344,11 @@ async fn a_newcomers_step_finds_a_slot_a_busy_tenant_cannot_fill(backend: Backen
     )
     .await
     .unwrap();
-    let start = |tenant: &Namespace, workflow: &str| StartRun {
-        workflow: workflow.into(),
-        input: json!(null),
-        namespace: Some(tenant.clone()),
-        ..Default::default()
-    };
     for _ in 0..40 {
         engine.start_run(start(&acme, "slow")).await.unwrap();
     }
     // 31 of the 32 slots: the last is headroom.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while holding.load(Ordering::SeqCst) < 31 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "acme's steps never filled the worker"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    until_holding(&holding, 31, "acme's steps never filled the worker").await;
     let quick = engine.start_run(start(&globex, "quick")).await.unwrap();
     wait_for(&store, &quick.id, RunStatus::Completed).await;
     // Time for a wrong hand-out to show; its absence proves nothing more.
