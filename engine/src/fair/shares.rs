@@ -145,10 +145,13 @@ impl Shares {
     /// loop's older view says.
     pub fn note_arrival(&self, tenant: &Namespace, weight: Weight) {
         let mut book = self.book();
+        // Called for each run that waits: the tenant's name is cloned only the first time.
         if !book.arrivals.contains_key(tenant) {
             book.arrivals.insert(tenant.clone(), weight);
         }
-        book.waiting.entry(tenant.clone()).or_insert(weight);
+        if !book.waiting.contains_key(tenant) {
+            book.waiting.insert(tenant.clone(), weight);
+        }
     }
 
     /// Whether a run of a tenant `known` does not cover arrived since [`Shares::clear_arrivals`].
