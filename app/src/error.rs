@@ -23,6 +23,15 @@ pub enum AppError {
         /// Minutes until the oldest counted failure leaves the window.
         retry_after_minutes: u32,
     },
+    /// Too many logins are being checked right now; nothing was checked or counted.
+    #[error("the server is busy checking other logins; try again in a few seconds")]
+    Busy,
+    /// The request is larger than the server takes; nothing was done.
+    #[error("the request is larger than the server takes ({limit_bytes} bytes); send less")]
+    TooLarge {
+        /// The most the server reads of one request.
+        limit_bytes: u64,
+    },
     /// The request was malformed; the message says what to fix.
     #[error("{0}")]
     Invalid(String),
@@ -36,11 +45,40 @@ pub enum AppError {
     Transport(String),
 }
 
+impl AppError {
+    /// The HTTP status a server function answers this error with: 4xx for the caller's
+    /// mistakes, 5xx for ours.
+    pub fn status(&self) -> u16 {
+        match self {
+            AppError::Unauthorized | AppError::BadCredentials => 401,
+            AppError::Forbidden => 403,
+            AppError::TooManyAttempts { .. } | AppError::Busy => 429,
+            AppError::TooLarge { .. } => 413,
+            AppError::Invalid(_) => 400,
+            AppError::Internal | AppError::Transport(_) => 500,
+        }
+    }
+}
+
 impl FromServerFnError for AppError {
     type Encoder = JsonEncoding;
 
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
-        AppError::Transport(value.to_string())
+        match value {
+            // The server could not read the call's arguments: a missing field, a body of
+            // another content type, a body cut short. The caller's request is at fault.
+            ServerFnErrorErr::Args(m) | ServerFnErrorErr::MissingArg(m) => {
+                AppError::Invalid(format!(
+                    "the request's fields could not be read ({m}); send the form as the page does"
+                ))
+            }
+            // On the server, a body that could not be read (cut off, or over the limit).
+            #[cfg(feature = "ssr")]
+            ServerFnErrorErr::Deserialization(m) => AppError::Invalid(format!(
+                "the request's body could not be read ({m}); send the form as the page does"
+            )),
+            other => AppError::Transport(other.to_string()),
+        }
     }
 }
 

@@ -45,6 +45,17 @@ async fn legacy_null_and_empty_namespaces_read_as_default() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_login_attempts_reserve_no_more_than_allowed() {
+    let Some(store) = fresh_pg().await else {
+        return;
+    };
+    durable::store::conformance::parallel_login_attempts_reserve_no_more_than_allowed(Arc::new(
+        store,
+    ))
+    .await;
+}
+
 #[tokio::test]
 async fn accounts_track_sessions_and_failed_logins() {
     let Some(store) = fresh_pg().await else {

@@ -32,6 +32,14 @@ async fn legacy_null_and_empty_namespaces_read_as_default() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_login_attempts_reserve_no_more_than_allowed() {
+    durable::store::conformance::parallel_login_attempts_reserve_no_more_than_allowed(Arc::new(
+        fresh_sqlite().await,
+    ))
+    .await;
+}
+
 #[tokio::test]
 async fn accounts_track_sessions_and_failed_logins() {
     durable::store::conformance::accounts_track_sessions_and_failed_logins(Arc::new(

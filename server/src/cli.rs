@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use durable::model::{Namespace, Plan, Role};
+use durable::model::{InputLimits, Namespace, Plan, Role};
 use durable::store::NewUser;
 
 use crate::secret;
@@ -280,6 +280,47 @@ pub struct ServeArgs {
     /// Do not create demo users, workflows' demo runs on first start.
     #[arg(long, env = "DURABLE_NO_DEMO")]
     pub no_demo: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// What one request may carry: every start, signal, retry and list filter is checked against
+/// these, on the API, the dashboard and the wire alike (see `durable::model::InputLimits`).
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// The largest input, signal payload or retry input, in bytes of JSON.
+    #[arg(long, env = "DURABLE_MAX_PAYLOAD_BYTES", default_value_t = InputLimits::default().max_payload_bytes as u64, value_parser = clap::value_parser!(u64).range(1..=(256 << 20)))]
+    pub max_payload_bytes: u64,
+    /// The most tags one run carries.
+    #[arg(long, env = "DURABLE_MAX_TAGS", default_value_t = InputLimits::default().max_tags as u64, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub max_tags: u64,
+    /// The longest tag, in characters.
+    #[arg(long, env = "DURABLE_MAX_TAG_CHARS", default_value_t = InputLimits::default().max_tag_chars as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_tag_chars: u64,
+    /// The most search attributes one run carries.
+    #[arg(long, env = "DURABLE_MAX_ATTRIBUTES", default_value_t = InputLimits::default().max_attributes as u64, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub max_attributes: u64,
+    /// The longest search-attribute string value, in characters.
+    #[arg(long, env = "DURABLE_MAX_ATTRIBUTE_VALUE_CHARS", default_value_t = InputLimits::default().max_attribute_value_chars as u64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub max_attribute_value_chars: u64,
+    /// The longest workflow or signal name, in characters.
+    #[arg(long, env = "DURABLE_MAX_NAME_CHARS", default_value_t = InputLimits::default().max_name_chars as u64, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub max_name_chars: u64,
+}
+
+impl LimitArgs {
+    /// The limits these flags set (each within its range already).
+    fn limits(&self) -> InputLimits {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        InputLimits {
+            max_payload_bytes: size(self.max_payload_bytes),
+            max_tags: size(self.max_tags),
+            max_tag_chars: size(self.max_tag_chars),
+            max_attributes: size(self.max_attributes),
+            max_attribute_value_chars: size(self.max_attribute_value_chars),
+            max_name_chars: size(self.max_name_chars),
+        }
+    }
 }
 
 impl ServeArgs {
@@ -308,6 +349,7 @@ impl ServeArgs {
             lease: Duration::from_secs(self.lease_secs.max(1)),
             max_turns: self.max_turns as usize,
             demo: !self.no_demo,
+            limits: self.limits.limits(),
             cluster,
         })
     }

@@ -22,6 +22,9 @@ pub enum ApiError {
     /// `Retry-After`) or `413` (a payload too large); nothing was changed.
     #[error(transparent)]
     QuotaExceeded(durable::QuotaExceeded),
+    /// A payload over the server's input limit; nothing was changed.
+    #[error("{0}")]
+    TooLarge(String),
     /// Nothing visible at that id.
     #[error("no run with that id is visible to this token")]
     NotFound,
@@ -47,6 +50,7 @@ impl ApiError {
                 (StatusCode::PAYLOAD_TOO_LARGE, "quota-exceeded")
             }
             ApiError::QuotaExceeded(_) => (StatusCode::TOO_MANY_REQUESTS, "quota-exceeded"),
+            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large"),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not-found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
@@ -59,11 +63,22 @@ impl ApiError {
 /// engine's message (which names the fix), anything else is ours.
 pub fn engine_error(e: durable::EngineError) -> ApiError {
     use durable::EngineError;
+    use durable::model::InputError;
     match e {
         EngineError::RunExists(_) => ApiError::Conflict(e.to_string()),
         EngineError::QuotaExceeded(q) => ApiError::QuotaExceeded(q),
+        EngineError::Input(InputError::PayloadTooLarge { .. }) => ApiError::TooLarge(e.to_string()),
         e if e.is_callers() => ApiError::BadRequest(e.to_string()),
         EngineError::ShuttingDown => ApiError::Unavailable(e.to_string()),
+        other => internal(other),
+    }
+}
+
+/// Maps a store failure: a value the database refused is the caller's (`400`, the store's
+/// message), anything else is ours.
+pub fn store_error(e: durable::store::StoreError) -> ApiError {
+    match e {
+        durable::store::StoreError::Refused(_) => ApiError::BadRequest(e.to_string()),
         other => internal(other),
     }
 }
@@ -102,4 +117,48 @@ impl IntoResponse for ApiError {
         )
             .into_response()
     }
+}
+
+/// Gives every error the API answers the JSON shape of [`ApiError`], including those axum's
+/// extractors and router answer in plain text (a query that does not parse, a body over the
+/// limit, a method the route does not take, a path that matches nothing): a client then reads
+/// one shape, whatever went wrong.
+pub async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    // Rejection texts are a line or two; anything longer is cut, not buffered.
+    let text = match axum::body::to_bytes(body, 4096).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let code = status
+        .canonical_reason()
+        .unwrap_or("error")
+        .to_lowercase()
+        .replace(' ', "-");
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_lowercase()
+    } else {
+        text
+    };
+    let mut headers = parts.headers;
+    headers.remove(header::CONTENT_LENGTH);
+    headers.remove(header::CONTENT_TYPE);
+    let mut answer = (
+        status,
+        Json(json!({ "error": { "code": code, "message": message } })),
+    )
+        .into_response();
+    for (name, value) in &headers {
+        answer.headers_mut().append(name.clone(), value.clone());
+    }
+    answer
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use app::ssr::AppState;
 use durable::gateway::RunRequestResponder;
+use durable::model::InputLimits;
 use durable::model::Namespace;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::transport::{MemoryTransport, Partitions, RedisConfig, RedisTransport, Transport};
@@ -47,6 +48,7 @@ pub struct ServeConfig {
     pub lease: Duration,
     pub max_turns: usize,
     pub demo: bool,
+    pub limits: InputLimits,
     pub cluster: Cluster,
 }
 
@@ -125,6 +127,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
             namespace: cfg.namespace.clone(),
             lease: cfg.lease,
             max_concurrent_turns: cfg.max_turns,
+            limits: cfg.limits.clone(),
             ..EngineConfig::default()
         },
     );

@@ -186,21 +186,9 @@ async fn session_cookie(server: &Server, email: &str, password: &str) -> String 
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("client");
-    let login = client
-        .get(server.url("/login"))
-        .send()
-        .await
-        .expect("GET /login")
-        .text()
-        .await
-        .expect("html");
-    let action = login
-        .split(r#"action=""#)
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the login form's action");
+    let action = server.login_action().await;
     let answer = client
-        .post(server.url(action))
+        .post(server.url(&action))
         .form(&[("email", email), ("password", password)])
         .send()
         .await

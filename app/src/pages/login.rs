@@ -13,21 +13,41 @@ const MAX_FAILURES_PER_EMAIL: u64 = 5;
 #[cfg(feature = "ssr")]
 const MAX_FAILURES_PER_ADDRESS: u64 = 20;
 
-/// Checks the credentials and starts a session (with a fresh session id). Failed logins are
-/// counted in the database per email and per client address, so every dashboard process
-/// enforces the same limit; over it, the attempt is refused before any password check.
+/// The longest email a login looks up (RFC 5321's limit on a path); longer is a typo or abuse.
+#[cfg(feature = "ssr")]
+const MAX_EMAIL_CHARS: usize = 254;
+/// The longest password checked: argon2 reads all of it.
+#[cfg(feature = "ssr")]
+const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// Checks the credentials and starts a session (with a fresh session id). Before the password
+/// is checked, a failure is reserved in the database under the email and under the client
+/// address, in one atomic step that every dashboard process shares: over either limit the
+/// attempt is refused unchecked, and parallel attempts cannot all pass the count before any is
+/// recorded. A right password takes its reservation back. Checks then wait for one of a few
+/// slots ([`crate::ssr::PasswordChecks`]); with the line full, the login is turned away at
+/// once.
 #[server]
 pub async fn login(email: String, password: String) -> Result<(), AppError> {
     crate::ssr::reply(
         async move {
-            use crate::ssr::{
-                EPOCH_KEY, USER_KEY, app_state, dummy_hash, internal, session, verify_password,
-            };
+            use crate::ssr::{EPOCH_KEY, USER_KEY, app_state, internal, session};
+            use durable::store::{LoginLimit, Reservation};
 
             let state = app_state()?;
             let email = email.trim().to_lowercase();
             if email.is_empty() || password.is_empty() {
                 return Err(AppError::Invalid("enter your email and password".into()));
+            }
+            if email.chars().count() > MAX_EMAIL_CHARS || email.chars().any(char::is_control) {
+                return Err(AppError::Invalid(format!(
+                    "that is not an email address: use at most {MAX_EMAIL_CHARS} characters and no control characters"
+                )));
+            }
+            if password.len() > MAX_PASSWORD_BYTES {
+                return Err(AppError::Invalid(format!(
+                    "passwords are at most {MAX_PASSWORD_BYTES} bytes"
+                )));
             }
             use durable::runtime::{Clock, SystemClock};
             let now = SystemClock.now();
@@ -38,49 +58,46 @@ pub async fn login(email: String, password: String) -> Result<(), AppError> {
             .await
             .ok()
             .map(|c| format!("ip:{}", c.0.ip()));
-            let since = now - LOGIN_WINDOW_MS;
+            let mut limits = vec![LoginLimit {
+                key: email_key.clone(),
+                allowed: MAX_FAILURES_PER_EMAIL,
+            }];
+            limits.extend(address.iter().map(|key| LoginLimit {
+                key: key.clone(),
+                allowed: MAX_FAILURES_PER_ADDRESS,
+            }));
+            let attempt = format!("{:032x}", rand::random::<u128>());
             let accounts = &state.accounts;
-            let by_email = accounts
-                .login_failures(std::slice::from_ref(&email_key), since)
+            let reserved = accounts
+                .reserve_login_attempt(&attempt, &limits, now - LOGIN_WINDOW_MS, now)
                 .await
                 .map_err(internal)?;
-            let by_address = match &address {
-                Some(a) => accounts
-                    .login_failures(std::slice::from_ref(a), since)
-                    .await
-                    .map_err(internal)?,
-                None => 0,
-            };
-            if by_email >= MAX_FAILURES_PER_EMAIL || by_address >= MAX_FAILURES_PER_ADDRESS {
-                tracing::warn!(%email, address = address.as_deref().unwrap_or("-"), "login refused: too many failures");
+            if let Reservation::Refused { key } = reserved {
+                tracing::warn!(%email, %key, "login refused: too many failures");
                 return Err(AppError::TooManyAttempts {
                     retry_after_minutes: (LOGIN_WINDOW_MS / 60_000) as u32,
                 });
             }
-            let user = state
-                .accounts
-                .user_by_email(&email)
-                .await
-                .map_err(internal)?;
-            // Verify against a real hash even for unknown emails, so timing does not reveal them.
-            let (hash, user) = match user {
-                Some(u) => (u.password_hash.clone(), Some(u)),
-                None => (dummy_hash().to_owned(), None),
-            };
-            let ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-                .await
-                .map_err(internal)?;
-            let user = match (ok, user) {
-                (true, Some(user)) => user,
-                _ => {
-                    let keys: Vec<String> = std::iter::once(email_key).chain(address).collect();
-                    accounts
-                        .record_login_failure(&keys, now)
-                        .await
-                        .map_err(internal)?;
-                    return Err(AppError::BadCredentials);
+            // From here the reservation counts as a failure unless taken back.
+            let user = match accounts.user_by_email(&email).await {
+                Ok(user) => user,
+                Err(e) => {
+                    release(accounts.as_ref(), &attempt).await;
+                    return Err(internal(e));
                 }
             };
+            // An unknown email is checked against a dummy hash, so timing does not reveal it.
+            let hash = user.as_ref().map(|u| u.password_hash.clone());
+            let Some(ok) = state.passwords.verify(password, hash).await else {
+                release(accounts.as_ref(), &attempt).await;
+                tracing::warn!(%email, "login turned away: too many password checks waiting");
+                return Err(AppError::Busy);
+            };
+            let user = match (ok, user) {
+                (true, Some(user)) => user,
+                _ => return Err(AppError::BadCredentials),
+            };
+            release(accounts.as_ref(), &attempt).await;
             accounts
                 .clear_login_failures(&email_key)
                 .await
@@ -98,6 +115,15 @@ pub async fn login(email: String, password: String) -> Result<(), AppError> {
         }
         .await,
     )
+}
+
+/// Takes back a login's reserved failure: its password was right, or never checked. A
+/// reservation left behind by a failure here only counts against the limit, never for it.
+#[cfg(feature = "ssr")]
+async fn release(accounts: &dyn durable::store::Accounts, attempt: &str) {
+    if let Err(e) = accounts.release_login_attempt(attempt).await {
+        tracing::warn!(error = %e, "could not take back a login's reserved failure");
+    }
 }
 
 /// The login screen.

@@ -10,7 +10,7 @@ mod reply;
 mod session;
 mod view;
 
-pub use password::{dummy_hash, hash_password, verify_password};
-pub use reply::{engine_error, internal, reply};
+pub use password::{PasswordChecks, dummy_hash, hash_password, verify_password};
+pub use reply::{engine_error, internal, reply, store_error};
 pub use session::{EPOCH_KEY, USER_KEY, me, session, session_user, user_of};
 pub use view::{AppState, Need, SessionView, ViewRefused, app_state, session_scope};

@@ -16,6 +16,15 @@ pub fn engine_error(e: durable::EngineError) -> AppError {
     }
 }
 
+/// Maps a store failure: a value the database refused is the user's mistake (with the store's
+/// message), anything else is [`internal`].
+pub fn store_error(e: durable::store::StoreError) -> AppError {
+    match e {
+        durable::store::StoreError::Refused(_) => AppError::Invalid(e.to_string()),
+        other => internal(other),
+    }
+}
+
 /// Logs a server-side failure and turns it into the generic [`AppError::Internal`].
 pub fn internal(e: impl std::fmt::Display) -> AppError {
     tracing::error!(error = %e, "server function failed");
@@ -39,13 +48,22 @@ pub fn reply<T>(result: Result<T, AppError>) -> Result<T, AppError> {
             })
             .unwrap_or(false);
         if !plain_form && let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-            response.set_status(match e {
-                AppError::Unauthorized | AppError::BadCredentials => StatusCode::UNAUTHORIZED,
-                AppError::Forbidden => StatusCode::FORBIDDEN,
-                AppError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
-                AppError::Invalid(_) => StatusCode::BAD_REQUEST,
-                AppError::Internal | AppError::Transport(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            });
+            response.set_status(
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            );
+            let retry_after = match e {
+                AppError::TooManyAttempts {
+                    retry_after_minutes,
+                } => Some(u64::from(*retry_after_minutes) * 60),
+                AppError::Busy => Some(2),
+                _ => None,
+            };
+            if let Some(seconds) = retry_after {
+                response.insert_header(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from(seconds),
+                );
+            }
         }
     }
     result

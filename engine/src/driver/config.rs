@@ -1,9 +1,9 @@
-//! How an engine's driver runs: its namespace, lease, redispatch window, turn slots and recovery
-//! limit.
+//! How an engine's driver runs: its namespace, lease, redispatch window, turn slots, recovery
+//! limit and input limits.
 
 use std::time::Duration;
 
-use crate::model::Namespace;
+use crate::model::{InputLimits, Namespace};
 
 /// How an engine runs.
 #[derive(Clone, Debug)]
@@ -28,6 +28,8 @@ pub struct EngineConfig {
     /// How many times a run whose driver died is taken over before it is given up as `dead`
     /// (a run that crashes every process that runs it must not crash them forever).
     pub max_recoveries: u32,
+    /// What one start, signal, retry or list filter may carry (see [`InputLimits`]).
+    pub limits: InputLimits,
 }
 
 impl Default for EngineConfig {
@@ -44,6 +46,7 @@ impl Default for EngineConfig {
             max_concurrent_turns: 512,
             idle_poll: Duration::from_millis(500),
             max_recoveries: 5,
+            limits: InputLimits::default(),
         }
     }
 }

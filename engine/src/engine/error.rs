@@ -1,6 +1,6 @@
 //! Why the engine refused or failed a request, in words the caller can act on.
 
-use crate::model::{Limit, Millis, Namespace, PlanError, RunId};
+use crate::model::{InputError, Limit, Millis, Namespace, PlanError, RunId};
 use crate::store::StoreError;
 use crate::transport::TransportError;
 
@@ -24,6 +24,10 @@ pub enum EngineError {
     /// was changed. The message says what to fix.
     #[error("{0}")]
     BadInput(String),
+    /// The request is over one of the server's input limits; nothing was changed. The message
+    /// names the limit.
+    #[error(transparent)]
+    Input(#[from] InputError),
     /// The engine was already started.
     #[error("the engine is already running")]
     AlreadyStarted,
@@ -69,9 +73,11 @@ impl EngineError {
             self,
             EngineError::UnknownWorkflow(..)
                 | EngineError::BadInput(_)
+                | EngineError::Input(_)
                 | EngineError::RunExists(_)
                 | EngineError::QuotaExceeded(_)
                 | EngineError::BadPlan(_)
+                | EngineError::Store(StoreError::Refused(_))
         )
     }
 }

@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::EngineError;
-use crate::model::{Namespace, RunId};
+use crate::model::{AttributeFilter, InputLimits, Namespace, RunId};
 
 /// A request to start a top-level run.
 #[derive(Clone, Debug, Default)]
@@ -28,11 +28,12 @@ pub struct StartRun {
 }
 
 /// Refuses a start whose workflow is blank or whose input, tags or search attributes the
-/// store could not keep.
-pub(super) fn check_start(req: &StartRun) -> Result<(), EngineError> {
+/// store could not keep or `limits` do not allow.
+pub(super) fn check_start(req: &StartRun, limits: &InputLimits) -> Result<(), EngineError> {
     if req.workflow.trim().is_empty() {
         return Err(bad("`workflow` must name a registered workflow"));
     }
+    limits.check_name("the workflow name", &req.workflow)?;
     if let Some(id) = &req.id
         && derived(id.as_str())
     {
@@ -40,34 +41,34 @@ pub(super) fn check_start(req: &StartRun) -> Result<(), EngineError> {
             "run id `{id}` has the form of a child run (`<run>.child.<n>`) or a ContinueAsNew successor (`<run>:c<n>`), which the engine reserves for the runs it derives; choose another id"
         )));
     }
-    check_payload("the input", &req.input)?;
-    if let Some(tag) = req.tags.iter().find(|t| t.contains('\0')) {
-        return Err(bad(format!(
-            "tag {tag:?} contains U+0000 (NUL), which cannot be stored; remove it"
-        )));
-    }
-    check_attributes(&req.search_attributes)
+    check_payload(limits, "the input", &req.input)?;
+    limits.check_tags(&req.tags)?;
+    check_attributes(&req.search_attributes)?;
+    limits.check_attributes(req.search_attributes.iter())?;
+    Ok(())
 }
 
 /// Refuses a signal name no wait could match or the store could not keep: blank, with spaces
-/// around it, longer than 200 characters, or holding U+0000.
-pub(super) fn check_signal_name(name: &str) -> Result<(), EngineError> {
-    let fits = !name.is_empty()
-        && name.chars().count() <= 200
-        && name.trim() == name
-        && !name.contains('\0');
-    if fits {
-        Ok(())
-    } else {
-        Err(bad(
-            "a signal name must be 1 to 200 characters, without spaces around it or U+0000; use the name the workflow waits for (for example `approve`)",
-        ))
+/// around it, longer than the limit, or holding a control character.
+pub(super) fn check_signal_name(limits: &InputLimits, name: &str) -> Result<(), EngineError> {
+    if name.is_empty() || name.trim() != name {
+        return Err(bad(
+            "a signal name must not be blank or have spaces around it; use the name the workflow waits for (for example `approve`)",
+        ));
     }
+    limits.check_name("the signal name", name)?;
+    Ok(())
 }
 
-/// Refuses `value` (named `what` in the message) if it holds U+0000 in any string or key:
-/// PostgreSQL's `jsonb` cannot keep it, so the same input must be refused on every store.
-pub(super) fn check_payload(what: &str, value: &Value) -> Result<(), EngineError> {
+/// Refuses `value` (named `what` in the message) if it is larger than `limits` allow, or
+/// holds U+0000 in any string or key: PostgreSQL's `jsonb` cannot keep it, so the same input
+/// must be refused on every store.
+pub(super) fn check_payload(
+    limits: &InputLimits,
+    what: &str,
+    value: &Value,
+) -> Result<(), EngineError> {
+    limits.check_payload(what, value)?;
     if holds_nul(value) {
         return Err(bad(format!(
             "{what} contains U+0000 (NUL) in a string or key, which cannot be stored; remove it or encode the bytes (base64, say)"
@@ -77,17 +78,18 @@ pub(super) fn check_payload(what: &str, value: &Value) -> Result<(), EngineError
 }
 
 /// Search attributes are flat: each a string, number, boolean or null, so they can be filtered
-/// and compared.
+/// and compared, under a name a filter can name.
 fn check_attributes(attributes: &Map<String, Value>) -> Result<(), EngineError> {
     for (key, value) in attributes {
-        if value.is_object() || value.is_array() {
-            return Err(bad(format!(
-                "search attribute `{key}` must be a string, number, boolean or null"
-            )));
-        }
         if key.contains('\0') || holds_nul(value) {
             return Err(bad(format!(
                 "search attribute {key:?} contains U+0000 (NUL), which cannot be stored; remove it"
+            )));
+        }
+        AttributeFilter::check_key(key).map_err(|e| bad(e.to_string()))?;
+        if value.is_object() || value.is_array() {
+            return Err(bad(format!(
+                "search attribute `{key}` must be a string, number, boolean or null"
             )));
         }
     }
@@ -121,6 +123,10 @@ mod tests {
 
     use super::*;
 
+    fn check_start_default(req: &StartRun) -> Result<(), EngineError> {
+        check_start(req, &InputLimits::default())
+    }
+
     fn start(input: Value) -> StartRun {
         StartRun {
             workflow: "w".into(),
@@ -131,25 +137,26 @@ mod tests {
 
     #[test]
     fn refuses_nul_anywhere_the_store_would() {
-        assert!(check_start(&start(json!({ "a": ["ok", 1, null] }))).is_ok());
+        assert!(check_start_default(&start(json!({ "a": ["ok", 1, null] }))).is_ok());
         for input in [
             json!("a\u{0}b"),
             json!({ "deep": [{ "x": "\u{0}" }] }),
             json!({ "k\u{0}": 1 }),
         ] {
-            let err = check_start(&start(input.clone())).expect_err("refused");
+            let err = check_start_default(&start(input.clone())).expect_err("refused");
             assert!(err.to_string().contains("U+0000"), "{input}: {err}");
         }
         let mut tagged = start(json!({}));
         tagged.tags = vec!["a\u{0}".into()];
-        assert!(check_start(&tagged).is_err());
+        assert!(check_start_default(&tagged).is_err());
     }
 
     #[test]
     fn refuses_signal_names_no_wait_could_match() {
-        assert!(check_signal_name("approve").is_ok());
+        let limits = InputLimits::default();
+        assert!(check_signal_name(&limits, "approve").is_ok());
         for name in ["", " approve", "approve ", "a\u{0}", &"x".repeat(201)] {
-            assert!(check_signal_name(name).is_err(), "{name:?}");
+            assert!(check_signal_name(&limits, name).is_err(), "{name:?}");
         }
     }
 
@@ -167,7 +174,7 @@ mod tests {
         ] {
             let mut req = start(json!({}));
             req.id = Some(crate::model::RunId::parse(id).expect("id"));
-            assert_eq!(check_start(&req).is_err(), refused, "{id}");
+            assert_eq!(check_start_default(&req).is_err(), refused, "{id}");
         }
     }
 
@@ -175,19 +182,19 @@ mod tests {
     fn refuses_blank_workflows_and_nested_attributes() {
         let mut blank = start(json!({}));
         blank.workflow = "  ".into();
-        assert!(check_start(&blank).is_err());
+        assert!(check_start_default(&blank).is_err());
         let mut nested = start(json!({}));
         nested.search_attributes = json!({ "a": { "x": 1 } })
             .as_object()
             .cloned()
             .unwrap_or_default();
-        let err = check_start(&nested).expect_err("nested");
+        let err = check_start_default(&nested).expect_err("nested");
         assert!(err.to_string().contains("search attribute `a`"), "{err}");
         let mut flat = start(json!({}));
         flat.search_attributes = json!({ "a": 1, "b": "x", "c": true, "d": null })
             .as_object()
             .cloned()
             .unwrap_or_default();
-        assert!(check_start(&flat).is_ok());
+        assert!(check_start_default(&flat).is_ok());
     }
 }

@@ -167,6 +167,11 @@ impl Engine {
         &self.state.registry
     }
 
+    /// What one request may carry: the edges check list filters against it too.
+    pub fn limits(&self) -> &crate::model::InputLimits {
+        &self.state.config.limits
+    }
+
     /// The store this engine drives.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.state.store

@@ -18,7 +18,7 @@ impl Engine {
     /// newest version of it a live worker on the run's partition announces (its turns then run
     /// there).
     pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
-        check_start(&req)?;
+        check_start(&req, &self.state.config.limits)?;
         let registry = &self.state.registry;
         let namespace = req.namespace.unwrap_or_else(|| self.stamp_namespace());
         let version = match registry.latest(&req.workflow) {
@@ -59,7 +59,7 @@ impl Engine {
         id: &RunId,
         input: Value,
     ) -> Result<Control, EngineError> {
-        check_payload("the input", &input)?;
+        check_payload(&self.state.config.limits, "the input", &input)?;
         let Some(original) = self.state.store.get_run(scope, id).await? else {
             return Ok(Control::NotFound);
         };

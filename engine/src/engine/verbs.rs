@@ -37,8 +37,9 @@ impl Engine {
         name: &str,
         payload: Value,
     ) -> Result<SignalSent, EngineError> {
-        check_signal_name(name)?;
-        check_payload("the signal's payload", &payload)?;
+        let limits = &self.state.config.limits;
+        check_signal_name(limits, name)?;
+        check_payload(limits, "the signal's payload", &payload)?;
         if let Some(tenant) = scope.namespace() {
             // A tenant's own request: held to its plan (an operator's is not).
             self.admit_payload(tenant, &payload).await?;

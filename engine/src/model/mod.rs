@@ -9,6 +9,7 @@ mod flow;
 mod gateway;
 mod handshake;
 mod health;
+mod limits;
 mod namespace;
 mod plan;
 mod query;
@@ -28,6 +29,7 @@ pub use handshake::{
     Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor, v1_capabilities,
 };
 pub use health::{NamespaceLoad, WorkerGroup};
+pub use limits::{InputError, InputLimits};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use plan::{Limit, MAX_WEIGHT, Plan, PlanError, Usage};
 pub use query::{

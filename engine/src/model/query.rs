@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{Millis, Run, RunId, RunStatus};
+use super::{InputError, InputLimits, Millis, Run, RunId, RunStatus};
 
 /// The largest page a list call returns.
 pub const MAX_PAGE_SIZE: u32 = 200;
@@ -143,6 +143,31 @@ impl RunQuery {
         } else {
             self.limit.min(MAX_PAGE_SIZE)
         }
+    }
+
+    /// Refuses filters no run could match and no store should be asked about: a workflow,
+    /// tag or attribute value longer than a run may carry, or holding a control character
+    /// (U+0000 reaches PostgreSQL as an error, not as "no match").
+    pub fn check(&self, limits: &InputLimits) -> Result<(), InputError> {
+        if let Some(workflow) = &self.workflow {
+            limits.check_name("the workflow filter", workflow)?;
+        }
+        if let Some(tag) = &self.tag {
+            InputLimits::check_text(
+                || "the tag filter".to_owned(),
+                tag,
+                limits.max_tag_chars,
+                "tag_chars",
+            )?;
+        }
+        if let Some(AttributeFilter {
+            key,
+            value: serde_json::Value::String(text),
+        }) = &self.attribute
+        {
+            limits.check_attribute_value(key, text)?;
+        }
+        Ok(())
     }
 
     /// Checks a limit taken from user input.

@@ -33,6 +33,28 @@ pub struct NewUser {
     pub password_hash: String,
 }
 
+/// A key failed logins are counted under (`email:…`, `ip:…`) and how many it allows in the
+/// window before attempts are refused unchecked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoginLimit {
+    /// What the failures are counted by.
+    pub key: String,
+    /// Failures in the window at which further attempts are refused.
+    pub allowed: u64,
+}
+
+/// What [`Accounts::reserve_login_attempt`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reservation {
+    /// A failure is reserved under every key: check the password.
+    Reserved,
+    /// This key has used up its failures in the window; nothing was reserved.
+    Refused {
+        /// The key over its limit.
+        key: String,
+    },
+}
+
 /// Dashboard users and server settings, kept in the same database as the runs.
 #[async_trait]
 pub trait Accounts: Send + Sync + 'static {
@@ -47,12 +69,23 @@ pub trait Accounts: Send + Sync + 'static {
     /// Ends every session of user `id` ("log out everywhere") by moving its session epoch on;
     /// returns the new epoch, or `None` when no such user exists.
     async fn bump_session_epoch(&self, id: i64) -> StoreResult<Option<i64>>;
-    /// Records a failed login under each of `keys` (an email, a client address), at `now`.
-    /// Failures older than a day are dropped on the way.
-    async fn record_login_failure(&self, keys: &[String], now: Millis) -> StoreResult<()>;
-    /// The most failed logins under any of `keys` at or after `since`: what login rate limiting
-    /// reads, shared by every dashboard process on this database.
-    async fn login_failures(&self, keys: &[String], since: Millis) -> StoreResult<u64>;
+    /// Reserves a failed login under each of `limits`' keys at `now`, before the password is
+    /// checked, unless a key already counts `allowed` failures at or after `since`: then
+    /// nothing is written and the first such key is named. Count and reservation are one
+    /// atomic step across every process on this database, so parallel attempts cannot all pass
+    /// the count before any is recorded. The reservation stands as the failure unless
+    /// [`Accounts::release_login_attempt`] takes it back. Failures older than a day are dropped
+    /// on the way.
+    async fn reserve_login_attempt(
+        &self,
+        attempt: &str,
+        limits: &[LoginLimit],
+        since: Millis,
+        now: Millis,
+    ) -> StoreResult<Reservation>;
+    /// Takes back what [`Accounts::reserve_login_attempt`] reserved under `attempt`: the
+    /// password was right, or never checked.
+    async fn release_login_attempt(&self, attempt: &str) -> StoreResult<()>;
     /// Forgets the failed logins under `key` (after a successful login).
     async fn clear_login_failures(&self, key: &str) -> StoreResult<()>;
     /// Reads a setting, or stores `make()` under `key` if it has none yet. Concurrent callers

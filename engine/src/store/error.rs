@@ -4,6 +4,10 @@ pub enum StoreError {
     /// A row with that key already exists (e.g. a run id reused).
     #[error("{0} already exists")]
     Conflict(String),
+    /// The database refused a value it cannot keep (a NUL in text, a number out of range, a
+    /// value too large to index): the request is at fault, and retrying it cannot help.
+    #[error("the database cannot store a value of this request: {0}")]
+    Refused(String),
     /// The database could not be reached or refused the operation; retrying may help. (The
     /// driver's error is in the message, not chained: drivers repeat it in their own chain.)
     #[error("the database is unavailable: {0}")]

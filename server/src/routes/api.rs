@@ -3,8 +3,10 @@
 //! reaches runs through the [`TenantView`] extracted from that token, and nothing else.
 
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
+use axum::middleware;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use durable::model::{
@@ -15,13 +17,16 @@ use durable::{Control, StartRun};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use tower_http::limit::RequestBodyLimitLayer;
 
 use super::sse;
 use super::tenant::TenantView;
-use crate::error::{ApiError, engine_error, internal};
+use crate::error::{ApiError, engine_error, internal, json_errors, store_error};
 use crate::state::ServerState;
 
-pub fn router() -> Router<ServerState> {
+/// The API's routes. A body may be `body_limit` bytes at most (past it: `413`), and every
+/// error, the extractors' and the router's own included, answers in the JSON error shape.
+pub fn router(body_limit: usize) -> Router<ServerState> {
     Router::new()
         .route("/runs", post(start_run).get(list_runs))
         .route("/runs/{id}", get(get_run))
@@ -33,6 +38,23 @@ pub fn router() -> Router<ServerState> {
         .route("/runs/{id}/redispatch", post(redispatch_run))
         .route("/events", get(sse::api_events))
         .merge(super::plans::router())
+        .fallback(no_such_route)
+        // A body declared larger is refused before it is read; one that runs on past the
+        // limit is cut there.
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(RequestBodyLimitLayer::new(body_limit))
+        .layer(middleware::map_response(json_errors))
+}
+
+/// An API path that names no route.
+async fn no_such_route(uri: axum::http::Uri) -> (StatusCode, Json<Value>) {
+    (
+        StatusCode::NOT_FOUND,
+        Json(serde_json::json!({ "error": {
+            "code": "not-found",
+            "message": format!("no API route at `{}`; the routes are under /api/v1/runs, /api/v1/events and /api/v1/tenants", uri.path()),
+        }})),
+    )
 }
 
 /// A run id from the URL, or a `400` saying what is wrong with it.
@@ -148,7 +170,10 @@ async fn list_runs(
         limit,
         cursor,
     };
-    let page = view.list_runs(&query).await.map_err(internal)?;
+    query
+        .check(view.limits())
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let page = view.list_runs(&query).await.map_err(store_error)?;
     Ok(Json(page))
 }
 

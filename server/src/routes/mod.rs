@@ -8,11 +8,13 @@
 mod api;
 mod health;
 mod plans;
+mod server_fns;
 mod sse;
 mod tenant;
 
 use app::{App, shell};
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::get;
 use leptos::prelude::*;
@@ -38,6 +40,8 @@ fn router_with<S: SessionStore + Clone>(
     state: ServerState,
     sessions: SessionManagerLayer<S>,
 ) -> Router {
+    // A start's body holds its payload and, at most, tags and attributes of a few dozen KiB.
+    let body_limit = state.app.limits().max_payload_bytes.saturating_add(1 << 20);
     let routes = generate_route_list(App);
     let app_state = state.app.clone();
     let context = move || provide_context(app_state.clone());
@@ -56,10 +60,15 @@ fn router_with<S: SessionStore + Clone>(
             auth::require_login,
         ))
         .layer(middleware::from_fn(auth::same_origin))
-        .layer(sessions);
+        .layer(sessions)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(
+            body_limit,
+            server_fns::answer_with_status,
+        ));
     Router::new()
         .merge(dashboard)
-        .nest("/api/v1", api::router())
+        .nest("/api/v1", api::router(body_limit))
         .route("/healthz", get(health::healthz))
         .with_state(state)
         .layer(TraceLayer::new_for_http())

@@ -68,6 +68,11 @@ impl TenantView {
         self.reads.scope()
     }
 
+    /// What one request may carry (list filters are checked against it).
+    pub fn limits(&self) -> &durable::model::InputLimits {
+        self.engine.limits()
+    }
+
     /// A page of the tenant's runs matching `query`.
     pub async fn list_runs(&self, query: &RunQuery) -> StoreResult<RunPage> {
         self.reads.list_runs(query).await

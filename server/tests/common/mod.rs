@@ -117,6 +117,23 @@ impl Server {
     }
 }
 
+impl Server {
+    /// The path of the login form's server function, as the login page names it.
+    pub async fn login_action(&self) -> String {
+        let page = reqwest::get(self.url("/login"))
+            .await
+            .expect("GET /login")
+            .text()
+            .await
+            .expect("html");
+        page.split(r#"action=""#)
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("the login form's action")
+            .to_owned()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

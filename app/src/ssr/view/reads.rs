@@ -5,7 +5,7 @@ use durable::model::{Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunP
 
 use super::SessionView;
 use crate::AppError;
-use crate::ssr::internal;
+use crate::ssr::{internal, store_error};
 
 impl SessionView {
     /// One run, if this view sees it.
@@ -13,9 +13,13 @@ impl SessionView {
         self.reads.get_run(id).await.map_err(internal)
     }
 
-    /// A page of the runs this view sees that match `query`.
+    /// A page of the runs this view sees that match `query`; filters over the input limits
+    /// are refused before the store is asked.
     pub async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, AppError> {
-        self.reads.list_runs(query).await.map_err(internal)
+        query
+            .check(self.engine.limits())
+            .map_err(|e| AppError::Invalid(e.to_string()))?;
+        self.reads.list_runs(query).await.map_err(store_error)
     }
 
     /// Counts by status, workflow and tag of the runs this view sees, for the list's facets.

@@ -10,6 +10,7 @@ use durable::store::{Accounts, StoreError};
 use leptos::prelude::*;
 
 use crate::AppError;
+use crate::ssr::PasswordChecks;
 
 /// What the server functions and routes share.
 ///
@@ -27,6 +28,8 @@ pub struct AppState {
     pub leptos_options: LeptosOptions,
     /// Users and settings.
     pub accounts: Arc<dyn Accounts>,
+    /// The few password checks that may run at once, shared by every login.
+    pub passwords: Arc<PasswordChecks>,
     /// The engine: starts runs, owns the store. Reached only by the view module.
     pub(super) engine: Engine,
 }
@@ -37,8 +40,14 @@ impl AppState {
         AppState {
             leptos_options,
             accounts,
+            passwords: Arc::new(PasswordChecks::for_this_machine()),
             engine,
         }
+    }
+
+    /// What one request may carry (the server sizes its body limits by it).
+    pub fn limits(&self) -> &durable::model::InputLimits {
+        self.engine.limits()
     }
 
     /// Whether the store answers, for the health check: a one-row read whose row is dropped

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use super::support::ns;
-use crate::store::{Accounts, NewUser};
+use crate::store::{Accounts, LoginLimit, NewUser, Reservation};
 
 /// Dashboard accounts: "log out everywhere" moves the session epoch on, and failed logins are
-/// counted per key within the window and forgotten on request.
+/// reserved per key before each check, counted within the window, taken back on a right
+/// password and forgotten on request.
 pub async fn accounts_track_sessions_and_failed_logins(accounts: Arc<dyn Accounts>) {
     let user = accounts
         .create_user(
@@ -38,40 +39,106 @@ pub async fn accounts_track_sessions_and_failed_logins(accounts: Arc<dyn Account
 
     let email = "email:a@acme.test".to_owned();
     let ip = "ip:10.0.0.1".to_owned();
-    for at in [100, 200, 300] {
-        accounts
-            .record_login_failure(&[email.clone(), ip.clone()], at)
-            .await
-            .expect("record");
+    let limits = |email_allows: u64, ip_allows: u64| {
+        [
+            LoginLimit {
+                key: email.clone(),
+                allowed: email_allows,
+            },
+            LoginLimit {
+                key: ip.clone(),
+                allowed: ip_allows,
+            },
+        ]
+    };
+    for (n, at) in [100, 200, 300].into_iter().enumerate() {
+        assert_eq!(
+            accounts
+                .reserve_login_attempt(&format!("failed-{n}"), &limits(5, 5), 0, at)
+                .await
+                .expect("reserve"),
+            Reservation::Reserved
+        );
     }
+    // A right password takes its reservation back, under every key.
     accounts
-        .record_login_failure(std::slice::from_ref(&ip), 400)
+        .reserve_login_attempt("right", &limits(5, 5), 0, 350)
         .await
-        .expect("record");
-    let both = [email.clone(), ip.clone()];
-    assert_eq!(accounts.login_failures(&both, 0).await.expect("count"), 4);
-    assert_eq!(accounts.login_failures(&both, 250).await.expect("count"), 2);
+        .expect("reserve");
+    accounts
+        .release_login_attempt("right")
+        .await
+        .expect("release");
+    // Three failures under each key: the email allows three, so it is refused, and nothing is
+    // reserved under the address either.
     assert_eq!(
         accounts
-            .login_failures(std::slice::from_ref(&email), 0)
+            .reserve_login_attempt("refused", &limits(3, 5), 0, 400)
             .await
-            .expect("count"),
-        3
+            .expect("reserve"),
+        Reservation::Refused { key: email.clone() }
     );
+    // Only failures since the window's start count.
+    assert_eq!(
+        accounts
+            .reserve_login_attempt("in-window", &limits(3, 4), 250, 400)
+            .await
+            .expect("reserve"),
+        Reservation::Reserved
+    );
+    // The address now counts four (100, 200, 300, 400): the refused attempt left nothing.
+    assert_eq!(
+        accounts
+            .reserve_login_attempt("over-ip", &limits(9, 4), 0, 500)
+            .await
+            .expect("reserve"),
+        Reservation::Refused { key: ip.clone() }
+    );
+    // Clearing one key leaves the others.
     accounts.clear_login_failures(&email).await.expect("clear");
     assert_eq!(
         accounts
-            .login_failures(std::slice::from_ref(&email), 0)
+            .reserve_login_attempt("cleared", &limits(1, 9), 0, 600)
             .await
-            .expect("count"),
-        0
+            .expect("reserve"),
+        Reservation::Reserved
     );
     assert_eq!(
         accounts
-            .login_failures(std::slice::from_ref(&ip), 0)
+            .reserve_login_attempt("still-counted", &limits(9, 5), 0, 700)
             .await
-            .expect("count"),
-        4,
-        "clearing one key leaves the others"
+            .expect("reserve"),
+        Reservation::Refused { key: ip }
     );
+}
+
+/// Attempts racing for the last failures of a key: exactly as many are reserved as the key
+/// allows, however many run at once (the count and the reservation are one step).
+pub async fn parallel_login_attempts_reserve_no_more_than_allowed(accounts: Arc<dyn Accounts>) {
+    let attempts = (0..40).map(|n| {
+        let accounts = accounts.clone();
+        tokio::spawn(async move {
+            let limits = [
+                LoginLimit {
+                    key: "email:race@acme.test".into(),
+                    allowed: 5,
+                },
+                LoginLimit {
+                    key: format!("ip:10.0.0.{n}"),
+                    allowed: 20,
+                },
+            ];
+            accounts
+                .reserve_login_attempt(&format!("race-{n}"), &limits, 0, 1_000)
+                .await
+                .expect("reserve")
+        })
+    });
+    let mut reserved = 0;
+    for attempt in futures::future::join_all(attempts).await {
+        if attempt.expect("task") == Reservation::Reserved {
+            reserved += 1;
+        }
+    }
+    assert_eq!(reserved, 5);
 }

@@ -7,7 +7,7 @@ use sqlx::postgres::PgRow;
 use super::PgStore;
 use super::rows::db;
 use crate::model::{Millis, Namespace, Role};
-use crate::store::{Accounts, NewUser, StoreError, StoreResult, User};
+use crate::store::{Accounts, LoginLimit, NewUser, Reservation, StoreError, StoreResult, User};
 
 const USER_COLS: &str = "id, email, tenant, role, password_hash, session_epoch";
 
@@ -86,33 +86,69 @@ impl Accounts for PgStore {
         .map_err(db)
     }
 
-    async fn record_login_failure(&self, keys: &[String], now: Millis) -> StoreResult<()> {
+    async fn reserve_login_attempt(
+        &self,
+        attempt: &str,
+        limits: &[LoginLimit],
+        since: Millis,
+        now: Millis,
+    ) -> StoreResult<Reservation> {
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        // Each key's count and insert are serialised across processes by a lock on the key,
+        // taken in one order so two attempts never wait for each other's.
+        let mut keys: Vec<&str> = limits.iter().map(|l| l.key.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in &keys {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                .bind(key)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
         sqlx::query("DELETE FROM login_failures WHERE key = ANY($1) AND at < $2")
-            .bind(keys)
+            .bind(&keys)
             .bind(now - DAY_MS)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db)?;
-        sqlx::query("INSERT INTO login_failures (key, at) SELECT k, $2 FROM UNNEST($1::text[]) k")
-            .bind(keys)
-            .bind(now)
+        for limit in limits {
+            let failed: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM login_failures WHERE key = $1 AND at >= $2",
+            )
+            .bind(&limit.key)
+            .bind(since)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+            if failed.max(0) as u64 >= limit.allowed {
+                tx.rollback().await.map_err(db)?;
+                return Ok(Reservation::Refused {
+                    key: limit.key.clone(),
+                });
+            }
+        }
+        sqlx::query(
+            "INSERT INTO login_failures (key, at, attempt) \
+             SELECT k, $2, $3 FROM UNNEST($1::text[]) k",
+        )
+        .bind(&keys)
+        .bind(now)
+        .bind(attempt)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(Reservation::Reserved)
+    }
+
+    async fn release_login_attempt(&self, attempt: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM login_failures WHERE attempt = $1")
+            .bind(attempt)
             .execute(&self.pool)
             .await
             .map_err(db)?;
         Ok(())
-    }
-
-    async fn login_failures(&self, keys: &[String], since: Millis) -> StoreResult<u64> {
-        let most: Option<i64> = sqlx::query_scalar(
-            "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM login_failures \
-             WHERE key = ANY($1) AND at >= $2 GROUP BY key) per_key",
-        )
-        .bind(keys)
-        .bind(since)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(db)?;
-        Ok(most.unwrap_or(0) as u64)
     }
 
     async fn clear_login_failures(&self, key: &str) -> StoreResult<()> {

@@ -13,13 +13,20 @@ use crate::store::{NewRun, StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};
 
-/// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], anything else
-/// leaves the database unavailable for this call.
+/// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], a value the
+/// database cannot keep (SQLSTATE class 22, data exception, or 54, a program limit such as an
+/// index row too large) is [`StoreError::Refused`], anything else leaves the database
+/// unavailable for this call.
 pub(super) fn db(e: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(d) = &e
-        && d.is_unique_violation()
-    {
-        return StoreError::Conflict(d.message().to_owned());
+    if let sqlx::Error::Database(d) = &e {
+        if d.is_unique_violation() {
+            return StoreError::Conflict(d.message().to_owned());
+        }
+        if d.code()
+            .is_some_and(|c| c.starts_with("22") || c.starts_with("54"))
+        {
+            return StoreError::Refused(d.message().to_owned());
+        }
     }
     StoreError::Unavailable(Box::new(e))
 }

@@ -9,7 +9,7 @@ use super::sql::db;
 use super::sql::optional;
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Role};
-use crate::store::{Accounts, NewUser, StoreError, StoreResult, User};
+use crate::store::{Accounts, LoginLimit, NewUser, Reservation, StoreError, StoreResult, User};
 
 /// How long failed logins are kept.
 const DAY_MS: Millis = 86_400_000;
@@ -114,41 +114,59 @@ impl Accounts for SqliteStore {
             .await
     }
 
-    async fn record_login_failure(&self, keys: &[String], now: Millis) -> StoreResult<()> {
-        let keys = keys.to_vec();
+    async fn reserve_login_attempt(
+        &self,
+        attempt: &str,
+        limits: &[LoginLimit],
+        since: Millis,
+        now: Millis,
+    ) -> StoreResult<Reservation> {
+        let attempt = attempt.to_owned();
+        let limits = limits.to_vec();
+        // One job of the single writer: no other write runs between the count and the insert,
+        // and `BEGIN IMMEDIATE` holds the database's write lock against other processes.
         self.writer
             .write(move |conn| {
-                for key in &keys {
+                for limit in &limits {
                     conn.prepare_cached("DELETE FROM login_failures WHERE key = ? AND at < ?")
                         .map_err(db)?
-                        .execute(params![key, now - DAY_MS])
+                        .execute(params![limit.key, now - DAY_MS])
                         .map_err(db)?;
-                    conn.prepare_cached("INSERT INTO login_failures (key, at) VALUES (?, ?)")
-                        .map_err(db)?
-                        .execute(params![key, now])
-                        .map_err(db)?;
-                }
-                Ok(Wrote::Keep(()))
-            })
-            .await
-    }
-
-    async fn login_failures(&self, keys: &[String], since: Millis) -> StoreResult<u64> {
-        let keys = keys.to_vec();
-        self.readers
-            .read(move |conn| {
-                let mut most = 0u64;
-                for key in &keys {
-                    let n: i64 = conn
+                    let failed: i64 = conn
                         .prepare_cached(
                             "SELECT COUNT(*) FROM login_failures WHERE key = ? AND at >= ?",
                         )
                         .map_err(db)?
-                        .query_row(params![key, since], |r| r.get(0))
+                        .query_row(params![limit.key, since], |r| r.get(0))
                         .map_err(db)?;
-                    most = most.max(n as u64);
+                    if failed as u64 >= limit.allowed {
+                        return Ok(Wrote::Discard(Reservation::Refused {
+                            key: limit.key.clone(),
+                        }));
+                    }
                 }
-                Ok(most)
+                for limit in &limits {
+                    conn.prepare_cached(
+                        "INSERT INTO login_failures (key, at, attempt) VALUES (?, ?, ?)",
+                    )
+                    .map_err(db)?
+                    .execute(params![limit.key, now, attempt])
+                    .map_err(db)?;
+                }
+                Ok(Wrote::Keep(Reservation::Reserved))
+            })
+            .await
+    }
+
+    async fn release_login_attempt(&self, attempt: &str) -> StoreResult<()> {
+        let attempt = attempt.to_owned();
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached("DELETE FROM login_failures WHERE attempt = ?")
+                    .map_err(db)?
+                    .execute([attempt])
+                    .map_err(db)?;
+                Ok(Wrote::Keep(()))
             })
             .await
     }

@@ -113,14 +113,22 @@ pub(super) fn optional<T>(result: rusqlite::Result<T>) -> StoreResult<Option<T>>
     result.optional().map_err(db)
 }
 
-/// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], anything else
-/// leaves the database unavailable for this call.
+/// Maps a driver error: a uniqueness violation is a [`StoreError::Conflict`], a value too big
+/// for SQLite (`SQLITE_TOOBIG`) or out of an integer's range is [`StoreError::Refused`],
+/// anything else leaves the database unavailable for this call.
 pub(super) fn db(e: rusqlite::Error) -> StoreError {
-    if let rusqlite::Error::SqliteFailure(f, msg) = &e
-        && f.code == ErrorCode::ConstraintViolation
-        && matches!(f.extended_code, 1555 | 2067)
-    {
-        return StoreError::Conflict(msg.clone().unwrap_or_else(|| "the row".into()));
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg)
+            if f.code == ErrorCode::ConstraintViolation
+                && matches!(f.extended_code, 1555 | 2067) =>
+        {
+            StoreError::Conflict(msg.clone().unwrap_or_else(|| "the row".into()))
+        }
+        rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::TooBig => {
+            StoreError::Refused(e.to_string())
+        }
+        rusqlite::Error::IntegralValueOutOfRange(..)
+        | rusqlite::Error::ToSqlConversionFailure(_) => StoreError::Refused(e.to_string()),
+        _ => StoreError::Unavailable(Box::new(e)),
     }
-    StoreError::Unavailable(Box::new(e))
 }
