@@ -24,7 +24,7 @@ export LEPTOS_JS_MINIFY := false
 
 ## run: install what is missing, build, and serve the dashboard on http://127.0.0.1:3000
 run: setup build-release
-	$(CARGO_TARGET_DIR)/release/durable serve
+	$(CARGO_TARGET_DIR)/release/durable serve --demo
 
 ## test: every suite (unit, integration, browser)
 test: setup-test test-rust test-e2e

@@ -39,7 +39,7 @@ export default defineConfig({
     trace: 'retain-on-failure',
   },
   webServer: {
-    command: `${bin} serve`,
+    command: `${bin} serve --demo`,
     url: `${baseURL}/healthz`,
     timeout: 60_000,
     reuseExistingServer: false,

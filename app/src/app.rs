@@ -11,6 +11,8 @@ use crate::pages::runs::RunsPage;
 
 /// The HTML document around the app, rendered on the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    crate::ssr::send_page_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en">

@@ -78,7 +78,6 @@ async fn main() -> Result<(), BoxError> {
             cp_env.extend([
                 ("DATABASE_URL", db.as_str()),
                 ("DURABLE_BIND", bind.as_str()),
-                ("DURABLE_NO_DEMO", "true"),
             ]);
             Proc::spawn(&bin, &["control-plane"], &cp_env)
         })

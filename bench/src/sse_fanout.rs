@@ -39,7 +39,7 @@ async fn main() -> Result<(), BoxError> {
     let bind = format!("127.0.0.1:{port}");
     let server = Proc::spawn(
         &bin,
-        &["serve"],
+        &["serve", "--demo"],
         &[
             ("DATABASE_URL", db.as_str()),
             ("DURABLE_BIND", bind.as_str()),

@@ -41,10 +41,12 @@ pub async fn require_login(
 }
 
 /// Refuses a state-changing dashboard request that another site made the browser send (CSRF):
-/// the browser says so in `Sec-Fetch-Site`, or the `Origin` names another host. The session
-/// cookie is `SameSite=Lax` as well; this also covers browsers and subdomains that cookie rule
-/// lets through. Requests without either header (curl, tests) are not from a browser page.
-pub async fn same_origin(req: Request, next: Next) -> Response {
+/// the browser says so in `Sec-Fetch-Site`, or the `Origin` is not the dashboard's own: the
+/// configured public URL (`DURABLE_PUBLIC_URL`) when there is one, else the `Host` the request
+/// was sent to. A client-sent `X-Forwarded-Host` is never trusted for this. The session cookie
+/// is `SameSite=Lax` as well; this also covers browsers and subdomains that cookie rule lets
+/// through. Requests without either header (curl, tests) are not from a browser page.
+pub async fn same_origin(State(state): State<ServerState>, req: Request, next: Next) -> Response {
     use axum::http::{Method, StatusCode, header};
 
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
@@ -54,17 +56,16 @@ pub async fn same_origin(req: Request, next: Next) -> Response {
     let cross_site = headers
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes() == b"cross-site");
-    // Behind a proxy, the host the browser used is the forwarded one.
-    let host = headers
-        .get("x-forwarded-host")
-        .or_else(|| headers.get(header::HOST))
-        .and_then(|h| h.to_str().ok());
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let foreign_origin = headers
         .get(header::ORIGIN)
         .and_then(|o| o.to_str().ok())
-        .is_some_and(|origin| {
-            let authority = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-            Some(authority) != host
+        .is_some_and(|origin| match &state.public_url {
+            Some(public) => !origin.eq_ignore_ascii_case(public.origin()),
+            None => {
+                let authority = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+                Some(authority) != host
+            }
         });
     if cross_site || foreign_origin {
         tracing::warn!(path = %req.uri().path(), "refused a cross-site dashboard request");

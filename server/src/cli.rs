@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use durable::model::{InputLimits, Namespace, Plan, Role};
 use durable::store::NewUser;
 
+use crate::public_url::PublicUrl;
 use crate::secret;
 use crate::{database, roles};
 
@@ -277,9 +278,16 @@ pub struct ServeArgs {
     /// more store round trips; each holds its run's history in memory.
     #[arg(long, env = "DURABLE_MAX_TURNS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_turns: u32,
-    /// Do not create demo users, workflows' demo runs on first start.
-    #[arg(long, env = "DURABLE_NO_DEMO")]
-    pub no_demo: bool,
+    /// Create demo users (their passwords printed once) and demo runs on first start: for
+    /// trying durable out (`make run`), never for a deployment, which adds its users with
+    /// `durable user add`.
+    #[arg(long, env = "DURABLE_DEMO")]
+    pub demo: bool,
+    /// Where browsers reach the dashboard (`https://durable.example.com`), when it sits
+    /// behind a proxy: cross-site requests are judged against it, and over HTTPS the session
+    /// cookie is `Secure` and `__Host-` prefixed.
+    #[arg(long, env = "DURABLE_PUBLIC_URL")]
+    pub public_url: Option<PublicUrl>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -348,7 +356,8 @@ impl ServeArgs {
             namespace,
             lease: Duration::from_secs(self.lease_secs.max(1)),
             max_turns: self.max_turns as usize,
-            demo: !self.no_demo,
+            demo: self.demo,
+            public_url: self.public_url,
             limits: self.limits.limits(),
             cluster,
         })

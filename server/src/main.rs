@@ -7,6 +7,7 @@ mod database;
 mod demo;
 mod error;
 mod live;
+mod public_url;
 mod roles;
 mod routes;
 mod secret;

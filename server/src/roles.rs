@@ -24,6 +24,7 @@ use leptos::config::get_configuration;
 use tokio::sync::watch;
 
 use crate::database::{Database, open_store};
+use crate::public_url::PublicUrl;
 use crate::routes::{self, TenantViews};
 use crate::sessions::session_layer;
 use crate::state::{ServerState, Shutdown};
@@ -48,6 +49,7 @@ pub struct ServeConfig {
     pub lease: Duration,
     pub max_turns: usize,
     pub demo: bool,
+    pub public_url: Option<PublicUrl>,
     pub limits: InputLimits,
     pub cluster: Cluster,
 }
@@ -169,9 +171,14 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         demo::seed(&engine, &*accounts)
             .await
             .context("creating demo data")?;
+    } else if accounts.count_users().await? == 0 {
+        println!(
+            "No dashboard users yet: add an operator with `durable user add --role operator --email you@example.com` (it prints the password), or run with --demo to try durable out with demo users."
+        );
     }
 
-    let sessions = session_layer(&cfg.database_url).await?;
+    let https = cfg.public_url.as_ref().is_some_and(PublicUrl::is_https);
+    let sessions = session_layer(&cfg.database_url, https).await?;
     let mut leptos_options = get_configuration(None)
         .context("reading the Leptos configuration")?
         .leptos_options;
@@ -183,6 +190,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         signer,
         shutdown: Shutdown(stop_rx),
         live: crate::live::LiveHub::new(engine.transport().clone()),
+        public_url: cfg.public_url.clone(),
     };
     let router = routes::router(state, sessions);
     let listener = tokio::net::TcpListener::bind(cfg.bind)

@@ -21,8 +21,9 @@ pub enum Sessions {
 }
 
 /// Sessions in the configured database, expiring after 12 idle hours; expired ones are
-/// deleted every hour.
-pub async fn session_layer(database_url: &str) -> anyhow::Result<Sessions> {
+/// deleted every hour. Over `https`, the cookie is `Secure` and named with the `__Host-`
+/// prefix, which browsers only accept from a secure origin for the whole host.
+pub async fn session_layer(database_url: &str, https: bool) -> anyhow::Result<Sessions> {
     if is_postgres(database_url) {
         let pool = PgPoolOptions::new()
             .max_connections(4)
@@ -35,7 +36,7 @@ pub async fn session_layer(database_url: &str) -> anyhow::Result<Sessions> {
             .await
             .context("creating the session table")?;
         delete_expired(store.clone());
-        return Ok(Sessions::Postgres(configure(store)));
+        return Ok(Sessions::Postgres(configure(store, https)));
     }
     let pool = SqlitePoolOptions::new()
         .max_connections(2)
@@ -48,7 +49,7 @@ pub async fn session_layer(database_url: &str) -> anyhow::Result<Sessions> {
         .await
         .context("creating the session table")?;
     delete_expired(store.clone());
-    Ok(Sessions::Sqlite(configure(store)))
+    Ok(Sessions::Sqlite(configure(store, https)))
 }
 
 /// Deletes expired sessions every hour, so the table holds live ones only.
@@ -64,14 +65,19 @@ fn delete_expired<S: ExpiredDeletion>(store: S) {
     });
 }
 
-fn configure<S: SessionStore>(store: S) -> SessionManagerLayer<S> {
+fn configure<S: SessionStore>(store: S, https: bool) -> SessionManagerLayer<S> {
     SessionManagerLayer::new(store)
-        .with_name("durable_session")
+        .with_name(if https {
+            "__Host-durable_session"
+        } else {
+            "durable_session"
+        })
+        .with_path("/")
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
         // Saved on every request, so the 12 hours count from the last one, not from the login.
         .with_always_save(true)
-        .with_secure(std::env::var("DURABLE_SECURE_COOKIES").is_ok_and(|v| v == "true"))
+        .with_secure(https)
         .with_expiry(Expiry::OnInactivity(
             tower_sessions::cookie::time::Duration::hours(12),
         ))

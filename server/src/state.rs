@@ -10,6 +10,7 @@ use leptos::prelude::LeptosOptions;
 use tokio::sync::watch;
 
 use crate::live;
+use crate::public_url::PublicUrl;
 use crate::routes::TenantViews;
 
 /// Everything a request handler can reach.
@@ -25,6 +26,8 @@ pub struct ServerState {
     pub shutdown: Shutdown,
     /// Live tenant events, shared among every SSE client of a scope.
     pub live: live::LiveHub,
+    /// Where browsers reach the dashboard, when configured: the CSRF check's origin.
+    pub public_url: Option<PublicUrl>,
 }
 
 /// Flips to `true` at shutdown, so long-lived responses (live streams) end and the server can

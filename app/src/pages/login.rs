@@ -31,7 +31,7 @@ const MAX_PASSWORD_BYTES: usize = 1024;
 pub async fn login(email: String, password: String) -> Result<(), AppError> {
     crate::ssr::reply(
         async move {
-            use crate::ssr::{EPOCH_KEY, USER_KEY, app_state, internal, session};
+            use crate::ssr::{EPOCH_KEY, LOGGED_IN_AT_KEY, USER_KEY, app_state, internal, session};
             use durable::store::{LoginLimit, Reservation};
 
             let state = app_state()?;
@@ -107,6 +107,10 @@ pub async fn login(email: String, password: String) -> Result<(), AppError> {
             session.insert(USER_KEY, user.id).await.map_err(internal)?;
             session
                 .insert(EPOCH_KEY, user.session_epoch)
+                .await
+                .map_err(internal)?;
+            session
+                .insert(LOGGED_IN_AT_KEY, now)
                 .await
                 .map_err(internal)?;
             tracing::info!(user = %user.email, "logged in");

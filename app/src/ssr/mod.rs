@@ -6,11 +6,15 @@
 //! cannot read or act on the unscoped store by accident.
 
 mod password;
+mod policy;
 mod reply;
 mod session;
 mod view;
 
 pub use password::{PasswordChecks, dummy_hash, hash_password, verify_password};
+pub use policy::{page_policy, send_page_policy};
 pub use reply::{engine_error, internal, reply, store_error};
-pub use session::{EPOCH_KEY, USER_KEY, me, session, session_user, user_of};
+pub use session::{
+    EPOCH_KEY, LOGGED_IN_AT_KEY, SESSION_LIFETIME_MS, USER_KEY, me, session, session_user, user_of,
+};
 pub use view::{AppState, Need, SessionView, ViewRefused, app_state, session_scope};

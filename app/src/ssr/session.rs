@@ -14,6 +14,14 @@ pub const USER_KEY: &str = "user_id";
 /// user's epoch on, and every session holding an older one stops working.
 pub const EPOCH_KEY: &str = "session_epoch";
 
+/// The session key holding when the user logged in (ms since the epoch): a session ends
+/// [`SESSION_LIFETIME_MS`] after it, however active.
+pub const LOGGED_IN_AT_KEY: &str = "logged_in_at";
+
+/// The longest a session lasts from its login, active or not (idle ones end sooner): a stolen
+/// session cookie stops working within a day.
+pub const SESSION_LIFETIME_MS: i64 = 24 * 3_600_000;
+
 /// The current request's session.
 pub async fn session() -> Result<Session, AppError> {
     leptos_axum::extract::<Session>().await.map_err(internal)
@@ -27,16 +35,23 @@ pub async fn session_user() -> Result<User, AppError> {
         .ok_or(AppError::Unauthorized)
 }
 
-/// The user `session` belongs to, if it is still valid: the user exists and nobody logged it
-/// out everywhere since. An invalid session is emptied on the way. Used by the pages and by
-/// the live event stream alike.
+/// The user `session` belongs to, if it is still valid: the user exists, nobody logged it out
+/// everywhere since, and its login is less than [`SESSION_LIFETIME_MS`] old. An invalid
+/// session is emptied on the way. Used by the pages and by the live event stream alike.
 pub async fn user_of(accounts: &dyn Accounts, session: &Session) -> Result<Option<User>, AppError> {
+    use durable::runtime::{Clock, SystemClock};
+
     let Some(id) = session.get::<i64>(USER_KEY).await.map_err(internal)? else {
         return Ok(None);
     };
     let epoch = session.get::<i64>(EPOCH_KEY).await.map_err(internal)?;
+    let logged_in_at = session
+        .get::<i64>(LOGGED_IN_AT_KEY)
+        .await
+        .map_err(internal)?;
+    let fresh = logged_in_at.is_some_and(|at| SystemClock.now() - at < SESSION_LIFETIME_MS);
     match accounts.user_by_id(id).await.map_err(internal)? {
-        Some(user) if epoch.unwrap_or(0) == user.session_epoch => Ok(Some(user)),
+        Some(user) if fresh && epoch.unwrap_or(0) == user.session_epoch => Ok(Some(user)),
         _ => {
             session.flush().await.map_err(internal)?;
             Ok(None)
@@ -50,5 +65,53 @@ pub fn me(user: &User) -> Me {
         email: user.email.clone(),
         tenant: user.tenant.clone(),
         role: user.role,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use durable::model::Role;
+    use durable::runtime::{Clock, SystemClock};
+    use durable::store::NewUser;
+    use durable::testing::TwoTenants;
+    use tower_sessions::{MemoryStore, Session};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_session_ends_a_day_after_its_login_however_active() {
+        let world = TwoTenants::new().await;
+        let accounts: &dyn Accounts = world.sqlite.as_ref();
+        let user = accounts
+            .create_user(
+                NewUser {
+                    email: "ada@acme.test".into(),
+                    tenant: None,
+                    role: Role::Operator,
+                    password_hash: "x".into(),
+                },
+                0,
+            )
+            .await
+            .expect("user");
+        let now = SystemClock.now();
+        for (logged_in_at, valid) in [
+            (Some(now - 3_600_000), true),
+            (Some(now - SESSION_LIFETIME_MS - 1), false),
+            // A session from before logins were stamped.
+            (None, false),
+        ] {
+            let session = Session::new(None, Arc::new(MemoryStore::default()), None);
+            session.insert(USER_KEY, user.id).await.expect("insert");
+            session.insert(EPOCH_KEY, 0i64).await.expect("insert");
+            if let Some(at) = logged_in_at {
+                session.insert(LOGGED_IN_AT_KEY, at).await.expect("insert");
+            }
+            let seen = user_of(accounts, &session).await.expect("read");
+            assert_eq!(seen.is_some(), valid, "logged in at {logged_in_at:?}");
+        }
+        world.stop().await;
     }
 }

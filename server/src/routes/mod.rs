@@ -6,6 +6,7 @@
 //! [`app::ssr::SessionView`].
 
 mod api;
+mod headers;
 mod health;
 mod plans;
 mod server_fns;
@@ -59,17 +60,22 @@ fn router_with<S: SessionStore + Clone>(
             state.clone(),
             auth::require_login,
         ))
-        .layer(middleware::from_fn(auth::same_origin))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::same_origin,
+        ))
         .layer(sessions)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(
             body_limit,
             server_fns::answer_with_status,
         ));
+    let https = state.public_url.as_ref().is_some_and(|u| u.is_https());
     Router::new()
         .merge(dashboard)
         .nest("/api/v1", api::router(body_limit))
         .route("/healthz", get(health::healthz))
         .with_state(state)
+        .layer(middleware::from_fn_with_state(https, headers::secure))
         .layer(TraceLayer::new_for_http())
 }

@@ -146,7 +146,6 @@ fn spawn(dir: &Path, port: u16, role: &str, envs: &[(&str, String)]) -> Child {
     cmd.arg(role)
         .env("DATABASE_URL", db_url(dir))
         .env("DURABLE_BIND", format!("127.0.0.1:{port}"))
-        .env("DURABLE_NO_DEMO", "true")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());

@@ -44,6 +44,7 @@ impl World {
             signer: TokenSigner::new(vec![42u8; 32]).expect("signer"),
             shutdown: Shutdown(stop_rx),
             live: LiveHub::new(runs.transport.clone()),
+            public_url: None,
         };
         World {
             acme: runs.acme.clone(),
