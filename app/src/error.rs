@@ -15,6 +15,9 @@ pub enum AppError {
     /// Wrong email or password (deliberately not saying which).
     #[error("wrong email or password")]
     BadCredentials,
+    /// The right password of an account an operator disabled.
+    #[error("this account is disabled; ask an operator to enable it (durable user enable)")]
+    AccountDisabled,
     /// Too many failed logins for this email or address; wait before trying again.
     #[error(
         "too many failed logins; wait {retry_after_minutes} minutes and try again, or ask an operator to reset your password"
@@ -51,7 +54,7 @@ impl AppError {
     pub fn status(&self) -> u16 {
         match self {
             AppError::Unauthorized | AppError::BadCredentials => 401,
-            AppError::Forbidden => 403,
+            AppError::Forbidden | AppError::AccountDisabled => 403,
             AppError::TooManyAttempts { .. } | AppError::Busy => 429,
             AppError::TooLarge { .. } => 413,
             AppError::Invalid(_) => 400,

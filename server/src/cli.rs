@@ -1,18 +1,15 @@
-//! The command line: `serve`, `control-plane`, `worker`, `migrate`, `user add`, `token issue`,
-//! `tenant plan`, `run`.
+//! The command line: `serve`, `control-plane`, `worker`, `migrate`, `user` (in [`crate::users`]),
+//! `token issue`, `tenant plan`, `run`.
 
-use std::io::{BufRead, IsTerminal};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use durable::model::{InputLimits, Namespace, Plan, Role};
-use durable::store::NewUser;
+use durable::model::{InputLimits, Namespace, Plan};
 
 use crate::public_url::PublicUrl;
-use crate::secret;
-use crate::{database, roles};
+use crate::{database, roles, secret, users};
 
 /// A multi-tenant durable workflow engine with a live dashboard.
 #[derive(Debug, Parser)]
@@ -90,7 +87,7 @@ pub enum Command {
     Migrate,
     /// Manage dashboard users.
     #[command(subcommand)]
-    User(UserCommand),
+    User(users::UserCommand),
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -401,27 +398,6 @@ pub struct WorkerArgs {
     pub cluster: ClusterArgs,
 }
 
-/// `durable user …`
-#[derive(Debug, Subcommand)]
-pub enum UserCommand {
-    /// Add a user. The password is generated and printed, or read from stdin with
-    /// `--password-stdin`.
-    Add {
-        /// The tenant the user belongs to (not for operators).
-        #[arg(long)]
-        tenant: Option<String>,
-        /// viewer, admin or operator.
-        #[arg(long)]
-        role: Role,
-        /// Login email.
-        #[arg(long)]
-        email: String,
-        /// Read the password from the first line of stdin.
-        #[arg(long)]
-        password_stdin: bool,
-    },
-}
-
 /// `durable token …`
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
@@ -505,55 +481,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("migrations applied to {}", roles::redact(&cli.db.url()));
             Ok(())
         }
-        Command::User(UserCommand::Add {
-            tenant,
-            role,
-            email,
-            password_stdin,
-        }) => {
-            let tenant = match (role, tenant) {
-                (Role::Operator, None) => None,
-                (Role::Operator, Some(_)) => {
-                    bail!("an operator sees every namespace; drop --tenant")
-                }
-                (_, None) => bail!("a {role} belongs to one tenant; pass --tenant NAME"),
-                (_, Some(t)) => Some(Namespace::tenant(&t)?),
-            };
-            let email = email.trim().to_lowercase();
-            if !email.contains('@') || email.len() > 254 {
-                bail!("`{email}` is not an email address");
-            }
-            let (password, generated) = if password_stdin {
-                (read_password_line()?, false)
-            } else {
-                (secret::generate_password(), true)
-            };
-            let db = database::open_store(&cli.db.url()).await?;
-            let hash = app::ssr::hash_password(&password)
-                .map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))?;
-            let user = db
-                .accounts
-                .create_user(
-                    NewUser {
-                        email,
-                        tenant,
-                        role,
-                        password_hash: hash,
-                    },
-                    secret::now_ms(),
-                )
-                .await?;
-            println!(
-                "added {} ({}{})",
-                user.email,
-                user.role,
-                user.tenant.map(|t| format!(" of {t}")).unwrap_or_default()
-            );
-            if generated {
-                println!("password: {password}");
-            }
-            Ok(())
-        }
+        Command::User(command) => users::run(&cli.db.url(), command).await,
         Command::Run(args) => run_verb(&cli.db.url(), args).await,
         Command::Token(TokenCommand::Issue { tenant, operator }) => {
             let tenant = tenant.map(|t| Namespace::tenant(&t)).transpose()?;
@@ -601,23 +529,6 @@ async fn plan_command(database_url: &str, command: PlanCommand) -> anyhow::Resul
     }
     println!("{}", serde_json::to_string_pretty(&shown)?);
     Ok(())
-}
-
-fn read_password_line() -> anyhow::Result<String> {
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        eprint!("password: ");
-    }
-    let mut line = String::new();
-    stdin
-        .lock()
-        .read_line(&mut line)
-        .context("reading the password from stdin")?;
-    let password = line.trim_end_matches(['\r', '\n']).to_owned();
-    if password.chars().count() < 8 {
-        bail!("the password must have at least 8 characters");
-    }
-    Ok(password)
 }
 
 async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {

@@ -182,26 +182,11 @@ async fn a_namespaced_control_plane_keeps_its_traffic_under_its_own_prefix() {
 /// Logs `email` in on `server` as a browser without wasm does (a plain post of the login
 /// form to its own action) and returns the session cookie it was given.
 async fn session_cookie(server: &Server, email: &str, password: &str) -> String {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
     let action = server.login_action().await;
-    let answer = client
-        .post(server.url(&action))
-        .form(&[("email", email), ("password", password)])
-        .send()
-        .await
-        .expect("POST the login form");
-    answer
-        .headers()
-        .get_all(reqwest::header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with("durable_session="))
-        .and_then(|v| v.split(';').next())
+    let answer = common::post_login_form(server, &action, email, password, &[]).await;
+    common::set_session_cookie(&answer)
+        .and_then(|v| v.split(';').next().map(str::to_owned))
         .unwrap_or_else(|| panic!("no session after logging in: {}", answer.status()))
-        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

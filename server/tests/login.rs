@@ -5,7 +5,7 @@ mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use common::{Server, cli, tempdir};
+use common::{Server, cli, post_login_form, set_session_cookie, tempdir};
 use reqwest::StatusCode;
 use tokio::task::JoinSet;
 
@@ -145,4 +145,110 @@ async fn a_burst_of_password_checks_holds_bounded_memory() {
     )
     .await;
     assert_eq!(again, StatusCode::UNAUTHORIZED);
+}
+
+/// Logs in with a plain post; the session cookie when the login succeeded, else its status.
+async fn log_in(
+    server: &Server,
+    action: &str,
+    email: &str,
+    password: &str,
+) -> Result<String, StatusCode> {
+    let answer = post_login_form(server, action, email, password, &[]).await;
+    let cookie = set_session_cookie(&answer).and_then(|v| v.split(';').next().map(str::to_owned));
+    match cookie {
+        Some(cookie) if !answer.status().is_client_error() => Ok(cookie),
+        _ => Err(answer.status()),
+    }
+}
+
+/// Whether `cookie`'s session still opens the dashboard (rather than sending to the login).
+async fn session_works(server: &Server, cookie: &str) -> bool {
+    let page = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .get(server.url("/"))
+        .header(reqwest::header::COOKIE, cookie)
+        .send()
+        .await
+        .expect("GET /");
+    page.status() == StatusCode::OK
+}
+
+/// `durable user <verb> --email EMAIL`; its output.
+fn user_verb(server: &Server, verb: &str, email: &str) -> String {
+    cli(&server.db_url, &["user", verb, "--email", email])
+}
+
+fn printed_password(output: &str) -> String {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix("password: "))
+        .expect("a generated password")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_unlocks_resets_and_disables_accounts() {
+    let dir = tempdir();
+    let server = Server::start(&dir, &[]).await;
+    let action = server.login_action().await;
+    let email = "ada@acme.test";
+    let first = printed_password(&cli(
+        &server.db_url,
+        &[
+            "user", "add", "--tenant", "acme", "--role", "admin", "--email", email,
+        ],
+    ));
+
+    // Locked out by five wrong passwords; unlocked, the right one works.
+    for n in 0..5 {
+        assert_eq!(
+            log_in(&server, &action, email, &format!("wrong-{n}")).await,
+            Err(StatusCode::UNAUTHORIZED)
+        );
+    }
+    assert_eq!(
+        log_in(&server, &action, email, &first).await,
+        Err(StatusCode::TOO_MANY_REQUESTS)
+    );
+    assert!(user_verb(&server, "unlock", email).contains("failed logins cleared"));
+    let session = log_in(&server, &action, email, &first)
+        .await
+        .expect("logged in");
+    assert!(session_works(&server, &session).await);
+
+    // A new password ends the sessions of the old one, which no longer logs in.
+    let second = printed_password(&user_verb(&server, "passwd", email));
+    assert!(!session_works(&server, &session).await);
+    assert_eq!(
+        log_in(&server, &action, email, &first).await,
+        Err(StatusCode::UNAUTHORIZED)
+    );
+    let session = log_in(&server, &action, email, &second)
+        .await
+        .expect("logged in");
+
+    // Disabled: its session ends and even the right password is refused; enabled, it logs in.
+    assert!(user_verb(&server, "disable", email).contains("disabled"));
+    assert!(!session_works(&server, &session).await);
+    assert_eq!(
+        log_in(&server, &action, email, &second).await,
+        Err(StatusCode::FORBIDDEN)
+    );
+    assert!(user_verb(&server, "enable", email).contains("enabled"));
+    let session = log_in(&server, &action, email, &second)
+        .await
+        .expect("logged in");
+    assert!(session_works(&server, &session).await);
+
+    // A user that does not exist is named, and nothing changes.
+    let refused = std::process::Command::new(common::BIN)
+        .args(["user", "disable", "--email", "nobody@acme.test"])
+        .env("DATABASE_URL", &server.db_url)
+        .output()
+        .expect("run durable");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no user `nobody@acme.test`"));
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Server, cli, tempdir};
+use common::{Server, cli, post_login_form, set_session_cookie, tempdir};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
@@ -96,15 +96,11 @@ async fn every_response_carries_the_security_headers() {
     assert_hardened(health.headers(), "the health check");
 }
 
-/// Posts the login form with `headers`; the answer's status.
+/// Posts a wrong login with `headers`; the answer's status.
 async fn post_login(server: &Server, action: &str, headers: &[(&str, &str)]) -> StatusCode {
-    let mut request = reqwest::Client::new()
-        .post(server.url(action))
-        .form(&[("email", "nobody@acme.test"), ("password", "guess")]);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    request.send().await.expect("POST the login").status()
+    post_login_form(server, action, "nobody@acme.test", "guess", headers)
+        .await
+        .status()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,24 +164,9 @@ async fn behind_https_the_public_origin_is_judged_and_the_cookie_is_secure() {
         .lines()
         .find_map(|l| l.strip_prefix("password: "))
         .expect("a generated password");
-    let answer = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
-        .post(server.url(&action))
-        .header("origin", public)
-        .form(&[("email", email), ("password", password)])
-        .send()
-        .await
-        .expect("log in");
-    let cookie = answer
-        .headers()
-        .get_all(reqwest::header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.contains("durable_session="))
-        .unwrap_or_else(|| panic!("no session cookie: {:?}", answer.headers()))
-        .to_owned();
+    let answer = post_login_form(&server, &action, email, password, &[("origin", public)]).await;
+    let cookie = set_session_cookie(&answer)
+        .unwrap_or_else(|| panic!("no session cookie: {:?}", answer.headers()));
     assert!(cookie.starts_with("__Host-durable_session="), "{cookie}");
     for part in ["Secure", "HttpOnly", "SameSite=Lax", "Path=/"] {
         assert!(cookie.contains(part), "{part} in {cookie}");

@@ -51,7 +51,7 @@ pub async fn login(email: String, password: String) -> Result<(), AppError> {
             }
             use durable::runtime::{Clock, SystemClock};
             let now = SystemClock.now();
-            let email_key = format!("email:{email}");
+            let email_key = crate::ssr::login_failures_key(&email);
             let address = leptos_axum::extract::<
                 axum::extract::ConnectInfo<std::net::SocketAddr>,
             >()
@@ -97,6 +97,10 @@ pub async fn login(email: String, password: String) -> Result<(), AppError> {
                 (true, Some(user)) => user,
                 _ => return Err(AppError::BadCredentials),
             };
+            if user.disabled {
+                // Said only to whoever knows the password; it counts as a failure.
+                return Err(AppError::AccountDisabled);
+            }
             release(accounts.as_ref(), &attempt).await;
             accounts
                 .clear_login_failures(&email_key)

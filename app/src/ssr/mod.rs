@@ -18,3 +18,9 @@ pub use session::{
     EPOCH_KEY, LOGGED_IN_AT_KEY, SESSION_LIFETIME_MS, USER_KEY, me, session, session_user, user_of,
 };
 pub use view::{AppState, Need, SessionView, ViewRefused, app_state, session_scope};
+
+/// The key the failed logins of `email` are counted under: the login form's limit and
+/// `durable user unlock|passwd`, which clear it, must agree on it.
+pub fn login_failures_key(email: &str) -> String {
+    format!("email:{email}")
+}

@@ -35,8 +35,9 @@ pub async fn session_user() -> Result<User, AppError> {
         .ok_or(AppError::Unauthorized)
 }
 
-/// The user `session` belongs to, if it is still valid: the user exists, nobody logged it out
-/// everywhere since, and its login is less than [`SESSION_LIFETIME_MS`] old. An invalid
+/// The user `session` belongs to, if it is still valid: the user exists and is not disabled,
+/// nobody logged it out everywhere since, and its login is less than [`SESSION_LIFETIME_MS`]
+/// old. An invalid
 /// session is emptied on the way. Used by the pages and by the live event stream alike.
 pub async fn user_of(accounts: &dyn Accounts, session: &Session) -> Result<Option<User>, AppError> {
     use durable::runtime::{Clock, SystemClock};
@@ -51,7 +52,9 @@ pub async fn user_of(accounts: &dyn Accounts, session: &Session) -> Result<Optio
         .map_err(internal)?;
     let fresh = logged_in_at.is_some_and(|at| SystemClock.now() - at < SESSION_LIFETIME_MS);
     match accounts.user_by_id(id).await.map_err(internal)? {
-        Some(user) if fresh && epoch.unwrap_or(0) == user.session_epoch => Ok(Some(user)),
+        Some(user) if fresh && !user.disabled && epoch.unwrap_or(0) == user.session_epoch => {
+            Ok(Some(user))
+        }
         _ => {
             session.flush().await.map_err(internal)?;
             Ok(None)

@@ -18,6 +18,17 @@ pub struct User {
     pub password_hash: String,
     /// Bumped by "log out everywhere": a session made at another epoch is no longer valid.
     pub session_epoch: i64,
+    /// An operator disabled the account: it cannot log in.
+    pub disabled: bool,
+}
+
+/// What an operator changes about an account; every change also ends its sessions.
+#[derive(Clone, Debug, Default)]
+pub struct AccountChange {
+    /// A new PHC-format password hash.
+    pub password_hash: Option<String>,
+    /// Disable (`true`) or enable (`false`) the account.
+    pub disabled: Option<bool>,
 }
 
 /// A user to create.
@@ -64,6 +75,10 @@ pub trait Accounts: Send + Sync + 'static {
     async fn user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
     /// Looks a user up by id.
     async fn user_by_id(&self, id: i64) -> StoreResult<Option<User>>;
+    /// Applies `change` to user `email` and moves its session epoch on, so every session it
+    /// has ends; the user as it is now, or `None` when no such user exists.
+    async fn change_account(&self, email: &str, change: AccountChange)
+    -> StoreResult<Option<User>>;
     /// How many users exist (first start creates the demo ones when there are none).
     async fn count_users(&self) -> StoreResult<u64>;
     /// Ends every session of user `id` ("log out everywhere") by moving its session epoch on;

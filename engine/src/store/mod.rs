@@ -22,7 +22,7 @@ mod sqlite;
 #[cfg(any(test, feature = "test-util"))]
 pub mod conformance;
 
-pub use accounts::{Accounts, LoginLimit, NewUser, Reservation, User};
+pub use accounts::{AccountChange, Accounts, LoginLimit, NewUser, Reservation, User};
 pub use api::{Dispatches, Leases, Plans, RunControl, RunReads, Store, Turns, Upkeep};
 pub use error::{StoreError, StoreResult};
 #[cfg(feature = "postgres")]

@@ -134,6 +134,38 @@ impl Server {
     }
 }
 
+/// Posts the login form to its server function `action` as a browser without wasm does (no
+/// redirect followed), with extra `headers`; the answer.
+pub async fn post_login_form(
+    server: &Server,
+    action: &str,
+    email: &str,
+    password: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .post(server.url(action))
+        .form(&[("email", email), ("password", password)]);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("POST the login form")
+}
+
+/// The session cookie `answer` sets, whole (`name=value; attributes`), if it sets one.
+pub fn set_session_cookie(answer: &reqwest::Response) -> Option<String> {
+    answer
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.contains("durable_session="))
+        .map(str::to_owned)
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -27,6 +27,7 @@ fn user(email: &str, tenant: Option<&str>, role: Role) -> User {
         role,
         password_hash: String::new(),
         session_epoch: 0,
+        disabled: false,
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::support::ns;
-use crate::store::{Accounts, LoginLimit, NewUser, Reservation};
+use crate::store::{AccountChange, Accounts, LoginLimit, NewUser, Reservation};
 
 /// Dashboard accounts: "log out everywhere" moves the session epoch on, and failed logins are
 /// reserved per key before each check, counted within the window, taken back on a right
@@ -34,6 +34,74 @@ pub async fn accounts_track_sessions_and_failed_logins(accounts: Arc<dyn Account
     assert_eq!(reread.session_epoch, 1);
     assert_eq!(
         accounts.bump_session_epoch(9_999).await.expect("bump"),
+        None
+    );
+
+    // An operator's change: a new password, then disabled, then enabled; each ends the
+    // account's sessions, and the other fields stay.
+    let changed = accounts
+        .change_account(
+            "a@acme.test",
+            AccountChange {
+                password_hash: Some("y".into()),
+                ..AccountChange::default()
+            },
+        )
+        .await
+        .expect("change")
+        .expect("user");
+    assert_eq!(
+        (
+            changed.password_hash.as_str(),
+            changed.disabled,
+            changed.session_epoch
+        ),
+        ("y", false, 2)
+    );
+    let disabled = accounts
+        .change_account(
+            "a@acme.test",
+            AccountChange {
+                disabled: Some(true),
+                ..AccountChange::default()
+            },
+        )
+        .await
+        .expect("change")
+        .expect("user");
+    assert_eq!(
+        (
+            disabled.password_hash.as_str(),
+            disabled.disabled,
+            disabled.session_epoch
+        ),
+        ("y", true, 3)
+    );
+    assert!(
+        accounts
+            .user_by_email("a@acme.test")
+            .await
+            .expect("read")
+            .expect("user")
+            .disabled
+    );
+    let enabled = accounts
+        .change_account(
+            "a@acme.test",
+            AccountChange {
+                disabled: Some(false),
+                ..AccountChange::default()
+            },
+        )
+        .await
+        .expect("change")
+        .expect("user");
+    assert!(!enabled.disabled);
+    assert_eq!(
+        accounts
+            .change_account("nobody@acme.test", AccountChange::default())
+            .await
+            .expect("change"),
         None
     );
 

@@ -7,9 +7,11 @@ use sqlx::postgres::PgRow;
 use super::PgStore;
 use super::rows::db;
 use crate::model::{Millis, Namespace, Role};
-use crate::store::{Accounts, LoginLimit, NewUser, Reservation, StoreError, StoreResult, User};
+use crate::store::{
+    AccountChange, Accounts, LoginLimit, NewUser, Reservation, StoreError, StoreResult, User,
+};
 
-const USER_COLS: &str = "id, email, tenant, role, password_hash, session_epoch";
+const USER_COLS: &str = "id, email, tenant, role, password_hash, session_epoch, disabled";
 
 /// How long failed logins are kept.
 const DAY_MS: Millis = 86_400_000;
@@ -25,6 +27,7 @@ fn user_from_row(row: &PgRow) -> StoreResult<User> {
         role: role.parse::<Role>().map_err(StoreError::Corrupt)?,
         password_hash: row.try_get(4).map_err(corrupt)?,
         session_epoch: row.try_get(5).map_err(corrupt)?,
+        disabled: row.try_get(6).map_err(corrupt)?,
     })
 }
 
@@ -64,6 +67,25 @@ impl Accounts for PgStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db)?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn change_account(
+        &self,
+        email: &str,
+        change: AccountChange,
+    ) -> StoreResult<Option<User>> {
+        let row = sqlx::query(&format!(
+            "UPDATE users SET password_hash = COALESCE($2, password_hash), \
+             disabled = COALESCE($3, disabled), session_epoch = session_epoch + 1 \
+             WHERE email = $1 RETURNING {USER_COLS}"
+        ))
+        .bind(email)
+        .bind(change.password_hash)
+        .bind(change.disabled)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db)?;
         row.as_ref().map(user_from_row).transpose()
     }
 

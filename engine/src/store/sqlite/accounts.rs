@@ -9,12 +9,14 @@ use super::sql::db;
 use super::sql::optional;
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Role};
-use crate::store::{Accounts, LoginLimit, NewUser, Reservation, StoreError, StoreResult, User};
+use crate::store::{
+    AccountChange, Accounts, LoginLimit, NewUser, Reservation, StoreError, StoreResult, User,
+};
 
 /// How long failed logins are kept.
 const DAY_MS: Millis = 86_400_000;
 
-const USER_COLS: &str = "id, email, tenant, role, password_hash, session_epoch";
+const USER_COLS: &str = "id, email, tenant, role, password_hash, session_epoch, disabled";
 
 fn user_from_row(row: &Row<'_>) -> StoreResult<User> {
     let tenant: Option<String> = col(row, "tenant")?;
@@ -26,6 +28,7 @@ fn user_from_row(row: &Row<'_>) -> StoreResult<User> {
         role: role.parse::<Role>().map_err(StoreError::Corrupt)?,
         password_hash: col(row, "password_hash")?,
         session_epoch: col(row, "session_epoch")?,
+        disabled: col(row, "disabled")?,
     })
 }
 
@@ -85,6 +88,29 @@ impl Accounts for SqliteStore {
 
     async fn user_by_id(&self, id: i64) -> StoreResult<Option<User>> {
         self.user_where("id", id.into()).await
+    }
+
+    async fn change_account(
+        &self,
+        email: &str,
+        change: AccountChange,
+    ) -> StoreResult<Option<User>> {
+        let email = email.to_owned();
+        self.writer
+            .write(move |conn| {
+                let sql = format!(
+                    "UPDATE users SET password_hash = COALESCE(?, password_hash), \
+                     disabled = COALESCE(?, disabled), session_epoch = session_epoch + 1 \
+                     WHERE email = ? RETURNING {USER_COLS}"
+                );
+                let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
+                let mut rows = stmt
+                    .query(params![change.password_hash, change.disabled, email])
+                    .map_err(db)?;
+                let user = rows.next().map_err(db)?.map(user_from_row).transpose()?;
+                Ok(Wrote::Keep(user))
+            })
+            .await
     }
 
     async fn count_users(&self) -> StoreResult<u64> {
