@@ -57,6 +57,14 @@ async fn parallel_login_attempts_reserve_no_more_than_allowed() {
 }
 
 #[tokio::test]
+async fn api_tokens_are_found_listed_and_revoked() {
+    let Some(store) = fresh_pg().await else {
+        return;
+    };
+    durable::store::conformance::api_tokens_are_found_listed_and_revoked(Arc::new(store)).await;
+}
+
+#[tokio::test]
 async fn accounts_track_sessions_and_failed_logins() {
     let Some(store) = fresh_pg().await else {
         return;

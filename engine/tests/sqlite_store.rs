@@ -41,6 +41,14 @@ async fn parallel_login_attempts_reserve_no_more_than_allowed() {
 }
 
 #[tokio::test]
+async fn api_tokens_are_found_listed_and_revoked() {
+    durable::store::conformance::api_tokens_are_found_listed_and_revoked(Arc::new(
+        fresh_sqlite().await,
+    ))
+    .await;
+}
+
+#[tokio::test]
 async fn accounts_track_sessions_and_failed_logins() {
     durable::store::conformance::accounts_track_sessions_and_failed_logins(Arc::new(
         fresh_sqlite().await,

@@ -1,16 +1,18 @@
-//! Who is asking. The dashboard knows its user from the session; the API from a signed tenant
+//! Who is asking. The dashboard knows its user from the session; the API from a stored API
 //! token. Neither ever takes the tenant from the URL, a query string or a body.
 
 use axum::extract::{Request, State};
+use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use durable::gateway::TokenSigner;
-use durable::model::Namespace;
+use durable::gateway::{API_TOKEN_PREFIX, ApiTokenError, check_api_token};
+use durable::model::{ApiToken, Namespace, TokenScope};
 use tower_sessions::Session;
 
 use crate::error::ApiError;
+use crate::secret::now_ms;
 use crate::state::ServerState;
 
 /// Sends a visitor without a valid session (none, or one ended by "log out everywhere") to the
@@ -78,22 +80,28 @@ pub async fn same_origin(State(state): State<ServerState>, req: Request, next: N
     next.run(req).await
 }
 
-/// The tenant of an API request, from its verified `Authorization: Bearer <token>`: the only
-/// place the API learns who is asking. `TenantView` (`routes/tenant.rs`) is built from it.
-pub fn bearer_tenant(parts: &Parts, signer: &TokenSigner) -> Result<Namespace, ApiError> {
-    let token = bearer(parts)?;
-    if signer.is_operator(token) {
+/// The tenant of an API request, from its `Authorization: Bearer <token>`: an API token that is
+/// live (not revoked, not expired; looked up at every request, so a revocation holds at once on
+/// every process), of a tenant, and allowed this method (a read-only token reads only). The only
+/// place the API learns who is asking: `TenantView` (`routes/tenant.rs`) is built from it.
+pub async fn bearer_tenant(parts: &Parts, state: &ServerState) -> Result<Namespace, ApiError> {
+    let token = api_token(parts, state).await?;
+    let Some(tenant) = token.tenant else {
         return Err(ApiError::Forbidden(
-            "the operator token acts on plans, not runs: use a tenant's token (durable token issue --tenant NAME)".into(),
+            "an operator token acts on plans and tokens, not runs: use a tenant's token (durable token issue --tenant NAME)".into(),
         ));
+    };
+    let reads = matches!(parts.method, Method::GET | Method::HEAD);
+    if token.scope == TokenScope::Read && !reads {
+        return Err(ApiError::Forbidden(format!(
+            "token `{}` is read-only; start and act on runs with a read-write token (durable token issue --tenant {tenant})",
+            token.name
+        )));
     }
-    let verified = signer
-        .verify(token)
-        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
-    Ok(verified.tenant)
+    Ok(tenant)
 }
 
-/// Proof that an API request carries the operator token (`durable token issue --operator`).
+/// Proof that an API request carries a live operator token (`durable token issue --operator`).
 /// A tenant's valid token gets `403`; anything else `401`.
 pub struct Operator(());
 
@@ -101,17 +109,30 @@ impl axum::extract::FromRequestParts<ServerState> for Operator {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ServerState) -> Result<Self, ApiError> {
-        let token = bearer(parts)?;
-        if state.signer.is_operator(token) {
+        let token = api_token(parts, state).await?;
+        if token.scope == TokenScope::Operator {
             return Ok(Operator(()));
         }
-        match state.signer.verify(token) {
-            Ok(_) => Err(ApiError::Forbidden(
-                "only the operator token may do this; a tenant token reads its own plan at GET /api/v1/plan".into(),
-            )),
-            Err(e) => Err(ApiError::Unauthorized(e.to_string())),
-        }
+        Err(ApiError::Forbidden(
+            "only an operator token may do this; a tenant token reads its own plan at GET /api/v1/plan".into(),
+        ))
     }
+}
+
+/// The live API token a request carries, or why it has none.
+async fn api_token(parts: &Parts, state: &ServerState) -> Result<ApiToken, ApiError> {
+    let bearer = bearer(parts)?;
+    if !bearer.starts_with(API_TOKEN_PREFIX) && state.signer.verify(bearer).is_ok() {
+        return Err(ApiError::Unauthorized(
+            "this is a wire token (it signs SDK messages on Redis); the API takes an API token: durable token issue --tenant NAME".into(),
+        ));
+    }
+    check_api_token(state.app.accounts.as_ref(), bearer, now_ms())
+        .await
+        .map_err(|e| match e {
+            ApiTokenError::Store(e) => crate::error::store_error(e),
+            refused => ApiError::Unauthorized(refused.to_string()),
+        })
 }
 
 /// The bearer token of a request, or why there is none.
@@ -119,7 +140,7 @@ fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     let header = parts
         .headers
         .get(AUTHORIZATION)
-        .ok_or_else(|| ApiError::Unauthorized("missing bearer token: send `Authorization: Bearer <token>` (create one with `durable token issue --tenant NAME`)".into()))?;
+        .ok_or_else(|| ApiError::Unauthorized("missing bearer token: send `Authorization: Bearer <token>` (issue one with `durable token issue --tenant NAME`)".into()))?;
     header
         .to_str()
         .ok()

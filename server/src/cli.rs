@@ -1,5 +1,5 @@
 //! The command line: `serve`, `control-plane`, `worker`, `migrate`, `user` (in [`crate::users`]),
-//! `token issue`, `tenant plan`, `run`.
+//! `token` (in [`crate::tokens`]), `tenant plan`, `run`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use durable::model::{InputLimits, Namespace, Plan};
 
 use crate::public_url::PublicUrl;
-use crate::{database, roles, secret, users};
+use crate::{database, roles, secret, tokens, users};
 
 /// A multi-tenant durable workflow engine with a live dashboard.
 #[derive(Debug, Parser)]
@@ -90,7 +90,7 @@ pub enum Command {
     User(users::UserCommand),
     /// Manage API tokens.
     #[command(subcommand)]
-    Token(TokenCommand),
+    Token(tokens::TokenCommand),
     /// Act on runs (as an operator; `--tenant` confines the command to one tenant's runs).
     Run(RunArgs),
     /// Manage tenants' plans (ceilings and fair-share weights).
@@ -398,25 +398,6 @@ pub struct WorkerArgs {
     pub cluster: ClusterArgs,
 }
 
-/// `durable token …`
-#[derive(Debug, Subcommand)]
-pub enum TokenCommand {
-    /// Print an API token for a tenant, or the operator token (`Authorization: Bearer <token>`).
-    Issue {
-        /// The tenant the token acts for.
-        #[arg(
-            long,
-            required_unless_present = "operator",
-            conflicts_with = "operator"
-        )]
-        tenant: Option<String>,
-        /// The operator token instead: it reads and sets every tenant's plan, and reaches no
-        /// tenant's runs.
-        #[arg(long)]
-        operator: bool,
-    },
-}
-
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let command = cli
@@ -483,16 +464,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::User(command) => users::run(&cli.db.url(), command).await,
         Command::Run(args) => run_verb(&cli.db.url(), args).await,
-        Command::Token(TokenCommand::Issue { tenant, operator }) => {
-            let tenant = tenant.map(|t| Namespace::tenant(&t)).transpose()?;
-            let db = database::open_store(&cli.db.url()).await?;
-            let signer = secret::token_signer(&*db.accounts).await?;
-            match tenant {
-                Some(tenant) if !operator => println!("{}", signer.sign(&tenant)),
-                _ => println!("{}", signer.sign_operator()),
-            }
-            Ok(())
-        }
+        Command::Token(command) => tokens::run(&cli.db.url(), command).await,
         Command::Tenant(TenantCommand::Plan(command)) => plan_command(&cli.db.url(), command).await,
     }
 }

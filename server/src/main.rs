@@ -13,6 +13,7 @@ mod routes;
 mod secret;
 mod sessions;
 mod state;
+mod tokens;
 mod users;
 
 use clap::Parser;

@@ -140,12 +140,18 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
         assert_eq!(err["error"]["code"], "bad-request");
         assert!(!err["error"]["message"].as_str().unwrap().is_empty());
     }
-    // Missing, malformed and forged tokens.
-    let sig = acme.rsplit_once('.').unwrap().1.to_owned();
+    // Missing, malformed and forged tokens: another secret for acme's token id, acme's secret
+    // under another id, a wire-style token.
+    let (id, secret) = acme
+        .strip_prefix("dtk_")
+        .and_then(|rest| rest.split_once('_'))
+        .unwrap();
+    let reversed: String = secret.chars().rev().collect();
     for token in [
         None,
         Some("garbage".to_owned()),
-        Some(format!("globex.{sig}")),
+        Some(format!("dtk_{id}_{reversed}")),
+        Some(format!("dtk_{}_{secret}", "0".repeat(16))),
         Some("acme.AAAA".to_owned()),
     ] {
         let r = post("{\"workflow\": \"demo.order\"}", token.clone())

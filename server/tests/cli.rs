@@ -163,20 +163,56 @@ fn user_add_generates_or_reads_a_password_and_refuses_bad_input() {
 }
 
 #[test]
-fn token_issue_signs_valid_tenants_only_and_is_stable() {
+fn tokens_are_issued_listed_and_revoked_one_by_one_and_wire_tokens_stay_stable() {
     let dir = tempdir();
     let db = db_url(&dir);
-    let a = durable(&db, &["token", "issue", "--tenant", "acme"], None);
-    let b = durable(&db, &["token", "issue", "--tenant", "acme"], None);
-    assert!(a.status.success(), "{}", stderr(&a));
-    assert_eq!(
-        a.stdout, b.stdout,
-        "the secret is kept, so tokens are stable"
+    let issue = |args: &[&str]| {
+        let out = durable(&db, args, None);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let a = issue(&["token", "issue", "--tenant", "acme", "--name", "ci"]);
+    let b = issue(&[
+        "token",
+        "issue",
+        "--tenant",
+        "acme",
+        "--read-only",
+        "--expires-in",
+        "30d",
+    ]);
+    assert!(a.starts_with("dtk_") && b.starts_with("dtk_"), "{a} {b}");
+    assert_ne!(a, b, "each issue is a token of its own");
+    let listed = issue(&["token", "list", "--tenant", "acme"]);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(listed.contains("read-write\tlive\tci"), "{listed}");
+    assert!(listed.contains("read\texpires in 30d\tcli"), "{listed}");
+    let id = &a["dtk_".len()..a.len() - 65];
+    assert!(issue(&["token", "revoke", id]).contains("revoked"));
+    assert!(issue(&["token", "list", "--tenant", "acme"]).contains("revoked\tci"));
+    let again = durable(&db, &["token", "revoke", id], None);
+    assert!(
+        !again.status.success(),
+        "a revoked token is not revoked twice"
     );
-    assert!(String::from_utf8_lossy(&a.stdout).starts_with("acme."));
+    assert!(issue(&["token", "list", "--tenant", "globex"]).is_empty());
+
+    // The wire's HMAC tokens: a function of the tenant and the kept secret.
+    let w1 = issue(&["token", "issue", "--tenant", "acme", "--wire"]);
+    let w2 = issue(&["token", "issue", "--tenant", "acme", "--wire"]);
+    assert_eq!(w1, w2, "the secret is kept, so wire tokens are stable");
+    assert!(w1.starts_with("acme."));
     for bad in ["system", "a:b", ""] {
         let out = durable(&db, &["token", "issue", "--tenant", bad], None);
         assert!(!out.status.success(), "tenant {bad:?} must be refused");
+    }
+    for bad in ["0d", "12", "5y"] {
+        let out = durable(
+            &db,
+            &["token", "issue", "--tenant", "acme", "--expires-in", bad],
+            None,
+        );
+        assert!(!out.status.success(), "lifetime {bad:?} must be refused");
     }
 }
 

@@ -377,7 +377,7 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
     // A store-less pod's only door is the control plane's responder, over Redis: its own runs
     // it may read; another tenant's it may not.
     let mut replies = redis.subscribe_run_replies().await.expect("replies");
-    let acme_token = control_plane.token("acme");
+    let acme_token = control_plane.wire_token("acme");
     let run_of = |tenant: &str| {
         tenant_of
             .iter()

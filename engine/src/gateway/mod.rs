@@ -1,7 +1,9 @@
-//! The isolation boundary between tenants and the control plane: signed tenant tokens, from
-//! which every request derives its tenant (never from its body), the [`RunGateway`] verbs and
-//! their two implementations, and the responder that answers store-less tenant pods.
+//! The isolation boundary between tenants and the control plane: API tokens and the wire's
+//! signed tenant tokens, from which every request derives its tenant (never from its body), the
+//! [`RunGateway`] verbs and their two implementations, and the responder that answers
+//! store-less tenant pods.
 
+mod api_tokens;
 mod proxy;
 mod responder;
 mod store;
@@ -12,6 +14,9 @@ use serde_json::{Value, json};
 
 use crate::model::{ReplyError, Run, RunId, WorkerGroup};
 
+pub use api_tokens::{
+    API_TOKEN_PREFIX, ApiTokenError, check as check_api_token, issue as issue_api_token,
+};
 pub use proxy::ProxyGateway;
 pub use responder::RunRequestResponder;
 pub use store::StoreGateway;

@@ -2,6 +2,7 @@
 //! wasm). No IO lives here.
 
 mod account;
+mod api_token;
 mod checkpoint;
 mod compatibility;
 mod event;
@@ -20,6 +21,7 @@ mod waiting;
 mod wire;
 
 pub use account::Role;
+pub use api_token::{ApiToken, TokenScope};
 pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
 pub use compatibility::{Incompatibility, check_dispatch, parked_by_guard};
 pub use event::{TenantEvent, TenantEventKind};

@@ -1,6 +1,6 @@
 use async_trait::async_trait;
 
-use super::StoreResult;
+use super::{ApiTokens, StoreResult};
 use crate::model::{Millis, Namespace, Role};
 
 /// A dashboard user.
@@ -66,9 +66,9 @@ pub enum Reservation {
     },
 }
 
-/// Dashboard users and server settings, kept in the same database as the runs.
+/// Dashboard users, API tokens and server settings, kept in the same database as the runs.
 #[async_trait]
-pub trait Accounts: Send + Sync + 'static {
+pub trait Accounts: ApiTokens + Send + Sync + 'static {
     /// Adds a user; [`super::StoreError::Conflict`] when the email is taken.
     async fn create_user(&self, user: NewUser, now: Millis) -> StoreResult<User>;
     /// Looks a user up by email.

@@ -18,6 +18,7 @@ mod records;
 mod scoped;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod tokens;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod conformance;
@@ -36,3 +37,4 @@ pub use records::{
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+pub use tokens::{ApiTokens, NewToken};

@@ -57,7 +57,7 @@ impl FromRequestParts<ServerState> for TenantView {
         parts: &mut Parts,
         state: &ServerState,
     ) -> Result<Self, Self::Rejection> {
-        let tenant = bearer_tenant(parts, &state.signer)?;
+        let tenant = bearer_tenant(parts, state).await?;
         Ok(state.tenant_views.build(tenant))
     }
 }

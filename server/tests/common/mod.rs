@@ -112,6 +112,16 @@ impl Server {
             .to_owned()
     }
 
+    /// The wire's HMAC token of `tenant`, which SDK messages on Redis carry.
+    pub fn wire_token(&self, tenant: &str) -> String {
+        cli(
+            &self.db_url,
+            &["token", "issue", "--tenant", tenant, "--wire"],
+        )
+        .trim()
+        .to_owned()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

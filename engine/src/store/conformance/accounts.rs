@@ -210,3 +210,66 @@ pub async fn parallel_login_attempts_reserve_no_more_than_allowed(accounts: Arc<
     }
     assert_eq!(reserved, 5);
 }
+
+/// API tokens: stored with their secret's hash, found by id (revoked or not), listed per tenant
+/// (the operator's apart), and revoked once, by a tenant only among its own.
+pub async fn api_tokens_are_found_listed_and_revoked(accounts: Arc<dyn Accounts>) {
+    use crate::gateway::{check_api_token, issue_api_token};
+    use crate::model::TokenScope;
+
+    let (ci, ci_secret) = issue_api_token(Some(ns("acme")), "ci", TokenScope::ReadWrite, None, 10);
+    let (reader, _) = issue_api_token(Some(ns("acme")), "reader", TokenScope::Read, Some(500), 20);
+    let (other, _) = issue_api_token(Some(ns("globex")), "g", TokenScope::ReadWrite, None, 30);
+    let (operator, _) = issue_api_token(None, "ops", TokenScope::Operator, None, 40);
+    let ci_id = ci.token.id.clone();
+    let other_id = other.token.id.clone();
+    for token in [ci.clone(), reader, other, operator] {
+        accounts.create_token(token).await.expect("store");
+    }
+    let (found, hash) = accounts.token(&ci_id).await.expect("read").expect("found");
+    assert_eq!((found, hash), (ci.token.clone(), ci.secret_hash.clone()));
+    assert_eq!(
+        accounts.token("0000000000000000").await.expect("read"),
+        None
+    );
+    let names = |tokens: Vec<crate::model::ApiToken>| {
+        tokens.into_iter().map(|t| t.name).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(accounts.tokens(Some(&ns("acme"))).await.expect("list")),
+        ["reader", "ci"]
+    );
+    assert_eq!(names(accounts.tokens(None).await.expect("list")), ["ops"]);
+    // Checked: live, then expired, then revoked.
+    let checked = check_api_token(accounts.as_ref(), &ci_secret, 100)
+        .await
+        .expect("live");
+    assert_eq!(checked.name, "ci");
+    // acme cannot revoke globex's token; anyone's may be revoked with no tenant named.
+    assert!(
+        !accounts
+            .revoke_token(&other_id, Some(&ns("acme")), 200)
+            .await
+            .expect("revoke")
+    );
+    assert!(
+        accounts
+            .revoke_token(&ci_id, Some(&ns("acme")), 200)
+            .await
+            .expect("revoke")
+    );
+    assert!(
+        !accounts
+            .revoke_token(&ci_id, None, 300)
+            .await
+            .expect("revoke"),
+        "once"
+    );
+    let (revoked, _) = accounts.token(&ci_id).await.expect("read").expect("found");
+    assert_eq!(revoked.revoked_at, Some(200));
+    assert!(
+        check_api_token(accounts.as_ref(), &ci_secret, 250)
+            .await
+            .is_err()
+    );
+}

@@ -39,10 +39,11 @@ pub use turns::*;
 /// Stamps every conformance case as a `#[tokio::test]` for one backend. `$make` is an async
 /// expression giving a fresh `Arc<dyn Store>`.
 ///
-/// Three cases are left out because they take something else than a store, so each backend calls
+/// Four cases are left out because they take something else than a store, so each backend calls
 /// them itself: `legacy_null_and_empty_namespaces_read_as_default` (it plants rows with the
-/// backend's raw SQL) and `accounts_track_sessions_and_failed_logins` and
-/// `parallel_login_attempts_reserve_no_more_than_allowed` (they take the accounts).
+/// backend's raw SQL) `accounts_track_sessions_and_failed_logins`,
+/// `parallel_login_attempts_reserve_no_more_than_allowed` and
+/// `api_tokens_are_found_listed_and_revoked` (they take the accounts).
 #[macro_export]
 macro_rules! store_conformance {
     ($make:expr) => {

@@ -42,6 +42,7 @@ mod settle;
 mod sql;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+mod tokens;
 mod turn;
 mod values;
 mod writer;

@@ -33,6 +33,7 @@ mod result;
 mod rows;
 mod settle;
 mod sql;
+mod tokens;
 mod turn;
 mod writer;
 

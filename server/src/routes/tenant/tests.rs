@@ -8,8 +8,8 @@ use std::time::Duration;
 use app::ssr::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::Request;
-use durable::gateway::TokenSigner;
-use durable::model::{Namespace, RunId, RunQuery, RunStatus, Scope};
+use durable::gateway::{TokenSigner, issue_api_token};
+use durable::model::{Namespace, RunId, RunQuery, RunStatus, Scope, TokenScope};
 use durable::store::SignalSent;
 use durable::testing::TwoTenants;
 use durable::{Control, StartRun};
@@ -163,7 +163,13 @@ async fn a_start_lands_in_the_tokens_tenant_whatever_the_request_names() {
 #[tokio::test]
 async fn the_view_comes_from_the_verified_token_only() {
     let world = World::new().await;
-    let token = world.state.signer.sign(&ns("acme"));
+    let accounts = world.state.app.accounts.clone();
+    let (stored, token) = issue_api_token(Some(ns("acme")), "test", TokenScope::ReadWrite, None, 1);
+    let id = stored.token.id.clone();
+    accounts
+        .create_token(stored)
+        .await
+        .expect("store the token");
     let view = world
         .extract(&format!("Bearer {token}"))
         .await
@@ -171,10 +177,17 @@ async fn the_view_comes_from_the_verified_token_only() {
     assert_eq!(view.scope(), &Scope::Only(ns("acme")));
     assert_eq!(listed(&view).await, ["acme"]);
 
+    // Another secret for the same id, the wire's HMAC tokens (ours and a forged one), and
+    // malformed headers: none gets a view.
+    let (_, other_secret) = issue_api_token(Some(ns("acme")), "x", TokenScope::ReadWrite, None, 1);
+    let guessed = format!("dtk_{id}_{}", &other_secret[other_secret.len() - 64..]);
+    let wire = world.state.signer.sign(&ns("acme"));
     let forged = TokenSigner::new(vec![7u8; 32])
         .expect("signer")
         .sign(&ns("globex"));
     for authorization in [
+        format!("Bearer {guessed}"),
+        format!("Bearer {wire}"),
         format!("Bearer {forged}"),
         "Bearer globex".to_owned(),
         token.clone(),
@@ -188,6 +201,17 @@ async fn the_view_comes_from_the_verified_token_only() {
             "{authorization:?} must not get a view"
         );
     }
+    // Revoked, the token gets nothing from its next request on.
+    assert!(
+        accounts
+            .revoke_token(&id, Some(&ns("acme")), 2)
+            .await
+            .expect("revoke")
+    );
+    assert!(matches!(
+        world.extract(&format!("Bearer {token}")).await,
+        Err(ApiError::Unauthorized(_))
+    ));
     world.stop().await;
 }
 
