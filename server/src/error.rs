@@ -28,6 +28,9 @@ pub enum ApiError {
     /// Nothing visible at that id.
     #[error("no run with that id is visible to this token")]
     NotFound,
+    /// Nothing else at that name; the message says what was looked for.
+    #[error("{0}")]
+    Missing(String),
     /// The request conflicts with the run's state; the message says how.
     #[error("{0}")]
     Conflict(String),
@@ -51,7 +54,7 @@ impl ApiError {
             }
             ApiError::QuotaExceeded(_) => (StatusCode::TOO_MANY_REQUESTS, "quota-exceeded"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large"),
-            ApiError::NotFound => (StatusCode::NOT_FOUND, "not-found"),
+            ApiError::NotFound | ApiError::Missing(_) => (StatusCode::NOT_FOUND, "not-found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

@@ -82,10 +82,7 @@ pub async fn run(database_url: &str, command: TokenCommand) -> anyhow::Result<()
             expires_in,
             wire: false,
         } => {
-            let name = name.trim();
-            if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
-                bail!("--name must be 1 to 100 characters without control characters");
-            }
+            let name = ApiToken::check_name(&name).map_err(anyhow::Error::msg)?;
             let tenant = if operator { None } else { tenant_arg(tenant)? };
             let scope = match (&tenant, read_only) {
                 (None, _) => TokenScope::Operator,

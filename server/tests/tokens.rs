@@ -87,3 +87,83 @@ async fn scopes_expiry_and_wire_tokens_hold_on_the_api() {
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert!(body.to_string().contains("expired"), "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_lists_issues_and_revokes_tokens_over_the_api() {
+    let dir = tempdir();
+    let server = Server::start(&dir, &[]).await;
+    let client = reqwest::Client::new();
+    let operator = cli(&server.db_url, &["token", "issue", "--operator"])
+        .trim()
+        .to_owned();
+    let tenant_token = server.token("acme");
+    let tokens_of = |tenant: &str| server.url(&format!("/api/v1/tenants/{tenant}/tokens"));
+
+    let (status, issued) = status_of(
+        client
+            .post(tokens_of("acme"))
+            .bearer_auth(&operator)
+            .json(&json!({ "name": "billing", "scope": "read", "expires_in_seconds": 3600 })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{issued}");
+    assert_eq!(issued["scope"], "read");
+    assert_eq!(issued["tenant"], "acme");
+    let token = issued["token"]
+        .as_str()
+        .expect("the token, once")
+        .to_owned();
+    let id = issued["id"].as_str().expect("id").to_owned();
+    let (status, _) = status_of(client.get(server.url("/api/v1/runs")).bearer_auth(&token)).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, listed) = status_of(client.get(tokens_of("acme")).bearer_auth(&operator)).await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["billing", "cli"], "{listed}");
+    assert!(
+        listed.to_string().find("dtk_").is_none(),
+        "a listing holds no token: {listed}"
+    );
+
+    // A tenant's token reaches none of it, its own tenant's tokens included.
+    for request in [
+        client.get(tokens_of("acme")),
+        client.post(tokens_of("acme")).json(&json!({ "name": "x" })),
+        client.delete(server.url(&format!("/api/v1/tokens/{id}"))),
+    ] {
+        let (status, body) = status_of(request.bearer_auth(&tenant_token)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    }
+    // Bad requests are named.
+    for body in [
+        json!({ "name": "" }),
+        json!({ "name": "x", "scope": "operator" }),
+        json!({ "name": "x", "expires_in_seconds": 0 }),
+        json!({ "name": "x", "tenant": "globex" }),
+    ] {
+        let (status, answer) = status_of(
+            client
+                .post(tokens_of("acme"))
+                .bearer_auth(&operator)
+                .json(&body),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+    }
+
+    let revoke = || {
+        client
+            .delete(server.url(&format!("/api/v1/tokens/{id}")))
+            .bearer_auth(&operator)
+    };
+    assert_eq!(status_of(revoke()).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(status_of(revoke()).await.0, StatusCode::NOT_FOUND);
+    let (status, _) = status_of(client.get(server.url("/api/v1/runs")).bearer_auth(&token)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}

@@ -64,6 +64,17 @@ pub struct ApiToken {
 }
 
 impl ApiToken {
+    /// A name a token may have, trimmed: 1 to 100 characters without control characters.
+    pub fn check_name(raw: &str) -> Result<&str, String> {
+        let name = raw.trim();
+        if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
+            return Err(
+                "a token's name must be 1 to 100 characters without control characters".into(),
+            );
+        }
+        Ok(name)
+    }
+
     /// Whether it works at `now`: not revoked, not expired.
     pub fn is_live(&self, now: Millis) -> bool {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|at| now < at)

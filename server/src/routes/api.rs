@@ -38,6 +38,7 @@ pub fn router(body_limit: usize) -> Router<ServerState> {
         .route("/runs/{id}/redispatch", post(redispatch_run))
         .route("/events", get(sse::api_events))
         .merge(super::plans::router())
+        .merge(super::tokens::router())
         .fallback(no_such_route)
         // A body declared larger is refused before it is read; one that runs on past the
         // limit is cut there.

@@ -12,6 +12,7 @@ mod plans;
 mod server_fns;
 mod sse;
 mod tenant;
+mod tokens;
 
 use app::{App, shell};
 use axum::Router;
