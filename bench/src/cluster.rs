@@ -78,6 +78,10 @@ async fn main() -> Result<(), BoxError> {
             cp_env.extend([
                 ("DATABASE_URL", db.as_str()),
                 ("DURABLE_BIND", bind.as_str()),
+                (
+                    "DURABLE_TENANT_SECRET",
+                    "bench-tenant-secret-of-at-least-thirty-two-bytes",
+                ),
             ]);
             Proc::spawn(&bin, &["control-plane"], &cp_env)
         })

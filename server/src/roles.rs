@@ -106,7 +106,12 @@ pub use durable::url::redact;
 /// Runs the standalone server until SIGINT/SIGTERM, then drains in-flight work.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let Database { store, accounts } = open_store(&cfg.database_url).await?;
-    let signer = secret::token_signer(&*accounts).await?;
+    let fallback = if cfg.demo {
+        secret::Fallback::Generate
+    } else {
+        secret::Fallback::None
+    };
+    let signer = secret::token_signer(&*accounts, fallback).await?;
     let registry = Arc::new(demo::registry());
     let transport: Arc<dyn Transport> = match &cfg.cluster {
         Cluster::Standalone => Arc::new(MemoryTransport::new()),

@@ -68,7 +68,7 @@ pub async fn run(database_url: &str, command: TokenCommand) -> anyhow::Result<()
             tenant, wire: true, ..
         } => {
             let tenant = tenant_arg(tenant)?;
-            let signer = secret::token_signer(accounts).await?;
+            let signer = secret::token_signer(accounts, secret::Fallback::Kept).await?;
             if let Some(tenant) = tenant {
                 println!("{}", signer.sign(&tenant));
             }

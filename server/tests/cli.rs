@@ -197,9 +197,21 @@ fn tokens_are_issued_listed_and_revoked_one_by_one_and_wire_tokens_stay_stable()
     );
     assert!(issue(&["token", "list", "--tenant", "globex"]).is_empty());
 
-    // The wire's HMAC tokens: a function of the tenant and the kept secret.
-    let w1 = issue(&["token", "issue", "--tenant", "acme", "--wire"]);
-    let w2 = issue(&["token", "issue", "--tenant", "acme", "--wire"]);
+    // The wire's HMAC tokens: a function of the tenant and the configured secret, which a
+    // deployment must set.
+    let unset = durable(&db, &["token", "issue", "--tenant", "acme", "--wire"], None);
+    assert!(!unset.status.success());
+    assert!(
+        stderr(&unset).contains("DURABLE_TENANT_SECRET is not set"),
+        "{}",
+        stderr(&unset)
+    );
+    let w1 = common::cli(&db, &["token", "issue", "--tenant", "acme", "--wire"])
+        .trim()
+        .to_owned();
+    let w2 = common::cli(&db, &["token", "issue", "--tenant", "acme", "--wire"])
+        .trim()
+        .to_owned();
     assert_eq!(w1, w2, "the secret is kept, so wire tokens are stable");
     assert!(w1.starts_with("acme."));
     for bad in ["system", "a:b", ""] {

@@ -60,6 +60,17 @@ fn misconfigured_roles_refuse_to_start_and_say_what_to_set() {
     }
     let said = refused(&["serve"], &[("REDIS_URL", "redis://127.0.0.1:6379")]);
     assert!(said.contains("durable control-plane"), "{said}");
+    // A deployment (no --demo) configures the wire's secret rather than keeping one in the
+    // database.
+    let dir = common::tempdir();
+    let said = refused(
+        &["serve"],
+        &[
+            ("DATABASE_URL", &common::db_url(&dir)),
+            ("DURABLE_BIND", "127.0.0.1:0"),
+        ],
+    );
+    assert!(said.contains("DURABLE_TENANT_SECRET is not set"), "{said}");
     let said = refused(
         &["control-plane"],
         &[

@@ -103,6 +103,8 @@ pub trait Accounts: ApiTokens + Send + Sync + 'static {
     async fn release_login_attempt(&self, attempt: &str) -> StoreResult<()>;
     /// Forgets the failed logins under `key` (after a successful login).
     async fn clear_login_failures(&self, key: &str) -> StoreResult<()>;
+    /// Reads a setting, if one is stored under `key`.
+    async fn setting(&self, key: &str) -> StoreResult<Option<String>>;
     /// Reads a setting, or stores `make()` under `key` if it has none yet. Concurrent callers
     /// all see the first value stored.
     async fn setting_or_insert(&self, key: &str, make: String) -> StoreResult<String>;

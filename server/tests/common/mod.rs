@@ -11,6 +11,9 @@ use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_durable");
 
+/// The wire's signing secret every test server and CLI call is given, as a deployment must.
+pub const TENANT_SECRET: &str = "test-tenant-secret-of-at-least-thirty-two-bytes";
+
 pub struct Server {
     pub child: Child,
     pub base: String,
@@ -189,6 +192,7 @@ fn spawn(dir: &Path, port: u16, role: &str, envs: &[(&str, String)]) -> Child {
         .env("DATABASE_URL", db_url(dir))
         .env("DURABLE_BIND", format!("127.0.0.1:{port}"))
         .env("RUST_LOG", "warn")
+        .env("DURABLE_TENANT_SECRET", TENANT_SECRET)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     for (k, v) in envs {
@@ -260,6 +264,7 @@ pub fn cli(db_url: &str, args: &[&str]) -> String {
     let out = Command::new(BIN)
         .args(args)
         .env("DATABASE_URL", db_url)
+        .env("DURABLE_TENANT_SECRET", TENANT_SECRET)
         .output()
         .expect("run durable");
     assert!(

@@ -182,6 +182,14 @@ impl Accounts for PgStore {
         Ok(())
     }
 
+    async fn setting(&self, key: &str) -> StoreResult<Option<String>> {
+        sqlx::query_scalar("SELECT value FROM settings WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)
+    }
+
     async fn setting_or_insert(&self, key: &str, make: String) -> StoreResult<String> {
         // Two statements: the read must see a row another process inserted after this insert's
         // snapshot (processes starting together all agree on the first value).

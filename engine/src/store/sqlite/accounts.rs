@@ -210,6 +210,19 @@ impl Accounts for SqliteStore {
             .await
     }
 
+    async fn setting(&self, key: &str) -> StoreResult<Option<String>> {
+        let key = key.to_owned();
+        self.readers
+            .read(move |conn| {
+                optional(
+                    conn.prepare_cached("SELECT value FROM settings WHERE key = ?")
+                        .map_err(db)?
+                        .query_row([&key], |r| r.get(0)),
+                )
+            })
+            .await
+    }
+
     async fn setting_or_insert(&self, key: &str, make: String) -> StoreResult<String> {
         let key = key.to_owned();
         self.writer
