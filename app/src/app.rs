@@ -8,6 +8,7 @@ use crate::pages::login::LoginPage;
 use crate::pages::operator::OperatorPage;
 use crate::pages::run_detail::RunDetailPage;
 use crate::pages::runs::RunsPage;
+use crate::pages::tokens::TokensPage;
 
 /// The HTML document around the app, rendered on the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -50,6 +51,7 @@ pub fn App() -> impl IntoView {
                 <ParentRoute path=path!("") view=Layout>
                     <Route path=path!("") view=RunsPage />
                     <Route path=path!("operator") view=OperatorPage />
+                    <Route path=path!("tokens") view=TokensPage />
                     // Async: wait for the run before sending headers, so a missing run is a real 404.
                     <Route path=path!("runs/:id") view=RunDetailPage ssr=SsrMode::Async />
                 </ParentRoute>

@@ -124,7 +124,16 @@ fn WhoAmI(me: Me) -> impl IntoView {
         None => "operator · all namespaces".to_owned(),
     };
     let operator = me.is_operator();
+    let tenant_admin = me.role == durable::model::Role::Admin && me.tenant.is_some();
     view! {
+        {tenant_admin
+            .then(|| {
+                view! {
+                    <a class="text-indigo-700 hover:underline" href="/tokens" data-testid="nav-tokens">
+                        "API tokens"
+                    </a>
+                }
+            })}
         {operator
             .then(|| {
                 view! {

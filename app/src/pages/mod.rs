@@ -8,3 +8,4 @@ pub mod operator;
 pub mod plans;
 pub mod run_detail;
 pub mod runs;
+pub mod tokens;
