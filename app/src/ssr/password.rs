@@ -88,7 +88,7 @@ pub fn dummy_hash() -> &'static str {
 /// away at once.
 #[derive(Debug)]
 pub struct PasswordChecks {
-    jobs: std::sync::Mutex<std::sync::mpsc::Sender<Check>>,
+    jobs: std::sync::mpsc::Sender<Check>,
     /// Checks running or waiting; a check leaves when its thread has done it.
     inside: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// The most running or waiting at once.
@@ -144,7 +144,7 @@ impl PasswordChecks {
             }
         }
         PasswordChecks {
-            jobs: std::sync::Mutex::new(jobs),
+            jobs,
             inside,
             capacity: at_once + line,
         }
@@ -174,12 +174,7 @@ impl PasswordChecks {
             hash,
             answer,
         };
-        let sent = self
-            .jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send(check);
-        if sent.is_err() {
+        if self.jobs.send(check).is_err() {
             // No thread is left to check it.
             self.inside.fetch_sub(1, Ordering::SeqCst);
             return Some(false);
