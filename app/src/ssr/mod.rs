@@ -11,7 +11,7 @@ mod reply;
 mod session;
 mod view;
 
-pub use password::{PasswordChecks, dummy_hash, hash_password, verify_password};
+pub use password::{PasswordChecks, hash_password};
 pub use policy::{page_policy, send_page_policy};
 pub use reply::{engine_error, internal, reply, store_error};
 pub use session::{

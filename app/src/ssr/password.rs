@@ -13,17 +13,12 @@ pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Er
         .to_string())
 }
 
-/// Checks a password against a PHC hash. A malformed hash never verifies.
-pub fn verify_password(password: &str, hash: &str) -> bool {
-    verify_in(&mut Vec::new(), password, hash)
-}
-
 /// The most memory one check may take, in KiB blocks (a stored hash asking for more is
 /// refused rather than allocated): 256 MiB, thirteen times argon2's default.
 const MOST_BLOCKS: usize = 256 * 1024;
 
-/// [`verify_password`] computing in `memory`, grown to what the hash asks for and kept for
-/// the next check. Argon2 fills its whole memory once per check; allocated afresh each time,
+/// Checks a password against a PHC hash (a malformed hash never verifies), computing in
+/// `memory`, grown to what the hash asks for and kept for the next check. Argon2 fills its whole memory once per check; allocated afresh each time,
 /// the allocator keeps what each thread freed (about 100 MiB per thread, measured), where a
 /// thread that keeps its own block holds exactly what the hash's parameters need.
 fn verify_in(memory: &mut Vec<argon2::Block>, password: &str, hash: &str) -> bool {
@@ -71,7 +66,7 @@ fn verify_in(memory: &mut Vec<argon2::Block>, password: &str, hash: &str) -> boo
 
 /// An argon2id hash of a random password nobody knows, checked for unknown emails so that login
 /// timing does not reveal which emails exist.
-pub fn dummy_hash() -> &'static str {
+fn dummy_hash() -> &'static str {
     static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     DUMMY.get_or_init(|| {
         let random: [u8; 16] = rand::random();

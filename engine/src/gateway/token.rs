@@ -1,8 +1,6 @@
 //! Tenant tokens: `<tenant>.<base64url(HMAC-SHA256(secret, tenant))>` (aviary wire §5), checked in
 //! constant time. The tenant a request acts for is the one embedded in a token that verifies.
-//!
-//! The operator token is signed the same way over [`OPERATOR`], a name no tenant can have (`@`
-//! is not allowed in one), so it never verifies as a tenant's and no tenant's verifies as it.
+//! Operators and the HTTP API use stored API tokens instead (`super::api_tokens`).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -31,9 +29,6 @@ pub enum TokenError {
     )]
     WeakSecret,
 }
-
-/// What an operator token signs in place of a tenant name.
-pub const OPERATOR: &str = "@operator";
 
 /// A verified tenant.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,23 +73,6 @@ impl TokenSigner {
         format!("{tenant}.{}", URL_SAFE_NO_PAD.encode(sig))
     }
 
-    /// Issues the operator token: it may read and set every tenant's plan, and is a tenant
-    /// token for no tenant.
-    pub fn sign_operator(&self) -> String {
-        let sig = self.mac(OPERATOR).finalize().into_bytes();
-        format!("{OPERATOR}.{}", URL_SAFE_NO_PAD.encode(sig))
-    }
-
-    /// Whether `token` is the operator token.
-    pub fn is_operator(&self, token: &str) -> bool {
-        let Some((OPERATOR, sig)) = token.rsplit_once('.') else {
-            return false;
-        };
-        URL_SAFE_NO_PAD
-            .decode(sig)
-            .is_ok_and(|sig| self.mac(OPERATOR).verify_slice(&sig).is_ok())
-    }
-
     /// Verifies `token` and returns the tenant it carries.
     pub fn verify(&self, token: &str) -> Result<TenantToken, TokenError> {
         let (tenant, sig) = token.rsplit_once('.').ok_or(TokenError::Malformed)?;
@@ -128,23 +106,6 @@ mod tests {
         let token = signer().sign(&acme);
         assert!(token.starts_with("acme."));
         assert_eq!(signer().verify(&token).unwrap().tenant, acme);
-    }
-
-    #[test]
-    fn the_operator_token_is_no_tenants_and_no_tenants_is_the_operators() {
-        let s = signer();
-        let operator = s.sign_operator();
-        assert!(s.is_operator(&operator));
-        assert!(s.verify(&operator).is_err(), "not a tenant token");
-        let acme = s.sign(&Namespace::tenant("acme").unwrap());
-        assert!(!s.is_operator(&acme));
-        let sig = acme.rsplit_once('.').unwrap().1;
-        assert!(
-            !s.is_operator(&format!("{OPERATOR}.{sig}")),
-            "a tenant's signature"
-        );
-        let other = TokenSigner::new(vec![9u8; 32]).unwrap();
-        assert!(!s.is_operator(&other.sign_operator()), "another secret's");
     }
 
     #[test]
