@@ -302,6 +302,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
                 outcome: StepOutcome::Completed {
                     output: task.input.unwrap_or(Value::Null),
                 },
+                receipt: Default::default(),
             };
             let _ = echo.publish_result(result, reply_to.as_deref()).await;
         }
@@ -322,6 +323,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
                 attempt: 1,
                 reply_to: None,
                 priority: None,
+                receipt: Default::default(),
             })
             .await?;
         results.next().await.ok_or("the result stream ended")?;

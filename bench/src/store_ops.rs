@@ -116,6 +116,7 @@ async fn measure(
             step_id: format!("{id}:0"),
             started_at: Some(3),
             outcome: StepOutcome::Completed { output: json!(i) },
+            receipt: Default::default(),
         };
         let t = Instant::now();
         store.apply_step_result(&result, 4, Some(&claim)).await?;

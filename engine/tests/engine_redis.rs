@@ -326,6 +326,95 @@ async fn the_python_worker_serves_a_step_of_a_rust_workflow() {
     python_worker.kill().await.expect("stop the Python worker");
 }
 
+/// A Python worker SIGKILLed while it runs a step: the step's job goes back to its queue as
+/// soon as the worker's liveness lapses, put back by our control plane rather than by the
+/// SDK's stalled check a minute later, as the same job (one job per try), and the surviving
+/// worker runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_python_workers_step_goes_back_once_its_liveness_lapses() {
+    let Some(transport) = fresh_transport().await else {
+        return;
+    };
+    let Some(python) = python() else {
+        return;
+    };
+    let partition = ("DURABLE_PARTITION", "acme");
+    let mut holder = python_worker_on(
+        &python,
+        transport.prefix(),
+        &[partition, ("DURABLE_HOLD", "1")],
+    )
+    .await;
+    let mut registry = Registry::new();
+    registry.workflow(
+        "interop.hold",
+        1,
+        |ctx: WorkflowContext, _: Value| async move {
+            let held: Value = ctx.step("billing.hold", &json!({})).await?;
+            Ok::<_, WorkflowError>(held)
+        },
+    );
+    let (_dir, store, engine) = control_plane_on_sqlite(&transport, Arc::new(registry)).await;
+    let run = engine
+        .start_run(StartRun {
+            workflow: "interop.hold".into(),
+            input: json!({}),
+            namespace: Some(ns("acme")),
+            ..StartRun::default()
+        })
+        .await
+        .expect("start");
+    let queue = naming::tasks_queue(transport.prefix(), "billing.hold@acme");
+    let mut redis = raw_redis().await;
+    let active = naming::bull_key(&queue, "active");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let running: i64 = redis::cmd("LLEN")
+            .arg(&active)
+            .query_async(&mut redis)
+            .await
+            .expect("llen");
+        if running == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder never took the step"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let survivor = python_worker_on(&python, transport.prefix(), &[partition]).await;
+    let survivor_pid = survivor.id().expect("pid");
+    holder.kill().await.expect("SIGKILL the holder");
+    let killed = std::time::Instant::now();
+    let done = common::wait_until(&store, &run.id, Duration::from_secs(90), |r| {
+        r.status == RunStatus::Completed
+    })
+    .await;
+    eprintln!(
+        "the killed worker's step completed on the survivor {:.1} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    assert_eq!(done.output, Some(json!({ "heldBy": survivor_pid })));
+    // Put back by the control plane, once, and never added a second time.
+    let events: Vec<redis::Value> = redis::cmd("XRANGE")
+        .arg(naming::bull_key(&queue, "events"))
+        .arg("-")
+        .arg("+")
+        .query_async(&mut redis)
+        .await
+        .expect("events");
+    let text = format!("{events:?}");
+    assert_eq!(
+        text.matches("its worker stopped beating").count(),
+        1,
+        "put back once, by the control plane: {text}"
+    );
+    assert_eq!(text.matches("\"added\"").count(), 1, "one job: {text}");
+    engine.shutdown().await;
+    drop(survivor);
+}
+
 /// A control plane started with a namespace keeps every name under `P-<namespace>` and spells
 /// its own tokens bare there, as the SDKs do: the unmodified Python `Worker(namespace="blue")`
 /// serves its step, and nothing reaches the shared prefix.
@@ -444,6 +533,7 @@ async fn a_namespaced_python_worker_serves_a_namespaced_control_plane() {
             attempt: 1,
             reply_to: None,
             priority: None,
+            receipt: Default::default(),
         })
         .await
         .expect_err("refused");

@@ -114,6 +114,7 @@ mod redis {
                 outcome: StepOutcome::Completed {
                     output: serde_json::json!(run),
                 },
+                receipt: Default::default(),
             }
         }
 
@@ -154,6 +155,7 @@ mod redis {
                 attempt,
                 reply_to: None,
                 priority: None,
+                receipt: Default::default(),
             };
             let waiting = |conn: &mut redis::aio::MultiplexedConnection| {
                 let mut conn = conn.clone();
@@ -287,6 +289,7 @@ mod redis {
                 attempt: 1,
                 reply_to: None,
                 priority: None,
+                receipt: Default::default(),
             };
             for i in 0..6 {
                 let sender = if i % 2 == 0 { &a } else { &b };

@@ -337,6 +337,7 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
                 attempt: 1,
                 reply_to: None,
                 priority: None,
+                receipt: Default::default(),
             })
             .await
             .expect("send");

@@ -227,3 +227,128 @@ async fn hostile_input_gets_4xx_on_postgres() {
     let server = Server::start(&dir, &[("DATABASE_URL", url)]).await;
     hostile_input_gets_4xx(&server).await;
 }
+
+/// The hostile JSON a property case posts, URL-encoded query pairs, and what came back.
+mod properties {
+    use super::*;
+    use durable::testing::{hostile_json, hostile_string, wire_object};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
+
+    const START: &[&str] = &["workflow", "input", "id", "tags", "searchAttributes"];
+    const FILTERS: &[&str] = &[
+        "status",
+        "workflow",
+        "tag",
+        "attr",
+        "createdFrom",
+        "createdUntil",
+        "id",
+        "limit",
+        "cursor",
+        "namespace",
+    ];
+
+    /// A runner whose failures are kept in `tests/proptest-regressions/` (committed) and tried
+    /// first on every later run.
+    fn runner(cases: u32) -> TestRunner {
+        TestRunner::new(Config {
+            cases,
+            failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+                "proptest-regressions",
+            ))),
+            source_file: Some(file!()),
+            ..Config::default()
+        })
+    }
+
+    /// An answer is a success or a 4xx in the JSON error shape: never a 5xx, never a body the
+    /// client cannot read.
+    fn judged(status: StatusCode, text: &str) -> Result<(), TestCaseError> {
+        prop_assert!(!status.is_server_error(), "{status}: {text}");
+        let body: Value = serde_json::from_str(text)
+            .map_err(|e| TestCaseError::fail(format!("{status}, not JSON ({e}): {text}")))?;
+        if status.is_client_error() {
+            prop_assert!(!message(&body).is_empty(), "{body}");
+        }
+        Ok(())
+    }
+
+    /// Any start body, any list query and any signal, retry or cancel body against one
+    /// server: each answer is judged as above, and a start refused stores no run.
+    #[test]
+    fn any_body_or_query_gets_a_success_or_a_4xx() {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let dir = tempdir();
+        let server = runtime.block_on(Server::start(&dir, &[]));
+        let token = server.token("acme");
+        let client = reqwest::Client::new();
+        let send = |request: reqwest::RequestBuilder| {
+            runtime.block_on(async {
+                let response = request.bearer_auth(&token).send().await.expect("send");
+                let status = response.status();
+                (status, response.text().await.expect("body"))
+            })
+        };
+
+        // Starts of workflows the server has, every other field hostile, beside any body.
+        let real = (
+            prop::sample::select(vec!["demo.order", "demo.approval"]),
+            wire_object(START),
+        )
+            .prop_map(|(workflow, mut body)| {
+                body["workflow"] = json!(workflow);
+                body
+            });
+        let starts = prop_oneof![real, wire_object(START), hostile_json()];
+        runner(96)
+            .run(&starts, |body| {
+                let (status, text) = send(client.post(server.url("/api/v1/runs")).json(&body));
+                judged(status, &text)?;
+                if !status.is_success()
+                    && let Some(id) = body.get("id").and_then(Value::as_str)
+                    && durable::model::RunId::parse(id).is_ok()
+                {
+                    let (status, _) = send(client.get(server.url(&format!("/api/v1/runs/{id}"))));
+                    prop_assert_eq!(
+                        status,
+                        StatusCode::NOT_FOUND,
+                        "a refused start stored {}",
+                        id
+                    );
+                }
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+
+        let queries =
+            prop::collection::vec((prop::sample::select(FILTERS), hostile_string()), 0..5);
+        runner(96)
+            .run(&queries, |pairs| {
+                let mut url = reqwest::Url::parse(&server.url("/api/v1/runs")).expect("url");
+                url.query_pairs_mut().extend_pairs(pairs);
+                let (status, text) = send(client.get(url));
+                judged(status, &text)
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+
+        let run = runtime.block_on(common::start_run(
+            &client,
+            &server,
+            &token,
+            json!({ "workflow": "demo.approval", "input": {} }),
+        ));
+        let id = run["id"].as_str().expect("id").to_owned();
+        let bodies = (
+            prop::sample::select(vec!["signal", "retry-with-input", "cancel"]),
+            prop_oneof![wire_object(&["name", "payload", "input"]), hostile_json()],
+        );
+        runner(64)
+            .run(&bodies, |(verb, body)| {
+                let path = format!("/api/v1/runs/{id}/{verb}");
+                let (status, text) = send(client.post(server.url(&path)).json(&body));
+                judged(status, &text)
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}

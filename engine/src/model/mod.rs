@@ -14,6 +14,7 @@ mod limits;
 mod namespace;
 mod plan;
 mod query;
+mod receipt;
 mod retry;
 mod run;
 mod signal;
@@ -38,6 +39,7 @@ pub use query::{
     AttributeFilter, Cursor, Facets, MAX_FACET_VALUES, MAX_PAGE_SIZE, RunPage, RunQuery,
     RunQueryError, StatusCount, ValueCount,
 };
+pub use receipt::{Receipt, Settle};
 pub use retry::RetryPolicy;
 pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
 pub use signal::BufferedSignal;

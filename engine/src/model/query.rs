@@ -257,4 +257,57 @@ mod tests {
             assert!(Cursor::parse(bad).is_err(), "{bad:?}");
         }
     }
+
+    // Property tests of the list filters' parsers against any input a URL can carry. They are
+    // built with the crate's test support only.
+    #[cfg(all(feature = "sqlite", feature = "test-util"))]
+    mod hostile {
+        use super::*;
+        use crate::model::{InputLimits, Namespace, RunStatus};
+        use crate::testing::hostile_string;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Each parser refuses or accepts without panicking, and what it accepts a store
+            /// can hold: an attribute key it can index, no NUL anywhere, a cursor and an id that
+            /// read back the same.
+            #[test]
+            fn list_filter_parsers_accept_only_what_they_can_read_back(
+                raw in hostile_string(),
+                key in hostile_string(),
+            ) {
+                let limits = InputLimits::default();
+                if let Ok(filter) = AttributeFilter::parse(&format!("{key}={raw}")) {
+                    prop_assert!(AttributeFilter::check_key(&filter.key).is_ok());
+                    let query = RunQuery { attribute: Some(filter), ..RunQuery::default() };
+                    if let (Ok(()), Some(serde_json::Value::String(text))) =
+                        (query.check(&limits), query.attribute.as_ref().map(|a| &a.value))
+                    {
+                        prop_assert!(!text.contains('\0'));
+                    }
+                }
+                let _ = AttributeFilter::parse(&raw);
+                if let Ok(cursor) = Cursor::parse(&raw) {
+                    let text: String = cursor.clone().into();
+                    prop_assert_eq!(Cursor::parse(&text).ok(), Some(cursor));
+                }
+                if let Ok(id) = RunId::parse(&raw) {
+                    prop_assert_eq!(id.as_str(), raw.as_str());
+                    prop_assert!(!raw.contains('\0'));
+                }
+                if let Ok(status) = raw.parse::<RunStatus>() {
+                    prop_assert_eq!(status.as_str(), raw.as_str());
+                }
+                let _ = Namespace::parse(&raw);
+                let query = RunQuery {
+                    workflow: Some(raw.clone()),
+                    tag: Some(key.clone()),
+                    ..RunQuery::default()
+                };
+                if query.check(&limits).is_ok() {
+                    prop_assert!(!raw.contains('\0') && !key.contains('\0'));
+                }
+            }
+        }
+    }
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Millis, RunId};
+use super::{Millis, Receipt, RunId};
 
 /// A step handed to a worker (`P-tasks-<token>`, job `task`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,6 +40,10 @@ pub struct RemoteTask {
     /// (wire §2), which the SDK workers honour.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
+    /// The broker's hold on the task while a worker runs it: settled once its result is
+    /// published, so a worker that dies first leaves the task to be taken again.
+    #[serde(skip)]
+    pub receipt: Receipt,
 }
 
 /// A step's error, as the wire and the store carry it.
@@ -136,6 +140,11 @@ pub struct StepResult {
     /// The outcome.
     #[serde(flatten)]
     pub outcome: StepOutcome,
+    /// The broker's hold on the result while the control plane applies it: settled once the
+    /// result is checkpointed (or found late), so a control plane that dies first leaves it to
+    /// a peer.
+    #[serde(skip)]
+    pub receipt: Receipt,
 }
 
 #[cfg(test)]
@@ -167,6 +176,7 @@ mod tests {
             outcome: StepOutcome::Completed {
                 output: serde_json::json!({"ok": true}),
             },
+            receipt: Default::default(),
         };
         let json = serde_json::to_value(&res).unwrap();
         assert_eq!(

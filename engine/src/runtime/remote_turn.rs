@@ -240,4 +240,71 @@ mod tests {
         );
         assert_eq!(refused["commands"], json!([]));
     }
+
+    // A property test of the worker's side against any turn task a control plane (or anyone
+    // with access to the queue) could send. Built with the crate's test support only.
+    #[cfg(all(feature = "sqlite", feature = "test-util"))]
+    mod hostile {
+        use super::*;
+        use crate::testing::{hostile_json, wire_object};
+        use proptest::prelude::*;
+
+        const TASK: &[&str] = &[
+            "taskId",
+            "runId",
+            "workflow",
+            "workflowVersion",
+            "input",
+            "history",
+            "group",
+            "attempt",
+            "pendingSignals",
+        ];
+        const EVENT: &[&str] = &["seq", "kind", "name", "output", "error"];
+
+        /// A turn task of `greet`, every field hostile, its history made of event-shaped
+        /// objects.
+        fn hostile_task() -> impl Strategy<Value = Value> {
+            (
+                wire_object(TASK),
+                prop::collection::vec(wire_object(EVENT), 0..6),
+                prop::sample::select(vec!["greet", "nope", ""]),
+            )
+                .prop_map(|(mut task, history, workflow)| {
+                    if task.get("history").is_none() {
+                        task["history"] = Value::Array(history);
+                    }
+                    if task.get("workflow").is_none() {
+                        task["workflow"] = json!(workflow);
+                    }
+                    task
+                })
+        }
+
+        proptest! {
+            /// Every task gets an answer in the decision shape, never a panic: a decision whose
+            /// status the control plane knows, with a commands list.
+            #[test]
+            fn every_turn_task_gets_a_decision(task in prop_oneof![hostile_task(), hostile_json()]) {
+                let mut registry = Registry::new();
+                registry.workflow("greet", 1, |ctx: WorkflowContext, _: Value| async move {
+                    let n: i64 = ctx.step("charge", &json!(1)).await?;
+                    ctx.sleep(Duration::from_millis(5)).await;
+                    Ok::<_, WorkflowError>(json!(n))
+                });
+                let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                let decision = runtime.block_on(decide(&registry, clock, &task));
+                let status = decision["status"].as_str().unwrap_or_default();
+                prop_assert!(
+                    ["completed", "failed", "continue", "cancelled"].contains(&status),
+                    "{decision}"
+                );
+                prop_assert!(decision["commands"].is_array(), "{decision}");
+            }
+        }
+    }
 }

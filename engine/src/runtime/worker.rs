@@ -13,7 +13,7 @@ use super::{Clock, Registry, StepContext};
 use crate::model::{
     ControlMessage, ControlNotice, RemoteTask, StepFailure, StepOutcome, StepResult,
 };
-use crate::transport::{Partitions, TaskSubscription, Transport, TransportError};
+use crate::transport::{Partitions, TaskSubscription, Transport, TransportError, TurnTask};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -85,7 +85,7 @@ impl Worker {
             );
             tokio::spawn(async move {
                 loop {
-                    let task = tokio::select! {
+                    let TurnTask { task, receipt } = tokio::select! {
                         _ = stopped.changed() => return,
                         t = turns.next() => match t { Some(t) => t, None => return },
                     };
@@ -103,9 +103,13 @@ impl Worker {
                             Some(remote) => remote.publish_decision(decision).await,
                             None => Ok(()),
                         };
+                        // Settled once the decision is sent: a worker that dies first leaves the
+                        // turn to another.
                         if let Err(e) = sent {
-                            tracing::warn!(error = %e, "could not send a turn's decision; the control plane sends the turn again");
+                            tracing::warn!(error = %e, "could not send a turn's decision; giving the turn back");
+                            receipt.give_back();
                         }
+                        drop(receipt);
                         drop(permit);
                     });
                 }
@@ -129,11 +133,17 @@ impl Worker {
                     cancellations.clone(),
                 );
                 running.spawn(async move {
+                    let mut task = task;
+                    // Settled once the result is sent: a worker that dies first leaves the
+                    // task to another, as the same job.
+                    let receipt = std::mem::take(&mut task.receipt);
                     let reply_to = task.reply_to.clone();
                     let result = execute(&registry, &*clock, cancellations, task).await;
                     if let Err(e) = transport.publish_result(result, reply_to.as_deref()).await {
-                        tracing::warn!(error = %e, "could not publish a step result; the engine will redispatch the step");
+                        tracing::warn!(error = %e, "could not publish a step result; giving the task back");
+                        receipt.give_back();
                     }
+                    drop(receipt);
                     drop(permit);
                 });
                 while running.try_join_next().is_some() {}
@@ -199,5 +209,6 @@ async fn execute(
         step_id: task.step_id,
         started_at: Some(started_at),
         outcome,
+        receipt: Default::default(),
     }
 }

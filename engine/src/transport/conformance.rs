@@ -31,6 +31,7 @@ fn task(run: &str, name: &str, partition: Option<&Namespace>) -> RemoteTask {
         attempt: 1,
         reply_to: None,
         priority: None,
+        receipt: Default::default(),
     }
 }
 
@@ -108,6 +109,7 @@ pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
         outcome: StepOutcome::Completed {
             output: json!({ "ok": true }),
         },
+        receipt: Default::default(),
     };
     transport
         .publish_result(result.clone(), reply_to.as_deref())

@@ -24,7 +24,7 @@ pub use self::redis::testing as redis_testing;
 pub use self::redis::{RedisConfig, RedisTransport};
 pub use api::{
     ControlChannel, RateLimits, RemoteTurns, RunRequests, SlotClaim, Slots, StepQueues,
-    TenantEvents, Transport, WorkerRegistry,
+    TenantEvents, Transport, TurnTask, WorkerRegistry,
 };
 pub use memory::MemoryTransport;
 

@@ -150,6 +150,24 @@ pub fn reply_owners_key(p: &str) -> String {
     format!("{p}-results-owners")
 }
 
+/// The liveness key of one of our consuming processes (`P-taker:<instance>`): while it exists,
+/// the jobs the process took and has not settled stay its own (see [`taken_key`]).
+pub fn taker_key(p: &str, instance: &str) -> String {
+    format!("{p}-taker:{instance}")
+}
+
+/// The set of our consuming processes that may hold taken jobs (`P-takers`), so that a live
+/// control plane finds those of one that died.
+pub fn takers_key(p: &str) -> String {
+    format!("{p}-takers")
+}
+
+/// The jobs one of our processes took and has not settled yet (`P-taken:<instance>`, a set of
+/// BullMQ job keys): they go back to their queues once its [`taker_key`] is gone.
+pub fn taken_key(p: &str, instance: &str) -> String {
+    format!("{p}-taken:{instance}")
+}
+
 /// The queue workers send workflow decisions on (`P-decisions`).
 pub fn decisions_queue(p: &str) -> String {
     format!("{p}-decisions")

@@ -136,6 +136,7 @@ pub mod elsewhere {
             outcome: StepOutcome::Completed {
                 output: json!(output),
             },
+            receipt: Default::default(),
         }
     }
 

@@ -3,6 +3,8 @@ $DURABLE_PARTITION (empty for none) of namespace $DURABLE_NAMESPACE (default: no
 prefix $DURABLE_PREFIX. It serves:
 
 - step `billing.invoice` (a Python step of a Rust workflow);
+- step `billing.hold`, which never returns in a worker started with `DURABLE_HOLD=1` (a
+  worker to kill mid-step) and otherwise answers with its process id;
 - workflows `billing.close-month` (a clock read, a step, a sleep, a signal wait and a child)
   and `billing.receipt` (the child), whose turns our control plane drives.
 
@@ -30,6 +32,13 @@ async def invoice(data, ctx):
     if data.get("decline"):
         raise FatalError("card declined", "declined", details={"reason": "nsf"})
     return {"invoiceId": f"inv_{data['orderId']}", "amount": data.get("amount", 0)}
+
+
+@worker.step("billing.hold")
+async def hold(data, ctx):
+    if os.environ.get("DURABLE_HOLD") == "1":
+        await asyncio.sleep(3600)
+    return {"heldBy": os.getpid()}
 
 
 @worker.workflow("billing.close-month", version="1")

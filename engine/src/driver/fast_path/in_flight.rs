@@ -134,6 +134,7 @@ mod tests {
                 output: serde_json::json!(seq),
             },
             started_at: None,
+            receipt: Default::default(),
         }
     }
 

@@ -75,6 +75,7 @@ pub(crate) async fn send_again(
         attempt: cp.attempts.max(1),
         reply_to: None,
         priority: cp.priority,
+        receipt: Default::default(),
     };
     state
         .store

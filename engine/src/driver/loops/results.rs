@@ -264,7 +264,12 @@ async fn record(state: &Arc<State>, result: StepResult, of: Option<&Run>) -> Opt
         (Recorded::Unapplied(result), _) => return Some(result),
         (Recorded::Claimed(claimed), None) => state.queued(&claimed.0.namespace),
         (Recorded::Applied(tenant), _) => state.queued(&tenant),
-        (Recorded::Failed, _) => {}
+        // Held a moment before it goes back, so a store that is down is not asked again at
+        // the broker's pace.
+        (Recorded::Failed(given_back), _) => {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            drop(given_back);
+        }
     }
     None
 }

@@ -299,6 +299,7 @@ fn outgoing(
         attempt,
         reply_to: None,
         priority: flow.priority,
+        receipt: Default::default(),
     };
     Outgoing { task, flow }
 }

@@ -18,8 +18,9 @@ pub(crate) enum Recorded {
     Applied(Namespace),
     /// No checkpoint accepted it (it is late or a duplicate, or its step is not on record).
     Unapplied(StepResult),
-    /// The store failed (logged); the step will be redispatched.
-    Failed,
+    /// The store failed (logged). The result is handed back, given back: once dropped, the
+    /// broker queues it again for any control plane.
+    Failed(StepResult),
 }
 
 /// Records a step result in the store and, if `claim`, claims its run for a turn here in the
@@ -59,8 +60,9 @@ pub(crate) async fn record_claiming(
         }
         Ok(None) => Recorded::Unapplied(result),
         Err(e) => {
-            tracing::warn!(run_id = %result.run_id, seq = result.seq, error = %e, "could not record a step result; the step will be redispatched");
-            Recorded::Failed
+            tracing::warn!(run_id = %result.run_id, seq = result.seq, error = %e, "could not record a step result; it goes back to the broker");
+            result.receipt.give_back();
+            Recorded::Failed(result)
         }
     }
 }

@@ -361,3 +361,83 @@ fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
         next_wake,
     }
 }
+
+// Property tests of the decision decoder against anything a worker could send. They are built
+// with the crate's test support only.
+#[cfg(all(test, feature = "sqlite", feature = "test-util"))]
+mod tests {
+    use super::*;
+    use crate::testing::{hostile_json, wire_object};
+    use proptest::prelude::*;
+
+    const DECISION: &[&str] = &["status", "commands", "output", "error", "taskId", "runId"];
+    const COMMAND: &[&str] = &[
+        "kind",
+        "seq",
+        "name",
+        "input",
+        "output",
+        "error",
+        "ms",
+        "signal",
+        "workflow",
+        "startedAt",
+        "finishedAt",
+        "version",
+        "id",
+    ];
+
+    /// A decision whose commands are objects shaped like commands, every field hostile.
+    fn hostile_decision() -> impl Strategy<Value = Value> {
+        (
+            wire_object(DECISION),
+            prop::collection::vec(wire_object(COMMAND), 0..6),
+        )
+            .prop_map(|(mut decision, commands)| {
+                if decision.get("commands").is_none() {
+                    decision["commands"] = Value::Array(commands);
+                }
+                decision
+            })
+    }
+
+    /// A history with a resolved step at 0 and a pending one at 1.
+    fn history() -> History {
+        let cp = |seq: u32, status: &str| {
+            serde_json::from_value::<Checkpoint>(json!({
+                "run_id": "run-1", "seq": seq, "kind": "remote_step", "name": "charge",
+                "status": status, "attempts": 1, "output": 1,
+            }))
+            .expect("a checkpoint")
+        };
+        History {
+            checkpoints: vec![cp(0, "completed"), cp(1, "pending")],
+            signals: Vec::new(),
+        }
+    }
+
+    proptest! {
+        /// Whatever a worker sends, the decision is applied whole or refused whole: a refusal
+        /// carries no command, and nothing it keeps rewrites a position that has a checkpoint.
+        #[test]
+        fn a_decision_is_applied_whole_or_refused_whole(
+            raw in prop_oneof![hostile_decision(), hostile_json()],
+        ) {
+            let prepared = prepare(&history(), 1_000);
+            let applied = decision(raw, &prepared, 1_000);
+            if let DecisionStatus::Failed { error } = &applied.status
+                && error.code.as_deref() == Some("bad_decision")
+            {
+                prop_assert!(applied.commands.is_empty());
+            }
+            for command in &applied.commands {
+                let seq = serde_json::to_value(command)
+                    .ok()
+                    .and_then(|c| c.get("seq").and_then(Value::as_u64));
+                if let Some(seq) = seq {
+                    prop_assert!(!prepared.known.contains(&(seq as u32)), "{command:?}");
+                }
+            }
+        }
+    }
+}

@@ -84,7 +84,7 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
                             tracing::debug!(run_id = %late.run_id, seq = late.seq, "ignored a late or duplicate step result");
                             break;
                         }
-                        Recorded::Applied(_) | Recorded::Failed => break,
+                        Recorded::Applied(_) | Recorded::Failed(_) => break,
                     }
                 }
                 Ok(_) => break,

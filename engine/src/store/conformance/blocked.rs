@@ -173,6 +173,7 @@ pub async fn a_parked_run_keeps_results_of_steps_still_out(store: Arc<dyn Store>
         step_id: format!("{}:0", run.id),
         started_at: Some(3),
         outcome: StepOutcome::Completed { output: json!(7) },
+        receipt: Default::default(),
     };
     let applied = store
         .apply_step_result(&result, 4, Some(&lease("b")))

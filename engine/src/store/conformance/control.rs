@@ -99,6 +99,7 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         outcome: StepOutcome::Failed {
             error: crate::model::StepFailure::new("card declined"),
         },
+        receipt: Default::default(),
     };
     let applied = store
         .apply_step_result(&failure, 3, None)

@@ -58,6 +58,7 @@ pub async fn step_results_apply_once(store: Arc<dyn Store>) {
         outcome: StepOutcome::Completed {
             output: json!({"ok": true}),
         },
+        receipt: Default::default(),
     };
     let applied = store
         .apply_step_result(&result, 30, None)
@@ -229,6 +230,7 @@ pub async fn sticky_turns_commit_only_an_untouched_run(store: Arc<dyn Store>) {
         step_id: format!("{}:0", run.id),
         started_at: Some(3),
         outcome: StepOutcome::Completed { output: json!(7) },
+        receipt: Default::default(),
     };
     let done = || TurnCommit::new(TurnOutcome::Complete(json!("done")));
 

@@ -68,6 +68,7 @@ pub(super) fn completed(id: &RunId, seq: u32, output: serde_json::Value) -> Step
         step_id: format!("{id}:{seq}"),
         started_at: None,
         outcome: StepOutcome::Completed { output },
+        receipt: Default::default(),
     }
 }
 

@@ -297,6 +297,7 @@ async fn time_out_step<S: TurnStatements>(
         outcome: StepOutcome::Failed {
             error: timeout.clone(),
         },
+        receipt: Default::default(),
     };
     if schedule_retry(s, &result, &timeout, now).await?.is_none() {
         let failed = Resolution::Failed(S::json(&timeout));

@@ -18,7 +18,7 @@ mod workers;
 pub use control::ControlChannel;
 pub use events::TenantEvents;
 pub use rates::RateLimits;
-pub use remote_turns::RemoteTurns;
+pub use remote_turns::{RemoteTurns, TurnTask};
 pub use run_requests::RunRequests;
 pub use slots::{SlotClaim, Slots};
 pub use steps::StepQueues;

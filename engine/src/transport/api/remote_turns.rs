@@ -4,7 +4,18 @@
 
 use async_trait::async_trait;
 
+use crate::model::Receipt;
 use crate::transport::{Subscription, TaskSubscription, TransportResult};
+
+/// A workflow turn a worker took (wire §3.2, raw), with the broker's hold on it: settled once
+/// the turn's decision is sent, so a worker that dies first leaves the turn to another.
+#[derive(Debug)]
+pub struct TurnTask {
+    /// The `WorkflowTask` JSON.
+    pub task: serde_json::Value,
+    /// Settles the turn's job when dropped.
+    pub receipt: Receipt,
+}
 
 /// Remote workflow turns.
 #[async_trait]
@@ -22,7 +33,7 @@ pub trait RemoteTurns: Send + Sync + 'static {
     async fn consume_turns(
         &self,
         subscription: TaskSubscription,
-    ) -> TransportResult<Subscription<serde_json::Value>>;
+    ) -> TransportResult<Subscription<TurnTask>>;
 
     /// Sends a turn's decision (wire §3.4) back to the control plane.
     async fn publish_decision(&self, decision: serde_json::Value) -> TransportResult<()>;

@@ -135,6 +135,7 @@ mod tests {
             attempt: 1,
             reply_to: None,
             priority,
+            receipt: Default::default(),
         }
     }
 
@@ -162,6 +163,7 @@ mod tests {
             outcome: crate::model::StepOutcome::Completed {
                 output: serde_json::Value::Null,
             },
+            receipt: Default::default(),
         }
     }
 

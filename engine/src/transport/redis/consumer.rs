@@ -1,7 +1,9 @@
 //! Consuming BullMQ queues: one task per subscription takes jobs from every queue it serves in
 //! batches (one round trip each), then blocks on their marker keys until a producer (ours,
 //! Node's or Python's) adds a job, with the next take queued behind the wait. Jobs are handed on
-//! as their raw JSON `data`; a slow receiver slows the loop down (bounded channel).
+//! on with their keys; a slow receiver slows the loop down (bounded channel). A holding
+//! consumer's jobs stay its own until settled (see [`super::holds`]): those it took but could
+//! not hand on, because the receiver stopped, go back at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +11,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::Shared;
+use super::holds::Holds;
+use super::queue::Taken;
 use crate::transport::naming::bull_key;
 
 /// The most jobs taken in one round trip.
@@ -19,15 +23,32 @@ const BLOCK_SECS: f64 = 2.0;
 /// which the engine's lost-dispatch redispatch then sends again.
 const BUFFER: usize = 64;
 
-/// A channel for a consumer to hand its jobs' data on.
-pub(super) fn channel() -> (mpsc::Sender<String>, mpsc::Receiver<String>) {
+/// A channel for a consumer to hand its jobs on.
+pub(super) fn channel() -> (mpsc::Sender<Taken>, mpsc::Receiver<Taken>) {
     mpsc::channel(BUFFER)
 }
 
-/// Starts consuming `queues`; the job data goes to `tx`. The task stops when the receiver is
-/// dropped.
-pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>, tx: mpsc::Sender<String>) {
+/// Starts consuming `queues`; the jobs go to `tx`, held until settled if `hold`. The task stops
+/// when the receiver is dropped.
+pub(super) fn spawn(
+    shared: Arc<Shared>,
+    mut queues: Vec<String>,
+    tx: mpsc::Sender<Taken>,
+    hold: bool,
+) {
     tokio::spawn(async move {
+        if hold {
+            let mut backoff = Duration::from_millis(100);
+            while let Err(e) = Holds::start(&shared).await {
+                if tx.is_closed() {
+                    return;
+                }
+                tracing::warn!(error = %e, "cannot reach Redis to hold what this process takes; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+        let take = (shared.holds.taken_key().to_owned(), hold);
         let markers: Vec<String> = queues.iter().map(|q| bull_key(q, "marker")).collect();
         let mut backoff = Duration::from_millis(100);
         'connect: loop {
@@ -59,9 +80,14 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>, tx: mpsc::Send
                 let taken = if drained {
                     // Wakes on any queue's marker (a stale one only costs an empty take), and
                     // takes in the same round trip.
-                    let wait = shared
-                        .scripts
-                        .wait_and_take(&mut conn, &markers, BLOCK_SECS, &queues, BATCH);
+                    let wait = shared.scripts.wait_and_take(
+                        &mut conn,
+                        &markers,
+                        BLOCK_SECS,
+                        &queues,
+                        BATCH,
+                        (&take.0, take.1),
+                    );
                     tokio::select! {
                         taken = wait => taken,
                         // Nobody wants jobs any more: returning drops this consumer's own
@@ -70,7 +96,10 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>, tx: mpsc::Send
                         () = tx.closed() => return,
                     }
                 } else {
-                    shared.scripts.take(&mut conn, &queues, BATCH).await
+                    shared
+                        .scripts
+                        .take(&mut conn, &queues, BATCH, (&take.0, take.1))
+                        .await
                 };
                 let jobs = match taken {
                     Ok(jobs) => jobs,
@@ -87,8 +116,13 @@ pub(super) fn spawn(shared: Arc<Shared>, mut queues: Vec<String>, tx: mpsc::Send
                 backoff = Duration::from_millis(100);
                 // A short batch drained every queue: a job added since set a marker.
                 drained = jobs.len() < BATCH;
-                for data in jobs {
-                    if tx.send(data).await.is_err() {
+                let mut jobs = jobs.into_iter();
+                while let Some(job) = jobs.next() {
+                    if let Err(unsent) = tx.send(job).await {
+                        if hold {
+                            let rest = std::iter::once(unsent.0).chain(jobs);
+                            shared.holds.give_back(rest.map(|t| t.job));
+                        }
                         return;
                     }
                 }
@@ -113,7 +147,7 @@ mod tests {
         };
         let queue = format!("{}-stop", transport.prefix());
         let (tx, jobs) = channel();
-        spawn(transport.shared.clone(), vec![queue.clone()], tx);
+        spawn(transport.shared.clone(), vec![queue.clone()], tx, false);
         // Let it drain the empty queue and start waiting, then stop it.
         tokio::time::sleep(Duration::from_millis(300)).await;
         drop(jobs);
@@ -149,7 +183,7 @@ mod tests {
             .await
             .expect("break the queue");
         let (tx, mut jobs) = channel();
-        spawn(transport.shared.clone(), vec![queue.clone()], tx);
+        spawn(transport.shared.clone(), vec![queue.clone()], tx, false);
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let _: () = redis::cmd("DEL")
             .arg(&wait)
@@ -160,6 +194,7 @@ mod tests {
             .await
             .expect("add");
         let got = tokio::time::timeout(Duration::from_secs(15), jobs.recv()).await;
-        assert_eq!(got, Ok(Some("{\"n\":1}".to_owned())));
+        let got = got.ok().flatten().map(|t| t.data);
+        assert_eq!(got.as_deref(), Some("{\"n\":1}"));
     }
 }

@@ -10,12 +10,15 @@
 
 mod consumer;
 mod events;
+mod holds;
 mod pubsub;
 mod queue;
 mod rates;
+mod recovery;
 mod registry;
 mod replies;
 mod slots;
+mod stalls;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
@@ -27,7 +30,7 @@ use redis::aio::{ConnectionManager, MultiplexedConnection};
 use tokio::sync::{broadcast, mpsc};
 
 use self::pubsub::{Heard, Target};
-use self::queue::{NewJob, Retention, Scripts};
+use self::queue::{NewJob, Retention, Scripts, Taken};
 use super::naming::{
     TokenSpace, control_channel, decision_relay_channel, decisions_queue, effective_prefix,
     heartbeat_channel, is_instance_char, reply_owner_key, reply_queue, reply_queue_owner,
@@ -36,10 +39,11 @@ use super::naming::{
 };
 use super::{
     ControlChannel, EventDelivery, Partitions, RemoteTurns, RunRequests, StepQueues, Subscription,
-    TaskSubscription, TenantEvents, Transport, TransportError, TransportResult, WorkerRegistry,
+    TaskSubscription, TenantEvents, Transport, TransportError, TransportResult, TurnTask,
+    WorkerRegistry,
 };
 use crate::model::{
-    ControlMessage, Heartbeat, Millis, Namespace, RemoteTask, RunReply, Scope, StepResult,
+    ControlMessage, Heartbeat, Millis, Namespace, Receipt, RemoteTask, RunReply, Scope, StepResult,
     TenantEvent, WorkerDescriptor, WorkerGroup,
 };
 
@@ -93,6 +97,8 @@ struct Shared {
     started_at: Millis,
     /// The live workers' descriptors, for the dispatch guard.
     directory: registry::Directory,
+    /// What this process took and has not settled ([`holds`]).
+    holds: holds::Holds,
 }
 
 impl Shared {
@@ -153,17 +159,20 @@ impl RedisTransport {
             .chars()
             .map(|c| if is_instance_char(c) { c } else { '-' })
             .collect();
+        let p = effective_prefix(&config.prefix, config.namespace.as_ref());
+        let instance = format!(
+            "rs-{host}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
         Ok(RedisTransport {
             shared: Arc::new(Shared {
                 client,
                 conn,
-                p: effective_prefix(&config.prefix, config.namespace.as_ref()),
+                holds: holds::Holds::new(&p, &instance),
+                p,
                 tokens: TokenSpace::new(config.namespace.as_ref()),
-                instance: format!(
-                    "rs-{host}-{}-{}",
-                    std::process::id(),
-                    uuid::Uuid::new_v4().simple()
-                ),
+                instance,
                 rate_script: rates::script(),
                 slot_scripts: slots::SlotScripts::default(),
                 scripts: Scripts::default(),
@@ -258,33 +267,53 @@ impl RedisTransport {
         queues: Vec<String>,
         what: &'static str,
     ) -> (Subscription<T>, mpsc::Sender<()>) {
-        let (tx, rx) = consumer::channel();
-        consumer::spawn(self.shared.clone(), queues, tx);
-        Self::parse(rx, what)
+        let (items, alive) = self.consume_held::<T>(queues, what, false);
+        (Box::pin(items.map(|(item, _)| item)), alive)
     }
 
     /// Consumes `queue`'s job data raw, so that a malformed message still reaches the responder
     /// (which answers it, or logs it and goes on).
     fn consume_raw(&self, queue: String) -> Subscription<String> {
         let (tx, rx) = consumer::channel();
-        consumer::spawn(self.shared.clone(), vec![queue], tx);
+        consumer::spawn(self.shared.clone(), vec![queue], tx, false);
         Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|r| (r, rx))
+            rx.recv().await.map(|taken| (taken.data, rx))
         }))
     }
 
-    /// The job data on `rx` parsed as `T`; a job that does not parse is logged and dropped.
-    fn parse<T: serde::de::DeserializeOwned + Send + 'static>(
-        rx: mpsc::Receiver<String>,
+    /// [`RedisTransport::consume`], each job held until its receipt settles it if `hold` (see
+    /// [`holds`]); a job that does not parse is settled at once.
+    fn consume_held<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        queues: Vec<String>,
         what: &'static str,
-    ) -> (Subscription<T>, mpsc::Sender<()>) {
+        hold: bool,
+    ) -> (Subscription<(T, Receipt)>, mpsc::Sender<()>) {
+        let (tx, rx) = consumer::channel();
+        consumer::spawn(self.shared.clone(), queues, tx, hold);
+        Self::parse(self.shared.clone(), rx, what, hold)
+    }
+
+    /// The jobs on `rx` parsed as `T`, with their receipts if they are held; a job that does not
+    /// parse is logged and dropped. Held jobs the stream never yields go back when it drops.
+    fn parse<T: serde::de::DeserializeOwned + Send + 'static>(
+        shared: Arc<Shared>,
+        rx: mpsc::Receiver<Taken>,
+        what: &'static str,
+        hold: bool,
+    ) -> (Subscription<(T, Receipt)>, mpsc::Sender<()>) {
         // Closed when the returned stream is dropped: ends the announcements tied to it.
         let (alive, gone) = mpsc::channel::<()>(1);
-        let stream = futures::stream::unfold((rx, gone), move |(mut rx, gone)| async move {
+        let inbox = Inbox { rx, shared, hold };
+        let stream = futures::stream::unfold((inbox, gone), move |(mut inbox, gone)| async move {
             loop {
-                let data = rx.recv().await?;
-                match serde_json::from_str::<T>(&data) {
-                    Ok(item) => return Some((item, (rx, gone))),
+                let taken = inbox.rx.recv().await?;
+                let receipt = match inbox.hold {
+                    true => inbox.shared.holds.receipt(taken.job),
+                    false => Receipt::default(),
+                };
+                match serde_json::from_str::<T>(&taken.data) {
+                    Ok(item) => return Some(((item, receipt), (inbox, gone))),
                     Err(e) => {
                         tracing::warn!(error = %e, what, "dropped a malformed job");
                     }
@@ -294,14 +323,15 @@ impl RedisTransport {
         (Box::pin(stream), alive)
     }
 
-    /// Consumes the queues of `names` on the subscription's partitions, and announces this
-    /// worker on each of their tokens while the stream lives.
+    /// Consumes the queues of `names` on the subscription's partitions, each job held until its
+    /// receipt settles it, and announces this worker on each of their tokens while the stream
+    /// lives.
     fn consume_announced<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
         subscription: TaskSubscription,
         names: &[String],
         what: &'static str,
-    ) -> TransportResult<Subscription<T>> {
+    ) -> TransportResult<Subscription<(T, Receipt)>> {
         let Partitions::Only(partitions) = &subscription.partitions else {
             return Err(TransportError::Unsupported(
                 "a shared Redis broker serves named partitions only: give the worker its tenant \
@@ -318,7 +348,7 @@ impl RedisTransport {
             .iter()
             .map(|t| tasks_queue(&self.shared.p, t))
             .collect();
-        let (items, alive) = self.consume::<T>(queues, what);
+        let (items, alive) = self.consume_held::<T>(queues, what, true);
         let mut descriptor = subscription.descriptor(&self.shared.instance, self.shared.started_at);
         // Under a namespace, as the SDK workers describe themselves: the namespace named, its
         // own partition left out as in the tokens.
@@ -397,8 +427,9 @@ impl StepQueues for RedisTransport {
         let names = subscription.names.clone();
         let tokens = self.shared.tokens.clone();
         let tasks = self.consume_announced::<RemoteTask>(subscription, &names, "task")?;
-        Ok(Box::pin(tasks.map(move |mut task| {
+        Ok(Box::pin(tasks.map(move |(mut task, receipt)| {
             tokens.from_wire(&mut task.group);
+            task.receipt = receipt;
             task
         })))
     }
@@ -446,15 +477,46 @@ impl StepQueues for RedisTransport {
             })?;
         let (tx, rx) = consumer::channel();
         owner.keep(tx.clone());
-        consumer::spawn(self.shared.clone(), vec![own.clone(), results_queue(p)], tx);
+        recovery::keep(self.shared.clone(), tx.clone());
+        consumer::spawn(
+            self.shared.clone(),
+            vec![own.clone(), results_queue(p)],
+            tx,
+            true,
+        );
         // The key is set: results may come to the own queue from now on.
         let _ = self.shared.reply_queue.set(own);
-        let (results, _alive) = Self::parse(rx, "result");
-        Ok(results)
+        let (results, _alive) = Self::parse::<StepResult>(self.shared.clone(), rx, "result", true);
+        Ok(Box::pin(results.map(|(mut result, receipt)| {
+            result.receipt = receipt;
+            result
+        })))
     }
 
     fn retains_tasks(&self) -> bool {
         true
+    }
+}
+
+/// A consumer's channel, as the stream that parses it holds it: once the stream is dropped,
+/// the held jobs it never yielded go back to their queues.
+struct Inbox {
+    rx: mpsc::Receiver<Taken>,
+    shared: Arc<Shared>,
+    hold: bool,
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        if !self.hold {
+            return;
+        }
+        self.rx.close();
+        let mut left = Vec::new();
+        while let Ok(taken) = self.rx.try_recv() {
+            left.push(taken.job);
+        }
+        self.shared.holds.give_back(left);
     }
 }
 
@@ -470,15 +532,15 @@ impl RemoteTurns for RedisTransport {
     async fn consume_turns(
         &self,
         subscription: TaskSubscription,
-    ) -> TransportResult<Subscription<serde_json::Value>> {
+    ) -> TransportResult<Subscription<TurnTask>> {
         let names = subscription.workflow_names();
         let tokens = self.shared.tokens.clone();
         let turns = self.consume_announced::<serde_json::Value>(subscription, &names, "turn")?;
-        Ok(Box::pin(turns.map(move |mut turn| {
-            if let Some(serde_json::Value::String(group)) = turn.get_mut("group") {
+        Ok(Box::pin(turns.map(move |(mut task, receipt)| {
+            if let Some(serde_json::Value::String(group)) = task.get_mut("group") {
                 tokens.from_wire(group);
             }
-            turn
+            TurnTask { task, receipt }
         })))
     }
 

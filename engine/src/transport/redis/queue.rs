@@ -74,11 +74,12 @@ return add(k, ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6])
 );
 
 /// Moves up to `ARGV[2]` jobs from one consumer's own queue to another queue, as new jobs
-/// there, unless the consumer's liveness key exists; once its queue is empty, deletes the
-/// queue's keys and takes `ARGV[1]` out of the set that lists such queues. Nothing else can add
+/// there, unless the consumer's liveness key exists; once its queue is empty and it holds no
+/// job it took (those come back to the queue first, see [`super::holds`]), deletes the queue's
+/// keys and takes `ARGV[1]` out of the set that lists such queues. Nothing else can add
 /// to the queue meanwhile (every add checks the key, see [`ADD`]), so an emptied queue stays
 /// empty. Returns how many jobs moved, or -1 if the key exists. KEYS: the liveness key, the set,
-/// the own queue's eight keys, then the other queue's eight keys.
+/// the own queue's eight keys, the other queue's eight keys, then the consumer's taken set.
 const HAND_OVER: &str = concat!(
     add_function!(),
     r#"
@@ -100,7 +101,8 @@ while moved < tonumber(ARGV[2]) do
     moved = moved + 1
   end
 end
-if redis.call("LLEN", KEYS[4]) == 0 and redis.call("ZCARD", KEYS[5]) == 0 then
+if redis.call("LLEN", KEYS[4]) == 0 and redis.call("ZCARD", KEYS[5]) == 0
+  and redis.call("EXISTS", KEYS[19]) == 0 then
   redis.call("DEL", KEYS[3], KEYS[6], KEYS[7], KEYS[10])
   redis.call("SREM", KEYS[2], ARGV[1])
 end
@@ -108,28 +110,40 @@ return moved
 "#
 );
 
-/// Takes up to `ARGV[1]` jobs, trying the queues in the order given, and deletes each in the
-/// same step (our consumers hold no lock: a job lost to a crash after this is recovered by the
-/// engine's lost-dispatch redispatch, which delivery at-least-once already allows). Returns
-/// their data. KEYS: per queue, its wait, prioritized and events keys. ARGV: the batch size,
-/// then per queue its job key prefix.
+/// Takes up to `ARGV[1]` jobs, trying the queues in the order given. With `ARGV[2]` = "1" each
+/// job stays, its key put in the taker's set `KEYS[1]` until the taker settles it (see
+/// [`super::holds`]); otherwise it is deleted in the same step (a job lost to a crash after
+/// this is one the engine's lost-dispatch redispatch sends again, which delivery at-least-once
+/// allows). Returns each job's key and data, flat. KEYS: the taker's set, then per queue its
+/// wait, prioritized and events keys. ARGV: the batch size, the hold flag, the time
+/// (ms), then per queue its job key prefix.
 const TAKE: &str = r#"
 local max = tonumber(ARGV[1])
+local hold = ARGV[2] == "1"
 local out = {}
-for q = 0, #KEYS / 3 - 1 do
-  local wait, prioritized, events = KEYS[q * 3 + 1], KEYS[q * 3 + 2], KEYS[q * 3 + 3]
-  while #out < max do
+for q = 0, (#KEYS - 1) / 3 - 1 do
+  local wait, prioritized, events = KEYS[q * 3 + 2], KEYS[q * 3 + 3], KEYS[q * 3 + 4]
+  while #out < max * 2 do
     local id = redis.call("RPOP", wait)
     if not id then
       local popped = redis.call("ZPOPMIN", prioritized)
       if #popped == 0 then break end
       id = popped[1]
     end
-    local job = ARGV[q + 2] .. id
+    local job = ARGV[q + 4] .. id
     local data = redis.call("HGET", job, "data")
-    redis.call("DEL", job, job .. ":lock", job .. ":logs")
-    redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
-    if data then out[#out + 1] = data end
+    if data then
+      if hold then
+        redis.call("SADD", KEYS[1], job)
+        redis.call("HSET", job, "processedOn", ARGV[3])
+        redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "active", "jobId", id)
+      else
+        redis.call("DEL", job, job .. ":lock", job .. ":logs")
+        redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
+      end
+      out[#out + 1] = job
+      out[#out + 1] = data
+    end
   end
 end
 return out
@@ -178,6 +192,28 @@ pub struct NewJob<'a> {
     /// A job id of the caller's (BullMQ's `jobId`): a job of that id still waiting or running
     /// is kept instead of adding another (see [`add_function`]).
     pub job_id: Option<&'a str>,
+}
+
+/// A job a consumer took: its key (`bull:<queue>:<id>`), by which a held one is settled, and
+/// its data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// The job's key.
+    pub job: String,
+    /// The job's data (the DTO's JSON).
+    pub data: String,
+}
+
+impl Taken {
+    /// The take script's flat answer, key and data after each other, as jobs.
+    fn pairs(flat: Vec<String>) -> Vec<Taken> {
+        let mut flat = flat.into_iter();
+        let mut out = Vec::with_capacity(flat.len() / 2);
+        while let (Some(job), Some(data)) = (flat.next(), flat.next()) {
+            out.push(Taken { job, data });
+        }
+        out
+    }
 }
 
 /// The queue scripts, loaded once per transport.
@@ -238,30 +274,33 @@ impl Scripts {
             .await
     }
 
-    /// Takes (and removes) up to `max` jobs from `queues`, in one round trip: the data of each,
-    /// the first queue's jobs first. Callers rotate the order so no queue starves.
+    /// Takes up to `max` jobs from `queues`, in one round trip, the first queue's jobs first:
+    /// held in `take.0`, the taker's set, if `take.1`, else removed (see [`TAKE`]). Callers
+    /// rotate the order so no queue starves.
     pub async fn take<C: redis::aio::ConnectionLike + Send>(
         &self,
         conn: &mut C,
         queues: &[String],
         max: usize,
-    ) -> redis::RedisResult<Vec<String>> {
-        match self.take_cmd(queues, max).query_async(conn).await {
+        take: (&str, bool),
+    ) -> redis::RedisResult<Vec<Taken>> {
+        let taken = match self.take_cmd(queues, max, take).query_async(conn).await {
             Err(e) if is_no_script(&e) => {
                 self.take.load_async(conn).await?;
-                self.take_cmd(queues, max).query_async(conn).await
+                self.take_cmd(queues, max, take).query_async(conn).await
             }
             taken => taken,
-        }
+        };
+        taken.map(Taken::pairs)
     }
 
     /// Moves up to `max` jobs from `own`, the own queue of consumer `owner` (listed in set
-    /// `owners`), to `to`, unless the consumer's liveness key `alive` exists (see
-    /// [`HAND_OVER`]). How many moved, or `None` if the key exists.
+    /// `owners`, holding what it took in set `taken`), to `to`, unless the consumer's liveness
+    /// key `alive` exists (see [`HAND_OVER`]). How many moved, or `None` if the key exists.
     pub async fn hand_over<C: redis::aio::ConnectionLike + Send>(
         &self,
         conn: &mut C,
-        (alive, owners, owner): (&str, &str, &str),
+        (alive, owners, owner, taken): (&str, &str, &str, &str),
         own: &str,
         to: &str,
         max: usize,
@@ -272,6 +311,7 @@ impl Scripts {
             .key(owners)
             .key(&queue_keys(own))
             .key(&queue_keys(to))
+            .key(taken)
             .arg(owner)
             .arg(max)
             .invoke_async(conn)
@@ -290,24 +330,26 @@ impl Scripts {
         block_secs: f64,
         queues: &[String],
         max: usize,
-    ) -> redis::RedisResult<Vec<String>> {
+        take: (&str, bool),
+    ) -> redis::RedisResult<Vec<Taken>> {
         let mut pipe = redis::pipe();
         pipe.cmd("BZPOPMIN")
             .arg(markers)
             .arg(block_secs)
             .ignore()
-            .add_command(self.take_cmd(queues, max));
+            .add_command(self.take_cmd(queues, max, take));
         match pipe.query_async::<(Vec<String>,)>(conn).await {
-            Ok((taken,)) => Ok(taken),
+            Ok((taken,)) => Ok(Taken::pairs(taken)),
             // The wait is over either way; load the script and take as usual.
-            Err(e) if is_no_script(&e) => self.take(conn, queues, max).await,
+            Err(e) if is_no_script(&e) => self.take(conn, queues, max, take).await,
             Err(e) => Err(e),
         }
     }
 
     /// The take script's `EVALSHA` (see [`TAKE`]) for `queues`.
-    fn take_cmd(&self, queues: &[String], max: usize) -> redis::Cmd {
-        let mut keys = Vec::with_capacity(queues.len() * 3);
+    fn take_cmd(&self, queues: &[String], max: usize, (taker, hold): (&str, bool)) -> redis::Cmd {
+        let mut keys = Vec::with_capacity(1 + queues.len() * 3);
+        keys.push(taker.to_owned());
         let mut prefixes = Vec::with_capacity(queues.len());
         for queue in queues {
             keys.extend(["wait", "prioritized", "events"].map(|k| bull_key(queue, k)));
@@ -318,6 +360,8 @@ impl Scripts {
             .arg(keys.len())
             .arg(keys)
             .arg(max)
+            .arg(if hold { "1" } else { "0" })
+            .arg(super::now_ms())
             .arg(prefixes);
         cmd
     }
@@ -361,13 +405,15 @@ mod tests {
         }
         let markers = [bull_key(&queue, "marker")];
         let queues = [queue.clone()];
+        let take = ("unused", false);
         let taken = scripts
-            .wait_and_take(&mut conn, &markers, 1.0, &queues, 32)
+            .wait_and_take(&mut conn, &markers, 1.0, &queues, 32, take)
             .await
             .expect("wait and take");
-        assert_eq!(taken, ["one", "two"]);
+        let data: Vec<&str> = taken.iter().map(|t| t.data.as_str()).collect();
+        assert_eq!(data, ["one", "two"]);
         let again = scripts
-            .wait_and_take(&mut conn, &markers, 0.05, &queues, 32)
+            .wait_and_take(&mut conn, &markers, 0.05, &queues, 32, take)
             .await
             .expect("wait and take");
         assert!(again.is_empty(), "each job is taken once: {again:?}");

@@ -91,7 +91,7 @@ pub(super) fn announce<T: Send + 'static>(
 
 /// When a liveness value says its writer was last seen: `{"ts": ms, …}` or a bare number
 /// (below 1e12 it is seconds, wire §6.2).
-fn seen_at(value: &str) -> Option<Millis> {
+pub(super) fn seen_at(value: &str) -> Option<Millis> {
     let parsed: Value = serde_json::from_str(value).ok()?;
     let ts = match &parsed {
         Value::Object(o) => o.get("ts")?.as_f64()?,
@@ -102,7 +102,7 @@ fn seen_at(value: &str) -> Option<Millis> {
 }
 
 /// Every liveness key under the prefix with its value: `(token, instance, value)`.
-async fn liveness(shared: &Shared) -> redis::RedisResult<Vec<(String, String, String)>> {
+pub(super) async fn liveness(shared: &Shared) -> redis::RedisResult<Vec<(String, String, String)>> {
     let mut conn = shared.conn.clone();
     let mut keys: Vec<String> = Vec::new();
     let mut cursor: u64 = 0;

@@ -22,7 +22,9 @@ use redis::{AsyncCommands, Script};
 use tokio::sync::mpsc;
 
 use super::Shared;
-use crate::transport::naming::{reply_owner_key, reply_owners_key, reply_queue, results_queue};
+use crate::transport::naming::{
+    reply_owner_key, reply_owners_key, reply_queue, results_queue, taken_key,
+};
 
 /// How often the owner renews its key and looks for queues that lost theirs.
 #[cfg(not(test))]
@@ -65,7 +67,7 @@ impl Owner {
     /// Renews the key while `tx`, the channel its consumer fills, is open and not full, and
     /// hands over the queues that lost their key, every [`EVERY`]; withdraws the key once `tx`
     /// closes.
-    pub(super) fn keep(self, tx: mpsc::Sender<String>) {
+    pub(super) fn keep<T: Send + 'static>(self, tx: mpsc::Sender<T>) {
         tokio::spawn(async move {
             let mut conn = self.shared.conn.clone();
             loop {
@@ -128,7 +130,7 @@ impl Owner {
                 .scripts
                 .hand_over(
                     conn,
-                    (&alive, &owners_key, owner),
+                    (&alive, &owners_key, owner, &taken_key(p, owner)),
                     &own,
                     &shared_queue,
                     BATCH,
@@ -170,7 +172,7 @@ mod tests {
         };
         let owner = Owner::claim(shared.clone()).await.expect("claim");
         assert!(alive().await, "set before the queue is named anywhere");
-        let (tx, mut rx) = mpsc::channel(1);
+        let (tx, mut rx) = mpsc::channel::<String>(1);
         owner.keep(tx.clone());
         tokio::time::sleep(TTL * 2).await;
         assert!(alive().await, "renewed while the consumer keeps up");

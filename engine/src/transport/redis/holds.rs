@@ -1,0 +1,472 @@
+//! Jobs our processes took and have not settled: a control plane's step results until they are
+//! checkpointed, a worker's tasks and turns until their answer is sent.
+//!
+//! A holding take leaves the job's hash in place and puts its key in the taker's set
+//! (`P-taken:<instance>`); settling deletes it ([`Settle::Done`]) or queues it again
+//! ([`Settle::GiveBack`]). The taker keeps a liveness key (`P-taker:<instance>`, renewed every
+//! [`EVERY`], gone [`TTL`] after the last renewal) and lists itself in `P-takers`. Once the key
+//! is gone (a crash, a process paused past it, or a clean stop that left jobs unsettled), any
+//! live control plane queues what the set still holds again, at the front of each job's own
+//! queue, in one script per batch ([`reclaim_gone`]): nothing taken is lost, and a job comes
+//! back as itself, so a task is still one job per try.
+//!
+//! A receipt settles a job only if it is still in its taker's set, so a taker that was thought
+//! gone and comes back cannot delete a job that went back to its queue meanwhile.
+
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use redis::{AsyncCommands, Script};
+use tokio::sync::mpsc;
+
+use super::Shared;
+use crate::model::{Receipt, Settle};
+use crate::transport::naming::{taken_key, taker_key, takers_key};
+
+/// How often a taker renews its liveness key.
+#[cfg(not(test))]
+const EVERY: Duration = Duration::from_secs(2);
+#[cfg(test)]
+const EVERY: Duration = Duration::from_millis(100);
+/// How long the key outlives its last renewal: what a crash costs before its jobs go back.
+#[cfg(not(test))]
+const TTL: Duration = Duration::from_secs(6);
+#[cfg(test)]
+const TTL: Duration = Duration::from_millis(600);
+/// The most settlements or reclaimed jobs one script handles (a script blocks Redis).
+const BATCH: usize = 256;
+
+/// The Lua function the settling and reclaiming scripts share: `requeue(job)` puts job key
+/// `job` (`bull:<queue>:<id>`) back in its queue, at the front, as BullMQ puts a stalled job
+/// back; false if the job is gone.
+macro_rules! requeue_function {
+    () => {
+        r#"
+local function requeue(job)
+  local prefix, id = string.match(job, "^(.*:)([^:]*)$")
+  if not prefix or redis.call("EXISTS", job) == 0 then return false end
+  redis.call("HDEL", job, "processedOn")
+  local priority = tonumber(redis.call("HGET", job, "priority")) or 0
+  if redis.call("HEXISTS", prefix .. "meta", "paused") == 1 then
+    redis.call("RPUSH", prefix .. "paused", id)
+  else
+    if priority > 0 then
+      local n = redis.call("INCR", prefix .. "pc")
+      redis.call("ZADD", prefix .. "prioritized", priority * 4294967296 + (n % 4294967296), id)
+    else
+      redis.call("RPUSH", prefix .. "wait", id)
+    end
+    redis.call("ZADD", prefix .. "marker", 0, "0")
+  end
+  redis.call("XADD", prefix .. "events", "MAXLEN", "~", 10000, "*", "event", "waiting", "jobId", id, "prev", "active")
+  return true
+end
+"#
+    };
+}
+
+/// Settles jobs the taker holds. KEYS: the taker's set. ARGV: job key and `d` (done) or `g`
+/// (give back), for each job. A job no longer in the set is left alone.
+const SETTLE: &str = concat!(
+    requeue_function!(),
+    r#"
+for i = 1, #ARGV, 2 do
+  local job = ARGV[i]
+  if redis.call("SREM", KEYS[1], job) == 1 then
+    if ARGV[i + 1] == "g" then
+      requeue(job)
+    else
+      local prefix, id = string.match(job, "^(.*:)([^:]*)$")
+      redis.call("DEL", job, job .. ":lock", job .. ":logs")
+      if prefix then
+        redis.call("XADD", prefix .. "events", "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
+      end
+    end
+  end
+end
+return 0
+"#
+);
+
+/// Queues again up to `ARGV[2]` jobs a gone taker held, unless its liveness key exists; once
+/// its set is empty, forgets the taker. Returns how many went back, or -1 if the key exists.
+/// KEYS: the taker's liveness key, its set, the takers' set. ARGV: the taker, the batch size.
+const RECLAIM: &str = concat!(
+    requeue_function!(),
+    r#"
+if redis.call("EXISTS", KEYS[1]) == 1 then return -1 end
+local moved = 0
+for _, job in ipairs(redis.call("SPOP", KEYS[2], tonumber(ARGV[2]))) do
+  if requeue(job) then moved = moved + 1 end
+end
+if redis.call("SCARD", KEYS[2]) == 0 then
+  redis.call("SREM", KEYS[3], ARGV[1])
+end
+return moved
+"#
+);
+
+/// One transport's holds: its set's key, and the settler its receipts report to, started by
+/// the first holding consumer.
+pub(super) struct Holds {
+    taken: String,
+    settler: OnceLock<mpsc::UnboundedSender<(String, Settle)>>,
+    settle: Script,
+    reclaim: Script,
+}
+
+impl Holds {
+    pub(super) fn new(p: &str, instance: &str) -> Self {
+        Holds {
+            taken: taken_key(p, instance),
+            settler: OnceLock::new(),
+            settle: Script::new(SETTLE),
+            reclaim: Script::new(RECLAIM),
+        }
+    }
+
+    /// The taker's set, for the take script.
+    pub(super) fn taken_key(&self) -> &str {
+        &self.taken
+    }
+
+    /// Makes this process a taker before its first holding take: sets its liveness key and
+    /// lists it, then keeps the key alive while the transport lives and starts the settler.
+    /// Idempotent.
+    pub(super) async fn start(shared: &Arc<Shared>) -> redis::RedisResult<()> {
+        if shared.holds.settler.get().is_some() {
+            return Ok(());
+        }
+        let mut conn = shared.conn.clone();
+        renew(&shared.p, &shared.instance, &mut conn).await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        if shared.holds.settler.set(tx).is_err() {
+            // Another consumer started it meanwhile.
+            return Ok(());
+        }
+        tokio::spawn(settle_loop(shared.clone(), rx));
+        tokio::spawn(keep_alive(Arc::downgrade(shared)));
+        Ok(())
+    }
+
+    /// Gives `jobs` back at once: held, but never handed to whoever consumed them (the
+    /// consumer stopped).
+    pub(super) fn give_back(&self, jobs: impl IntoIterator<Item = String>) {
+        if let Some(settler) = self.settler.get() {
+            for job in jobs {
+                let _ = settler.send((job, Settle::GiveBack));
+            }
+        }
+    }
+
+    /// The receipt of held job `job`: it settles the job when its last copy drops.
+    pub(super) fn receipt(&self, job: String) -> Receipt {
+        let Some(settler) = self.settler.get().cloned() else {
+            return Receipt::default();
+        };
+        Receipt::new(move |how| {
+            // The settler is gone only with the transport; the job then goes back when the
+            // liveness key lapses.
+            let _ = settler.send((job, how));
+        })
+    }
+}
+
+async fn renew(
+    p: &str,
+    instance: &str,
+    conn: &mut redis::aio::ConnectionManager,
+) -> redis::RedisResult<()> {
+    redis::pipe()
+        .pset_ex(
+            taker_key(p, instance),
+            1,
+            u64::try_from(TTL.as_millis()).unwrap_or(u64::MAX),
+        )
+        .ignore()
+        .sadd(takers_key(p), instance)
+        .ignore()
+        .query_async(conn)
+        .await
+}
+
+/// Renews the liveness key while the transport lives, then withdraws it: what is still held
+/// goes back to the queues at once.
+async fn keep_alive(shared: Weak<Shared>) {
+    loop {
+        tokio::time::sleep(EVERY).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let mut conn = shared.conn.clone();
+        if let Err(e) = renew(&shared.p, &shared.instance, &mut conn).await {
+            tracing::warn!(error = %e, "renewing this process's hold on the jobs it took failed; they go back to their queues if it lapses");
+        }
+        if Arc::strong_count(&shared) == 1 {
+            let _: redis::RedisResult<()> = conn.del(taker_key(&shared.p, &shared.instance)).await;
+            return;
+        }
+    }
+}
+
+/// Settles what receipts report, a batch per round trip, until every receipt and the transport
+/// are gone. A batch that fails is tried again: until it lands, its jobs stay held.
+async fn settle_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(String, Settle)>) {
+    let (taken, script, mut conn) = (
+        shared.holds.taken.clone(),
+        shared.holds.settle.clone(),
+        shared.conn.clone(),
+    );
+    // The transport may go while receipts are out: hold only what the loop needs.
+    drop(shared);
+    let mut batch: Vec<(String, Settle)> = Vec::new();
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if batch.is_empty() {
+            match rx.recv().await {
+                Some(first) => batch.push(first),
+                None => return,
+            }
+        }
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let mut invoke = script.key(&taken);
+        for (job, how) in &batch {
+            invoke.arg(job).arg(match how {
+                Settle::Done => "d",
+                Settle::GiveBack => "g",
+            });
+        }
+        match invoke.invoke_async::<i64>(&mut conn).await {
+            Ok(_) => {
+                batch.clear();
+                backoff = Duration::from_millis(100);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, jobs = batch.len(), "settling taken jobs failed; trying again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Queues again what every gone taker but this one held. How many jobs went back.
+pub(super) async fn reclaim_gone(shared: &Shared) -> redis::RedisResult<usize> {
+    let mut conn = shared.conn.clone();
+    let p = &shared.p;
+    let takers: Vec<String> = conn.smembers(takers_key(p)).await?;
+    let mut total = 0;
+    for taker in takers.iter().filter(|t| **t != shared.instance) {
+        loop {
+            let moved: i64 = shared
+                .holds
+                .reclaim
+                .key(taker_key(p, taker))
+                .key(taken_key(p, taker))
+                .key(takers_key(p))
+                .arg(taker)
+                .arg(BATCH)
+                .invoke_async(&mut conn)
+                .await?;
+            let Ok(moved) = usize::try_from(moved) else {
+                break;
+            };
+            total += moved;
+            if moved > 0 {
+                tracing::info!(taker = %taker, jobs = moved, "queued again the jobs a stopped process took and did not finish");
+            }
+            if moved < BATCH {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::StepResult;
+    use crate::transport::StepQueues;
+    use crate::transport::naming::{bull_key, results_queue};
+    use crate::transport::redis::queue::{NewJob, Retention};
+    use crate::transport::redis::{RedisConfig, RedisTransport, testing};
+    use futures::StreamExt;
+
+    async fn peer(of: &RedisTransport) -> RedisTransport {
+        let config = RedisConfig {
+            prefix: of.prefix().to_owned(),
+            ..RedisConfig::new(testing::test_url())
+        };
+        RedisTransport::connect(config).await.expect("connect")
+    }
+
+    async fn add(transport: &RedisTransport, queue: &str, id: &str) {
+        let job = NewJob {
+            queue,
+            unless_gone: None,
+            name: "task",
+            data: "{\"n\":1}",
+            retention: Retention::Task,
+            priority: None,
+            job_id: Some(id),
+        };
+        let mut conn = transport.shared.conn.clone();
+        transport
+            .shared
+            .scripts
+            .add(&mut conn, &job)
+            .await
+            .expect("add");
+    }
+
+    async fn waiting(transport: &RedisTransport, queue: &str) -> Vec<String> {
+        let mut conn = transport.shared.conn.clone();
+        redis::cmd("LRANGE")
+            .arg(bull_key(queue, "wait"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .expect("lrange")
+    }
+
+    async fn exists(transport: &RedisTransport, key: &str) -> bool {
+        let mut conn = transport.shared.conn.clone();
+        conn.exists(key).await.expect("exists")
+    }
+
+    /// A job taken by a process that then stops without settling it goes back to its queue as
+    /// itself once the process's key is gone, for another to take; settled there, it is gone.
+    #[tokio::test]
+    async fn what_a_gone_taker_held_goes_back_as_itself() {
+        let Some(taker) = testing::fresh_transport().await else {
+            return;
+        };
+        let other = peer(&taker).await;
+        let queue = format!("{}-tasks-charge@acme", taker.prefix());
+        add(&taker, &queue, "run~1@0@1").await;
+        let (mut items, _alive) =
+            taker.consume_held::<serde_json::Value>(vec![queue.clone()], "task", true);
+        let (_, receipt) = items.next().await.expect("the job");
+        let taker_instance = taker.instance_id().to_owned();
+        // It dies holding the job: its receipt never settles, its key is not renewed.
+        std::mem::forget(receipt);
+        drop(items);
+        drop(taker);
+        assert!(waiting(&other, &queue).await.is_empty(), "held, not queued");
+        let mut back = 0;
+        for _ in 0..100 {
+            back += reclaim_gone(&other.shared).await.expect("reclaim");
+            if back > 0 {
+                break;
+            }
+            tokio::time::sleep(TTL / 4).await;
+        }
+        assert_eq!(back, 1);
+        assert_eq!(waiting(&other, &queue).await, ["run~1@0@1"], "the same job");
+        let p = other.prefix();
+        assert!(!exists(&other, &taken_key(p, &taker_instance)).await);
+        let mut conn = other.shared.conn.clone();
+        let takers: Vec<String> = conn.smembers(takers_key(p)).await.expect("takers");
+        assert!(!takers.contains(&taker_instance), "forgotten once emptied");
+        // Taken again and settled: gone for good.
+        let (mut items, _alive) =
+            other.consume_held::<serde_json::Value>(vec![queue.clone()], "task", true);
+        let (value, receipt) = items.next().await.expect("the job again");
+        assert_eq!(value, serde_json::json!({ "n": 1 }));
+        drop(receipt);
+        let job = bull_key(&queue, "run~1@0@1");
+        for _ in 0..100 {
+            if !exists(&other, &job).await {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!exists(&other, &job).await, "settled");
+        assert!(waiting(&other, &queue).await.is_empty());
+    }
+
+    /// Results a control plane took but never handed on (its results loop stopped) go back at
+    /// once; the one it applied is settled. A result given back is queued again.
+    #[tokio::test]
+    async fn results_not_handed_on_go_back_and_one_given_back_is_queued_again() {
+        let Some(transport) = testing::fresh_transport().await else {
+            return;
+        };
+        let result = |seq: u32| StepResult {
+            run_id: crate::model::RunId::parse("run-held").expect("id"),
+            seq,
+            step_id: format!("run-held:{seq}"),
+            started_at: None,
+            outcome: crate::model::StepOutcome::Completed {
+                output: serde_json::Value::Null,
+            },
+            receipt: Default::default(),
+        };
+        for seq in 0..3 {
+            transport
+                .publish_result(result(seq), None)
+                .await
+                .expect("publish");
+        }
+        let shared_queue = results_queue(transport.prefix());
+        let mut results = transport.consume_results().await.expect("consume");
+        let first = results.next().await.expect("a result");
+        assert!(first.receipt.is_held());
+        drop(results);
+        let queued = async |n: usize| {
+            for _ in 0..100 {
+                if waiting(&transport, &shared_queue).await.len() == n {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            false
+        };
+        assert!(queued(2).await, "the two not handed on");
+        first.receipt.give_back();
+        drop(first);
+        assert!(queued(3).await, "given back");
+        let taken = taken_key(transport.prefix(), transport.instance_id());
+        assert!(!exists(&transport, &taken).await, "nothing held");
+    }
+
+    /// A taker thought gone whose job went back meanwhile cannot settle it any more: the job
+    /// stays queued for whoever takes it next.
+    #[tokio::test]
+    async fn a_late_settlement_leaves_a_job_that_went_back() {
+        let Some(transport) = testing::fresh_transport().await else {
+            return;
+        };
+        let queue = format!("{}-tasks-charge@acme", transport.prefix());
+        add(&transport, &queue, "run~2@0@1").await;
+        let (mut items, _alive) =
+            transport.consume_held::<serde_json::Value>(vec![queue.clone()], "task", true);
+        let (_, receipt) = items.next().await.expect("the job");
+        // What a peer's reclaim does while this taker's key is lapsed.
+        let mut conn = transport.shared.conn.clone();
+        let taken = taken_key(transport.prefix(), transport.instance_id());
+        let job = bull_key(&queue, "run~2@0@1");
+        let () = redis::pipe()
+            .srem(&taken, &job)
+            .ignore()
+            .rpush(bull_key(&queue, "wait"), "run~2@0@1")
+            .ignore()
+            .query_async(&mut conn)
+            .await
+            .expect("reclaim by hand");
+        drop(receipt);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            exists(&transport, &job).await,
+            "not deleted by the late settlement"
+        );
+        assert_eq!(waiting(&transport, &queue).await, ["run~2@0@1"]);
+    }
+}
