@@ -20,7 +20,7 @@ export LEPTOS_BIN_DIR := server
 export LEPTOS_HASH_FILES := false
 export LEPTOS_JS_MINIFY := false
 
-.PHONY: run test setup setup-test build build-release test-rust test-e2e lint
+.PHONY: run test setup setup-test build build-release test-rust test-e2e lint chaos
 
 ## run: install what is missing, build, and serve the dashboard on http://127.0.0.1:3000
 run: setup build-release
@@ -56,6 +56,12 @@ test-rust:
 	  export DURABLE_SKIP_REDIS=1; \
 	fi; \
 	RUSTFLAGS="$(LEPTOS_RUSTFLAGS)" cargo nextest run --workspace --no-fail-fast
+
+## chaos: ten minutes of SIGKILLs, restarts and pauses on a two-control-plane cluster with a
+## Rust and a Python worker pool (`make test` runs one round); CHAOS_SEED replays an order
+chaos: setup-test
+	CHAOS_SECONDS=$${CHAOS_SECONDS:-600} RUSTFLAGS="$(LEPTOS_RUSTFLAGS)" \
+	  cargo nextest run -p durable-server --test chaos --no-capture
 
 test-e2e: build
 	cd end2end && DURABLE_BIN=$(CARGO_TARGET_DIR)/debug/durable npx playwright test

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// How a taken message is settled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,25 +16,38 @@ pub enum Settle {
 
 type Settler = Box<dyn FnOnce(Settle) + Send + Sync>;
 
+/// What becomes of the message when the last copy drops.
+const DONE: u8 = 0;
+const GIVE_BACK: u8 = 1;
+const NOTHING: u8 = 2;
+
 /// Carried with a message (a step result, a task) from the broker that delivered it: when the
 /// last copy is dropped, the message is settled as [`Settle::Done`], unless
-/// [`Receipt::give_back`] was called. Receipts are not part of a message's value: they never
-/// serialize and always compare equal. A message that came from no broker (in-process) has an
-/// empty one.
+/// [`Receipt::give_back`] or [`Receipt::settled`] said otherwise. Receipts are not part of a
+/// message's value: they never serialize and always compare equal. A message that came from no
+/// broker (in-process) has an empty one.
 #[derive(Clone, Default)]
 pub struct Receipt(Option<Arc<Hold>>);
 
 struct Hold {
+    /// The broker's key of the message and the id of this take of it.
+    taken: (String, String),
     settle: Option<Settler>,
-    given_back: AtomicBool,
+    then: AtomicU8,
 }
 
 impl Receipt {
-    /// A receipt that calls `settle` once, when its last copy drops.
-    pub fn new(settle: impl FnOnce(Settle) + Send + Sync + 'static) -> Self {
+    /// The receipt of take `take` of message `key`, which calls `settle` once, when its last
+    /// copy drops.
+    pub fn new(
+        key: String,
+        take: String,
+        settle: impl FnOnce(Settle) + Send + Sync + 'static,
+    ) -> Self {
         Receipt(Some(Arc::new(Hold {
+            taken: (key, take),
             settle: Some(Box::new(settle)),
-            given_back: AtomicBool::new(false),
+            then: AtomicU8::new(DONE),
         })))
     }
 
@@ -42,8 +55,25 @@ impl Receipt {
     /// it (its store is down, say), and another consumer, or this one later, should.
     pub fn give_back(&self) {
         if let Some(hold) = &self.0 {
-            hold.given_back.store(true, Ordering::Relaxed);
+            let _ =
+                hold.then
+                    .compare_exchange(DONE, GIVE_BACK, Ordering::AcqRel, Ordering::Acquire);
         }
+    }
+
+    /// Says the message was settled otherwise (together with the answer it led to, say, or
+    /// not at all because it is no longer this taker's): dropping the receipt does nothing.
+    pub fn settled(&self) {
+        if let Some(hold) = &self.0 {
+            hold.then.store(NOTHING, Ordering::Release);
+        }
+    }
+
+    /// The broker's key of the message and the id of this take, if a broker holds it.
+    pub fn taken(&self) -> Option<(&str, &str)> {
+        self.0
+            .as_ref()
+            .map(|h| (h.taken.0.as_str(), h.taken.1.as_str()))
     }
 
     /// Whether a broker holds the message for its taker.
@@ -54,9 +84,10 @@ impl Receipt {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        let how = match *self.given_back.get_mut() {
-            true => Settle::GiveBack,
-            false => Settle::Done,
+        let how = match *self.then.get_mut() {
+            DONE => Settle::Done,
+            GIVE_BACK => Settle::GiveBack,
+            _ => return,
         };
         if let Some(settle) = self.settle.take() {
             settle(how);
@@ -66,11 +97,10 @@ impl Drop for Hold {
 
 impl fmt::Debug for Receipt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.is_held() {
-            "Receipt(held)"
-        } else {
-            "Receipt"
-        })
+        match self.taken() {
+            Some((key, take)) => write!(f, "Receipt({key} take {take})"),
+            None => f.write_str("Receipt"),
+        }
     }
 }
 
@@ -85,25 +115,37 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
+    fn held() -> (Receipt, mpsc::Receiver<Settle>) {
+        let (tx, rx) = mpsc::channel();
+        let receipt = Receipt::new("job".into(), "t1".into(), move |how| {
+            tx.send(how).expect("send")
+        });
+        (receipt, rx)
+    }
+
     #[test]
     fn settles_once_when_the_last_copy_drops() {
-        let (tx, rx) = mpsc::channel();
-        let receipt = Receipt::new(move |how| tx.send(how).expect("send"));
+        let (receipt, rx) = held();
         let copy = receipt.clone();
         drop(receipt);
         assert!(rx.try_recv().is_err(), "a copy still holds it");
+        assert_eq!(copy.taken(), Some(("job", "t1")));
         drop(copy);
         assert_eq!(rx.try_recv(), Ok(Settle::Done));
         assert!(rx.try_recv().is_err());
     }
 
     #[test]
-    fn a_receipt_given_back_settles_so() {
-        let (tx, rx) = mpsc::channel();
-        let receipt = Receipt::new(move |how| tx.send(how).expect("send"));
+    fn a_receipt_given_back_or_settled_elsewhere_says_so() {
+        let (receipt, rx) = held();
         receipt.clone().give_back();
         drop(receipt);
         assert_eq!(rx.try_recv(), Ok(Settle::GiveBack));
+        let (receipt, rx) = held();
+        receipt.settled();
+        receipt.give_back();
+        drop(receipt);
+        assert!(rx.try_recv().is_err(), "settled elsewhere: nothing on drop");
         // An empty receipt settles nothing.
         Receipt::default().give_back();
     }

@@ -138,7 +138,9 @@ impl Worker {
                     // task to another, as the same job.
                     let receipt = std::mem::take(&mut task.receipt);
                     let reply_to = task.reply_to.clone();
-                    let result = execute(&registry, &*clock, cancellations, task).await;
+                    let mut result = execute(&registry, &*clock, cancellations, task).await;
+                    // The transport settles the task with the result, in one step if it can.
+                    result.receipt = receipt.clone();
                     if let Err(e) = transport.publish_result(result, reply_to.as_deref()).await {
                         tracing::warn!(error = %e, "could not publish a step result; giving the task back");
                         receipt.give_back();

@@ -369,6 +369,18 @@ impl PythonWorker {
     }
 }
 
+impl PythonWorker {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: no chance to finish or release anything.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for PythonWorker {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -19,7 +19,9 @@ pub trait StepQueues: Send + Sync + 'static {
 
     /// Sends a step's result back to the control plane: on the queue its task named
     /// (`reply_to`, see [`RemoteTask::reply_to`]) while the control plane that consumes that
-    /// queue is alive, else on the queue every control plane consumes.
+    /// queue is alive, else on the queue every control plane consumes. A result carrying its
+    /// task's receipt settles the task with it where the transport can (see
+    /// [`crate::model::Receipt::settled`]).
     async fn publish_result(
         &self,
         result: StepResult,

@@ -121,7 +121,7 @@ pub(super) fn spawn(
                     if let Err(unsent) = tx.send(job).await {
                         if hold {
                             let rest = std::iter::once(unsent.0).chain(jobs);
-                            shared.holds.give_back(rest.map(|t| t.job));
+                            shared.holds.give_back(rest.map(|t| (t.job, t.take)));
                         }
                         return;
                     }

@@ -1,17 +1,22 @@
 //! Jobs our processes took and have not settled: a control plane's step results until they are
 //! checkpointed, a worker's tasks and turns until their answer is sent.
 //!
-//! A holding take leaves the job's hash in place and puts its key in the taker's set
-//! (`P-taken:<instance>`); settling deletes it ([`Settle::Done`]) or queues it again
-//! ([`Settle::GiveBack`]). The taker keeps a liveness key (`P-taker:<instance>`, renewed every
-//! [`EVERY`], gone [`TTL`] after the last renewal) and lists itself in `P-takers`. Once the key
-//! is gone (a crash, a process paused past it, or a clean stop that left jobs unsettled), any
-//! live control plane queues what the set still holds again, at the front of each job's own
-//! queue, in one script per batch ([`reclaim_gone`]): nothing taken is lost, and a job comes
-//! back as itself, so a task is still one job per try.
+//! A holding take leaves the job's hash in place and enters the job in the taker's hash
+//! (`P-taken:<instance>`) under the take's id; settling deletes it ([`Settle::Done`]) or queues
+//! it again ([`Settle::GiveBack`]). The taker keeps a liveness key (`P-taker:<instance>`,
+//! renewed every [`EVERY`], gone [`TTL`] after the last renewal) and lists itself in
+//! `P-takers`. Once the key is gone (a crash, a process paused past it, or a clean stop that
+//! left jobs unsettled), any live control plane queues what the hash still holds again, at the
+//! front of each job's own queue, in one script per batch ([`reclaim_gone`]): nothing taken is
+//! lost, and a job comes back as itself, so a task is still one job per try.
 //!
-//! A receipt settles a job only if it is still in its taker's set, so a taker that was thought
-//! gone and comes back cannot delete a job that went back to its queue meanwhile.
+//! A taker thought gone may come back (a paused process) still holding copies of jobs that went
+//! back. A receipt settles only its own take; a stale copy that finishes anyway marks its job
+//! done, so the job is withdrawn from its queue, or skipped by whoever holds it now, instead of
+//! running again after its answer; and a worker runs a held job only if the take is still
+//! current ([`Holds::still_held`]). A worker's answer and the settling of its task are one
+//! transaction ([`Holds::settle_cmd`]), so no copy of a task can start after its result exists
+//! unless it had started before.
 
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -36,15 +41,34 @@ const TTL: Duration = Duration::from_millis(600);
 /// The most settlements or reclaimed jobs one script handles (a script blocks Redis).
 const BATCH: usize = 256;
 
-/// The Lua function the settling and reclaiming scripts share: `requeue(job)` puts job key
-/// `job` (`bull:<queue>:<id>`) back in its queue, at the front, as BullMQ puts a stalled job
-/// back; false if the job is gone.
-macro_rules! requeue_function {
+/// The Lua functions the settling and reclaiming scripts share, on job key `job`
+/// (`bull:<queue>:<id>`):
+///
+/// - `finish(job)` deletes it;
+/// - `requeue(job)` puts it back at the front of its queue, as BullMQ puts a stalled job back
+///   (false if it is gone; a job a stale copy finished is deleted instead);
+/// - `withdraw(job)`, for a job a stale copy finished: deletes it if it waits in its queue, and
+///   marks it finished for whoever holds it now.
+macro_rules! job_functions {
     () => {
         r#"
+local function split(job)
+  return string.match(job, "^(.*:)([^:]*)$")
+end
+local function finish(job)
+  local prefix, id = split(job)
+  redis.call("DEL", job, job .. ":lock", job .. ":logs")
+  if prefix then
+    redis.call("XADD", prefix .. "events", "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
+  end
+end
 local function requeue(job)
-  local prefix, id = string.match(job, "^(.*:)([^:]*)$")
+  local prefix, id = split(job)
   if not prefix or redis.call("EXISTS", job) == 0 then return false end
+  if redis.call("HEXISTS", job, "finishedOn") == 1 then
+    finish(job)
+    return false
+  end
   redis.call("HDEL", job, "processedOn")
   local priority = tonumber(redis.call("HGET", job, "priority")) or 0
   if redis.call("HEXISTS", prefix .. "meta", "paused") == 1 then
@@ -61,27 +85,35 @@ local function requeue(job)
   redis.call("XADD", prefix .. "events", "MAXLEN", "~", 10000, "*", "event", "waiting", "jobId", id, "prev", "active")
   return true
 end
+local function withdraw(job, now)
+  local prefix, id = split(job)
+  if not prefix or redis.call("EXISTS", job) == 0 then return end
+  local waited = redis.call("LREM", prefix .. "wait", 0, id)
+    + redis.call("ZREM", prefix .. "prioritized", id)
+    + redis.call("LREM", prefix .. "paused", 0, id)
+  if waited > 0 then
+    finish(job)
+  else
+    redis.call("HSET", job, "finishedOn", now)
+  end
+end
 "#
     };
 }
 
-/// Settles jobs the taker holds. KEYS: the taker's set. ARGV: job key and `d` (done) or `g`
-/// (give back), for each job. A job no longer in the set is left alone.
+/// Settles jobs the taker took. KEYS: the taker's hash. ARGV: the time (ms), then per job its
+/// key, its take's id and `d` (done) or `g` (give back). A take that is no longer the job's
+/// current one is stale: done, it withdraws the job; given back, it changes nothing.
 const SETTLE: &str = concat!(
-    requeue_function!(),
+    job_functions!(),
     r#"
-for i = 1, #ARGV, 2 do
-  local job = ARGV[i]
-  if redis.call("SREM", KEYS[1], job) == 1 then
-    if ARGV[i + 1] == "g" then
-      requeue(job)
-    else
-      local prefix, id = string.match(job, "^(.*:)([^:]*)$")
-      redis.call("DEL", job, job .. ":lock", job .. ":logs")
-      if prefix then
-        redis.call("XADD", prefix .. "events", "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
-      end
-    end
+for i = 2, #ARGV, 3 do
+  local job, take, how = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if redis.call("HGET", KEYS[1], job) == take then
+    redis.call("HDEL", KEYS[1], job)
+    if how == "g" then requeue(job) else finish(job) end
+  elseif how == "d" then
+    withdraw(job, ARGV[1])
   end
 end
 return 0
@@ -89,31 +121,56 @@ return 0
 );
 
 /// Queues again up to `ARGV[2]` jobs a gone taker held, unless its liveness key exists; once
-/// its set is empty, forgets the taker. Returns how many went back, or -1 if the key exists.
-/// KEYS: the taker's liveness key, its set, the takers' set. ARGV: the taker, the batch size.
+/// its hash is empty, forgets the taker. Returns how many went back, or -1 if the key exists.
+/// KEYS: the taker's liveness key, its hash, the takers' set. ARGV: the taker, the batch size.
 const RECLAIM: &str = concat!(
-    requeue_function!(),
+    job_functions!(),
     r#"
 if redis.call("EXISTS", KEYS[1]) == 1 then return -1 end
 local moved = 0
-for _, job in ipairs(redis.call("SPOP", KEYS[2], tonumber(ARGV[2]))) do
-  if requeue(job) then moved = moved + 1 end
+local jobs = redis.call("HKEYS", KEYS[2])
+for i = 1, math.min(#jobs, tonumber(ARGV[2])) do
+  redis.call("HDEL", KEYS[2], jobs[i])
+  if requeue(jobs[i]) then moved = moved + 1 end
 end
-if redis.call("SCARD", KEYS[2]) == 0 then
+if redis.call("HLEN", KEYS[2]) == 0 then
   redis.call("SREM", KEYS[3], ARGV[1])
 end
 return moved
 "#
 );
 
+/// Whether take `ARGV[2]` of job `ARGV[1]` is still the taker's (hash `KEYS[1]`): 0 if not, 2
+/// if it is but a stale copy finished the job meanwhile, else 1.
+const STILL_HELD: &str = r#"
+if redis.call("HGET", KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+if redis.call("HEXISTS", ARGV[1], "finishedOn") == 1 then return 2 end
+return 1
+"#;
+
 /// One transport's holds: its set's key, and the settler its receipts report to, started by
 /// the first holding consumer.
 pub(super) struct Holds {
     taken: String,
-    settler: OnceLock<mpsc::UnboundedSender<(String, Settle)>>,
+    settler: OnceLock<mpsc::UnboundedSender<Settlement>>,
     settle: Script,
     reclaim: Script,
+    still_held: Script,
 }
+
+/// Whether a take is still its taker's (see [`Holds::still_held`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Current {
+    /// It is, and the job waits to be run.
+    Yes,
+    /// It is, but a stale copy finished the job.
+    Done,
+    /// The job went back, or is another take's now.
+    No,
+}
+
+/// A job's key, its take's id, and how the take is settled.
+type Settlement = (String, String, Settle);
 
 impl Holds {
     pub(super) fn new(p: &str, instance: &str) -> Self {
@@ -122,10 +179,11 @@ impl Holds {
             settler: OnceLock::new(),
             settle: Script::new(SETTLE),
             reclaim: Script::new(RECLAIM),
+            still_held: Script::new(STILL_HELD),
         }
     }
 
-    /// The taker's set, for the take script.
+    /// The taker's hash, for the take script.
     pub(super) fn taken_key(&self) -> &str {
         &self.taken
     }
@@ -139,6 +197,7 @@ impl Holds {
         }
         let mut conn = shared.conn.clone();
         renew(&shared.p, &shared.instance, &mut conn).await?;
+        shared.holds.load(&mut conn).await?;
         let (tx, rx) = mpsc::unbounded_channel();
         if shared.holds.settler.set(tx).is_err() {
             // Another consumer started it meanwhile.
@@ -149,26 +208,73 @@ impl Holds {
         Ok(())
     }
 
-    /// Gives `jobs` back at once: held, but never handed to whoever consumed them (the
-    /// consumer stopped).
-    pub(super) fn give_back(&self, jobs: impl IntoIterator<Item = String>) {
+    /// Gives `jobs` (key and take id) back at once: held, but never handed to whoever
+    /// consumed them (the consumer stopped).
+    pub(super) fn give_back(&self, jobs: impl IntoIterator<Item = (String, String)>) {
         if let Some(settler) = self.settler.get() {
-            for job in jobs {
-                let _ = settler.send((job, Settle::GiveBack));
+            for (job, take) in jobs {
+                let _ = settler.send((job, take, Settle::GiveBack));
             }
         }
     }
 
-    /// The receipt of held job `job`: it settles the job when its last copy drops.
-    pub(super) fn receipt(&self, job: String) -> Receipt {
+    /// The receipt of take `take` of held job `job`: it settles the take when its last copy
+    /// drops.
+    pub(super) fn receipt(&self, job: String, take: String) -> Receipt {
         let Some(settler) = self.settler.get().cloned() else {
             return Receipt::default();
         };
-        Receipt::new(move |how| {
+        let settling = (job.clone(), take.clone());
+        Receipt::new(job, take, move |how| {
             // The settler is gone only with the transport; the job then goes back when the
             // liveness key lapses.
-            let _ = settler.send((job, how));
+            let _ = settler.send((settling.0, settling.1, how));
         })
+    }
+
+    /// Whether take `take` of job `job` is still this process's, and whether a stale copy
+    /// finished the job meanwhile: a worker runs a held job only if it is current and not done.
+    pub(super) async fn still_held(
+        &self,
+        conn: &mut redis::aio::ConnectionManager,
+        job: &str,
+        take: &str,
+    ) -> redis::RedisResult<Current> {
+        let held: i64 = self
+            .still_held
+            .key(&self.taken)
+            .arg(job)
+            .arg(take)
+            .invoke_async(conn)
+            .await?;
+        Ok(match held {
+            1 => Current::Yes,
+            2 => Current::Done,
+            _ => Current::No,
+        })
+    }
+
+    /// Loads the settling script: a worker's answer settles its task inside a transaction,
+    /// where a script Redis does not know cannot be loaded on the way.
+    pub(super) async fn load(
+        &self,
+        conn: &mut redis::aio::ConnectionManager,
+    ) -> redis::RedisResult<()> {
+        self.settle.load_async(conn).await.map(|_| ())
+    }
+
+    /// The command that settles take `take` of `job` as done, to send in one transaction with
+    /// the answer it led to. Its script is loaded when the holds start.
+    pub(super) fn settle_cmd(&self, job: &str, take: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.settle.get_hash())
+            .arg(1)
+            .arg(&self.taken)
+            .arg(super::now_ms())
+            .arg(job)
+            .arg(take)
+            .arg("d");
+        cmd
     }
 }
 
@@ -211,7 +317,7 @@ async fn keep_alive(shared: Weak<Shared>) {
 
 /// Settles what receipts report, a batch per round trip, until every receipt and the transport
 /// are gone. A batch that fails is tried again: until it lands, its jobs stay held.
-async fn settle_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(String, Settle)>) {
+async fn settle_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Settlement>) {
     let (taken, script, mut conn) = (
         shared.holds.taken.clone(),
         shared.holds.settle.clone(),
@@ -219,7 +325,7 @@ async fn settle_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(Strin
     );
     // The transport may go while receipts are out: hold only what the loop needs.
     drop(shared);
-    let mut batch: Vec<(String, Settle)> = Vec::new();
+    let mut batch: Vec<Settlement> = Vec::new();
     let mut backoff = Duration::from_millis(100);
     loop {
         if batch.is_empty() {
@@ -235,8 +341,9 @@ async fn settle_loop(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(Strin
             }
         }
         let mut invoke = script.key(&taken);
-        for (job, how) in &batch {
-            invoke.arg(job).arg(match how {
+        invoke.arg(super::now_ms());
+        for (job, take, how) in &batch {
+            invoke.arg(job).arg(take).arg(match how {
                 Settle::Done => "d",
                 Settle::GiveBack => "g",
             });
@@ -295,7 +402,7 @@ mod tests {
     use crate::transport::StepQueues;
     use crate::transport::naming::{bull_key, results_queue};
     use crate::transport::redis::queue::{NewJob, Retention};
-    use crate::transport::redis::{RedisConfig, RedisTransport, testing};
+    use crate::transport::redis::{Hold, RedisConfig, RedisTransport, testing};
     use futures::StreamExt;
 
     async fn peer(of: &RedisTransport) -> RedisTransport {
@@ -352,7 +459,7 @@ mod tests {
         let queue = format!("{}-tasks-charge@acme", taker.prefix());
         add(&taker, &queue, "run~1@0@1").await;
         let (mut items, _alive) =
-            taker.consume_held::<serde_json::Value>(vec![queue.clone()], "task", true);
+            taker.consume_held::<serde_json::Value>(vec![queue.clone()], "task", Hold::Checked);
         let (_, receipt) = items.next().await.expect("the job");
         let taker_instance = taker.instance_id().to_owned();
         // It dies holding the job: its receipt never settles, its key is not renewed.
@@ -377,7 +484,7 @@ mod tests {
         assert!(!takers.contains(&taker_instance), "forgotten once emptied");
         // Taken again and settled: gone for good.
         let (mut items, _alive) =
-            other.consume_held::<serde_json::Value>(vec![queue.clone()], "task", true);
+            other.consume_held::<serde_json::Value>(vec![queue.clone()], "task", Hold::Checked);
         let (value, receipt) = items.next().await.expect("the job again");
         assert_eq!(value, serde_json::json!({ "n": 1 }));
         drop(receipt);
@@ -437,36 +544,63 @@ mod tests {
         assert!(!exists(&transport, &taken).await, "nothing held");
     }
 
-    /// A taker thought gone whose job went back meanwhile cannot settle it any more: the job
-    /// stays queued for whoever takes it next.
+    /// A taker thought gone (paused) whose job went back meanwhile: its copy given back changes
+    /// nothing; its copy that finishes withdraws the job if it waits, or marks it done for
+    /// whoever holds it now, whose copy is then not handed on: no copy runs after its answer.
     #[tokio::test]
-    async fn a_late_settlement_leaves_a_job_that_went_back() {
+    async fn a_stale_copy_never_runs_after_its_job_is_done() {
         let Some(transport) = testing::fresh_transport().await else {
             return;
         };
+        let holds = &transport.shared.holds;
         let queue = format!("{}-tasks-charge@acme", transport.prefix());
+        let job = bull_key(&queue, "run~2@0@1");
+        let taken = taken_key(transport.prefix(), transport.instance_id());
+        let mut conn = transport.shared.conn.clone();
         add(&transport, &queue, "run~2@0@1").await;
         let (mut items, _alive) =
-            transport.consume_held::<serde_json::Value>(vec![queue.clone()], "task", true);
-        let (_, receipt) = items.next().await.expect("the job");
-        // What a peer's reclaim does while this taker's key is lapsed.
-        let mut conn = transport.shared.conn.clone();
-        let taken = taken_key(transport.prefix(), transport.instance_id());
-        let job = bull_key(&queue, "run~2@0@1");
+            transport.consume_held::<serde_json::Value>(vec![queue.clone()], "task", Hold::Checked);
+        let (_, stale) = items.next().await.expect("the job");
+        // What a peer's reclaim does while this taker's key is lapsed; the consumer takes the
+        // job again at once.
         let () = redis::pipe()
-            .srem(&taken, &job)
+            .hdel(&taken, &job)
             .ignore()
             .rpush(bull_key(&queue, "wait"), "run~2@0@1")
+            .ignore()
+            .zadd(bull_key(&queue, "marker"), "0", 0)
             .ignore()
             .query_async(&mut conn)
             .await
             .expect("reclaim by hand");
-        drop(receipt);
         tokio::time::sleep(Duration::from_millis(300)).await;
+        let current: Option<String> = conn.hget(&taken, &job).await.expect("hget");
+        let stale_take = stale.taken().map(|(_, t)| t.to_owned());
+        assert!(current.is_some() && current != stale_take, "taken again");
+        stale.give_back();
+        drop(stale);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let still: Option<String> = conn.hget(&taken, &job).await.expect("hget");
+        assert_eq!(still, current, "a stale copy given back changes nothing");
+        // A stale copy finishes: the job, held by the current take, is marked done, and that
+        // copy is not handed on (it is settled instead).
+        drop(holds.receipt(job.clone(), "stale".into()));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let finished: bool = conn.hexists(&job, "finishedOn").await.expect("hexists");
+        assert!(finished, "marked done for whoever holds it now");
+        let skipped = tokio::time::timeout(Duration::from_millis(500), items.next()).await;
         assert!(
-            exists(&transport, &job).await,
-            "not deleted by the late settlement"
+            skipped.is_err(),
+            "a finished job is not handed on: {skipped:?}"
         );
-        assert_eq!(waiting(&transport, &queue).await, ["run~2@0@1"]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!exists(&transport, &job).await, "and is gone");
+        // A stale copy of a job that waits withdraws it from its queue.
+        let idle = format!("{}-tasks-refund@acme", transport.prefix());
+        add(&transport, &idle, "run~3@0@1").await;
+        drop(holds.receipt(bull_key(&idle, "run~3@0@1"), "stale".into()));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(waiting(&transport, &idle).await.is_empty(), "withdrawn");
+        assert!(!exists(&transport, &bull_key(&idle, "run~3@0@1")).await);
     }
 }

@@ -29,6 +29,7 @@ use futures::StreamExt;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use tokio::sync::{broadcast, mpsc};
 
+use self::holds::Current;
 use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts, Taken};
 use super::naming::{
@@ -267,7 +268,7 @@ impl RedisTransport {
         queues: Vec<String>,
         what: &'static str,
     ) -> (Subscription<T>, mpsc::Sender<()>) {
-        let (items, alive) = self.consume_held::<T>(queues, what, false);
+        let (items, alive) = self.consume_held::<T>(queues, what, Hold::No);
         (Box::pin(items.map(|(item, _)| item)), alive)
     }
 
@@ -281,26 +282,27 @@ impl RedisTransport {
         }))
     }
 
-    /// [`RedisTransport::consume`], each job held until its receipt settles it if `hold` (see
-    /// [`holds`]); a job that does not parse is settled at once.
+    /// [`RedisTransport::consume`], each job held until its receipt settles it as `hold` says
+    /// (see [`holds`]); a job that does not parse is settled at once.
     fn consume_held<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
         queues: Vec<String>,
         what: &'static str,
-        hold: bool,
+        hold: Hold,
     ) -> (Subscription<(T, Receipt)>, mpsc::Sender<()>) {
         let (tx, rx) = consumer::channel();
-        consumer::spawn(self.shared.clone(), queues, tx, hold);
+        consumer::spawn(self.shared.clone(), queues, tx, hold != Hold::No);
         Self::parse(self.shared.clone(), rx, what, hold)
     }
 
     /// The jobs on `rx` parsed as `T`, with their receipts if they are held; a job that does not
-    /// parse is logged and dropped. Held jobs the stream never yields go back when it drops.
+    /// parse is logged and dropped. Held jobs the stream never yields go back when it drops;
+    /// with [`Hold::Checked`], a job whose take is no longer current is skipped.
     fn parse<T: serde::de::DeserializeOwned + Send + 'static>(
         shared: Arc<Shared>,
         rx: mpsc::Receiver<Taken>,
         what: &'static str,
-        hold: bool,
+        hold: Hold,
     ) -> (Subscription<(T, Receipt)>, mpsc::Sender<()>) {
         // Closed when the returned stream is dropped: ends the announcements tied to it.
         let (alive, gone) = mpsc::channel::<()>(1);
@@ -308,14 +310,12 @@ impl RedisTransport {
         let stream = futures::stream::unfold((inbox, gone), move |(mut inbox, gone)| async move {
             loop {
                 let taken = inbox.rx.recv().await?;
-                let receipt = match inbox.hold {
-                    true => inbox.shared.holds.receipt(taken.job),
-                    false => Receipt::default(),
-                };
-                match serde_json::from_str::<T>(&taken.data) {
-                    Ok(item) => return Some(((item, receipt), (inbox, gone))),
-                    Err(e) => {
-                        tracing::warn!(error = %e, what, "dropped a malformed job");
+                if let Some(receipt) = inbox.receipt(taken.job, taken.take).await {
+                    match serde_json::from_str::<T>(&taken.data) {
+                        Ok(item) => return Some(((item, receipt), (inbox, gone))),
+                        Err(e) => {
+                            tracing::warn!(error = %e, what, "dropped a malformed job");
+                        }
                     }
                 }
             }
@@ -348,7 +348,7 @@ impl RedisTransport {
             .iter()
             .map(|t| tasks_queue(&self.shared.p, t))
             .collect();
-        let (items, alive) = self.consume_held::<T>(queues, what, true);
+        let (items, alive) = self.consume_held::<T>(queues, what, Hold::Checked);
         let mut descriptor = subscription.descriptor(&self.shared.instance, self.shared.started_at);
         // Under a namespace, as the SDK workers describe themselves: the namespace named, its
         // own partition left out as in the tokens.
@@ -434,6 +434,8 @@ impl StepQueues for RedisTransport {
         })))
     }
 
+    /// A result whose receipt holds its task (our worker's) is added in one transaction with
+    /// the task's settling: no copy of the task starts after its result exists (see [`holds`]).
     async fn publish_result(
         &self,
         result: StepResult,
@@ -452,15 +454,45 @@ impl StepQueues for RedisTransport {
                 "a task named a results queue that is not a control plane's under this prefix; answering on the shared one"
             );
         }
-        match owner {
-            Some((queue, instance)) => {
-                let alive = reply_owner_key(p, instance);
-                let unless_gone = Some((alive.as_str(), shared.as_str()));
-                self.add_unless_gone(queue, unless_gone, "result", data, Retention::Message)
-                    .await
-            }
-            None => self.add(&shared, "result", data, Retention::Message).await,
+        let alive = owner.map(|(_, instance)| reply_owner_key(p, instance));
+        let job = NewJob {
+            queue: owner.map_or(shared.as_str(), |(queue, _)| queue),
+            unless_gone: alive.as_deref().map(|alive| (alive, shared.as_str())),
+            name: "result",
+            data: &data,
+            retention: Retention::Message,
+            priority: None,
+            job_id: None,
+        };
+        let Some((task, take)) = result.receipt.taken() else {
+            return self.add_job(job).await;
+        };
+        let mut conn = self.shared.conn.clone();
+        let settle = self.shared.holds.settle_cmd(task, take);
+        let mut sent = redis::pipe()
+            .atomic()
+            .add_command(self.shared.scripts.add_cmd(&job))
+            .add_command(settle.clone())
+            .query_async::<()>(&mut conn)
+            .await;
+        if let Err(e) = &sent
+            && queue::is_no_script(e)
+        {
+            // Redis forgot the scripts (a restart or a flush): load them and send again.
+            self.shared.scripts.load_add(&mut conn).await.ok();
+            self.shared.holds.load(&mut conn).await.ok();
+            sent = redis::pipe()
+                .atomic()
+                .add_command(self.shared.scripts.add_cmd(&job))
+                .add_command(settle)
+                .query_async::<()>(&mut conn)
+                .await;
         }
+        sent.map_err(|e| {
+            TransportError::Unavailable(format!("adding a result to {}: {e}", job.queue))
+        })?;
+        result.receipt.settled();
+        Ok(())
     }
 
     /// This control plane's own results queue and the shared one (see [`replies`]). Tasks
@@ -486,7 +518,9 @@ impl StepQueues for RedisTransport {
         );
         // The key is set: results may come to the own queue from now on.
         let _ = self.shared.reply_queue.set(own);
-        let (results, _alive) = Self::parse::<StepResult>(self.shared.clone(), rx, "result", true);
+        // A result applied twice changes nothing: no check before applying it.
+        let (results, _alive) =
+            Self::parse::<StepResult>(self.shared.clone(), rx, "result", Hold::Yes);
         Ok(Box::pin(results.map(|(mut result, receipt)| {
             result.receipt = receipt;
             result
@@ -498,23 +532,72 @@ impl StepQueues for RedisTransport {
     }
 }
 
+/// How a consumer holds what it takes (see [`holds`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hold {
+    /// Deleted as taken.
+    No,
+    /// Held until settled.
+    Yes,
+    /// Held until settled, and handed on only while the take is still current: a worker runs
+    /// no copy of a job that went back while it was thought gone.
+    Checked,
+}
+
 /// A consumer's channel, as the stream that parses it holds it: once the stream is dropped,
 /// the held jobs it never yielded go back to their queues.
 struct Inbox {
     rx: mpsc::Receiver<Taken>,
     shared: Arc<Shared>,
-    hold: bool,
+    hold: Hold,
+}
+
+impl Inbox {
+    /// The receipt of a taken job, or `None` for a checked one that must not run: its take is
+    /// no longer current (it went back; that copy is dropped unsettled), or a stale copy
+    /// finished the job (it is settled as done).
+    async fn receipt(&self, job: String, take: String) -> Option<Receipt> {
+        if self.hold == Hold::No {
+            return Some(Receipt::default());
+        }
+        if self.hold == Hold::Checked {
+            let mut conn = self.shared.conn.clone();
+            match self.shared.holds.still_held(&mut conn, &job, &take).await {
+                Ok(Current::Yes) => {}
+                Ok(Current::Done) => {
+                    tracing::info!(
+                        job,
+                        "skipped a job a copy taken before this process was thought gone already finished"
+                    );
+                    drop(self.shared.holds.receipt(job, take));
+                    return None;
+                }
+                Ok(Current::No) => {
+                    tracing::info!(
+                        job,
+                        "skipped a job that went back while this process was thought gone"
+                    );
+                    return None;
+                }
+                // Run it: a copy running twice is what at-least-once allows, a job lost is not.
+                Err(e) => {
+                    tracing::debug!(error = %e, job, "could not check a held job; running it")
+                }
+            }
+        }
+        Some(self.shared.holds.receipt(job, take))
+    }
 }
 
 impl Drop for Inbox {
     fn drop(&mut self) {
-        if !self.hold {
+        if self.hold == Hold::No {
             return;
         }
         self.rx.close();
         let mut left = Vec::new();
         while let Ok(taken) = self.rx.try_recv() {
-            left.push(taken.job);
+            left.push((taken.job, taken.take));
         }
         self.shared.holds.give_back(left);
     }

@@ -111,38 +111,48 @@ return moved
 );
 
 /// Takes up to `ARGV[1]` jobs, trying the queues in the order given. With `ARGV[2]` = "1" each
-/// job stays, its key put in the taker's set `KEYS[1]` until the taker settles it (see
-/// [`super::holds`]); otherwise it is deleted in the same step (a job lost to a crash after
-/// this is one the engine's lost-dispatch redispatch sends again, which delivery at-least-once
-/// allows). Returns each job's key and data, flat. KEYS: the taker's set, then per queue its
-/// wait, prioritized and events keys. ARGV: the batch size, the hold flag, the time
-/// (ms), then per queue its job key prefix.
+/// job stays, entered in the taker's hash `KEYS[1]` under this take's id (`ARGV[4]`, then the
+/// job's place in the batch) until the taker settles it (see [`super::holds`]); a job a stale
+/// copy already finished meanwhile is deleted instead of taken. Otherwise each job is deleted
+/// in the same step (a job lost to a crash after this is one the engine's lost-dispatch
+/// redispatch sends again, which delivery at-least-once allows). Returns each job's key, take
+/// id ("" when not held) and data, flat. KEYS: the taker's hash, then per queue its wait,
+/// prioritized and events keys. ARGV: the batch size, the hold flag, the time (ms), the take's
+/// id, then per queue its job key prefix.
 const TAKE: &str = r#"
 local max = tonumber(ARGV[1])
 local hold = ARGV[2] == "1"
 local out = {}
+local n = 0
 for q = 0, (#KEYS - 1) / 3 - 1 do
   local wait, prioritized, events = KEYS[q * 3 + 2], KEYS[q * 3 + 3], KEYS[q * 3 + 4]
-  while #out < max * 2 do
+  while n < max do
     local id = redis.call("RPOP", wait)
     if not id then
       local popped = redis.call("ZPOPMIN", prioritized)
       if #popped == 0 then break end
       id = popped[1]
     end
-    local job = ARGV[q + 4] .. id
-    local data = redis.call("HGET", job, "data")
-    if data then
-      if hold then
-        redis.call("SADD", KEYS[1], job)
-        redis.call("HSET", job, "processedOn", ARGV[3])
-        redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "active", "jobId", id)
-      else
-        redis.call("DEL", job, job .. ":lock", job .. ":logs")
-        redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
-      end
+    local job = ARGV[q + 5] .. id
+    local data, finished = unpack(redis.call("HMGET", job, "data", "finishedOn"))
+    if data and hold and not finished then
+      n = n + 1
+      local take = ARGV[4] .. "." .. n
+      redis.call("HSET", KEYS[1], job, take)
+      redis.call("HSET", job, "processedOn", ARGV[3])
+      redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "active", "jobId", id)
       out[#out + 1] = job
+      out[#out + 1] = take
       out[#out + 1] = data
+    else
+      redis.call("DEL", job, job .. ":lock", job .. ":logs")
+      redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "completed", "jobId", id)
+      if data and not hold then
+        n = n + 1
+        out[#out + 1] = job
+        out[#out + 1] = ""
+        out[#out + 1] = data
+      end
     end
   end
 end
@@ -194,23 +204,25 @@ pub struct NewJob<'a> {
     pub job_id: Option<&'a str>,
 }
 
-/// A job a consumer took: its key (`bull:<queue>:<id>`), by which a held one is settled, and
-/// its data.
+/// A job a consumer took: its key (`bull:<queue>:<id>`) and the id of this take of it, by
+/// which a held one is settled, and its data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Taken {
     /// The job's key.
     pub job: String,
+    /// This take's id ("" when the job is not held).
+    pub take: String,
     /// The job's data (the DTO's JSON).
     pub data: String,
 }
 
 impl Taken {
-    /// The take script's flat answer, key and data after each other, as jobs.
-    fn pairs(flat: Vec<String>) -> Vec<Taken> {
+    /// The take script's flat answer, key, take id and data after each other, as jobs.
+    fn triples(flat: Vec<String>) -> Vec<Taken> {
         let mut flat = flat.into_iter();
-        let mut out = Vec::with_capacity(flat.len() / 2);
-        while let (Some(job), Some(data)) = (flat.next(), flat.next()) {
-            out.push(Taken { job, data });
+        let mut out = Vec::with_capacity(flat.len() / 3);
+        while let (Some(job), Some(take), Some(data)) = (flat.next(), flat.next(), flat.next()) {
+            out.push(Taken { job, take, data });
         }
         out
     }
@@ -231,6 +243,28 @@ impl Default for Scripts {
             hand_over: Script::new(HAND_OVER),
         }
     }
+}
+
+/// The adding script's keys and arguments for `job` (see [`ADD`]).
+fn add_parts(job: &NewJob<'_>) -> (Vec<String>, Vec<String>) {
+    let mut opts = job.retention.opts();
+    if let Some(id) = job.job_id {
+        opts["jobId"] = id.into();
+    }
+    let mut keys = queue_keys(job.queue).to_vec();
+    if let Some((alive, otherwise)) = job.unless_gone {
+        keys.push(alive.to_owned());
+        keys.extend(queue_keys(otherwise));
+    }
+    let args = vec![
+        job.name.to_owned(),
+        job.data.to_owned(),
+        opts.to_string(),
+        super::now_ms().to_string(),
+        broker_priority(job.priority).to_string(),
+        job.job_id.unwrap_or("").to_owned(),
+    ];
+    (keys, args)
 }
 
 /// A queue's eight keys, in the order the adding scripts read them (see [`add_function`]).
@@ -255,23 +289,35 @@ impl Scripts {
         conn: &mut C,
         job: &NewJob<'_>,
     ) -> redis::RedisResult<String> {
-        let mut opts = job.retention.opts();
-        if let Some(id) = job.job_id {
-            opts["jobId"] = id.into();
-        }
+        let (keys, args) = add_parts(job);
         let mut add = self.add.prepare_invoke();
-        add.key(&queue_keys(job.queue));
-        if let Some((alive, otherwise)) = job.unless_gone {
-            add.key(alive).key(&queue_keys(otherwise));
+        for key in keys {
+            add.key(key);
         }
-        add.arg(job.name)
-            .arg(job.data)
-            .arg(opts.to_string())
-            .arg(super::now_ms())
-            .arg(broker_priority(job.priority))
-            .arg(job.job_id.unwrap_or(""))
-            .invoke_async(conn)
-            .await
+        for arg in args {
+            add.arg(arg);
+        }
+        add.invoke_async(conn).await
+    }
+
+    /// The command that adds `job`, to send in a transaction (where a script Redis does not know
+    /// cannot be loaded on the way: see [`Scripts::load_add`]).
+    pub fn add_cmd(&self, job: &NewJob<'_>) -> redis::Cmd {
+        let (keys, args) = add_parts(job);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.add.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        cmd
+    }
+
+    /// Loads the adding script, for [`Scripts::add_cmd`].
+    pub async fn load_add<C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> redis::RedisResult<()> {
+        self.add.load_async(conn).await.map(|_| ())
     }
 
     /// Takes up to `max` jobs from `queues`, in one round trip, the first queue's jobs first:
@@ -291,7 +337,7 @@ impl Scripts {
             }
             taken => taken,
         };
-        taken.map(Taken::pairs)
+        taken.map(Taken::triples)
     }
 
     /// Moves up to `max` jobs from `own`, the own queue of consumer `owner` (listed in set
@@ -339,7 +385,7 @@ impl Scripts {
             .ignore()
             .add_command(self.take_cmd(queues, max, take));
         match pipe.query_async::<(Vec<String>,)>(conn).await {
-            Ok((taken,)) => Ok(Taken::pairs(taken)),
+            Ok((taken,)) => Ok(Taken::triples(taken)),
             // The wait is over either way; load the script and take as usual.
             Err(e) if is_no_script(&e) => self.take(conn, queues, max, take).await,
             Err(e) => Err(e),
@@ -362,13 +408,14 @@ impl Scripts {
             .arg(max)
             .arg(if hold { "1" } else { "0" })
             .arg(super::now_ms())
+            .arg(uuid::Uuid::new_v4().simple().to_string())
             .arg(prefixes);
         cmd
     }
 }
 
 /// Whether Redis did not know a script (restarted or flushed since it was loaded).
-fn is_no_script(e: &redis::RedisError) -> bool {
+pub(super) fn is_no_script(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 

@@ -89,42 +89,54 @@ pub async fn add_raw_job(
     transport.shared.scripts.add(&mut conn, &job).await
 }
 
+/// Every key matching `pattern` (`SCAN`, never `KEYS`), for tests that look at what a cluster
+/// left behind.
+pub async fn scan_keys(
+    transport: &RedisTransport,
+    pattern: &str,
+) -> redis::RedisResult<Vec<String>> {
+    let mut conn = transport.shared.conn.clone();
+    let mut out = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(500)
+            .query_async(&mut conn)
+            .await?;
+        out.extend(keys);
+        if next == 0 {
+            return Ok(out);
+        }
+        cursor = next;
+    }
+}
+
 async fn drop_stale(transport: &RedisTransport) -> redis::RedisResult<()> {
     let mut conn = transport.shared.conn.clone();
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     for pattern in ["dt*", "bull:dt*"] {
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(500)
-                .query_async(&mut conn)
+        let keys = scan_keys(transport, pattern).await?;
+        let stale: Vec<&String> = keys
+            .iter()
+            .filter(|k| {
+                let name = k.strip_prefix("bull:").unwrap_or(k);
+                name.strip_prefix("dt")
+                    .and_then(|rest| rest.split('x').next())
+                    .and_then(|ms| ms.parse::<u128>().ok())
+                    .is_some_and(|ms| now.saturating_sub(ms) > STALE_MS)
+            })
+            .collect();
+        for chunk in stale.chunks(500) {
+            redis::cmd("UNLINK")
+                .arg(chunk)
+                .query_async::<i64>(&mut conn)
                 .await?;
-            let stale: Vec<&String> = keys
-                .iter()
-                .filter(|k| {
-                    let name = k.strip_prefix("bull:").unwrap_or(k);
-                    name.strip_prefix("dt")
-                        .and_then(|rest| rest.split('x').next())
-                        .and_then(|ms| ms.parse::<u128>().ok())
-                        .is_some_and(|ms| now.saturating_sub(ms) > STALE_MS)
-                })
-                .collect();
-            if !stale.is_empty() {
-                redis::cmd("UNLINK")
-                    .arg(&stale)
-                    .query_async::<i64>(&mut conn)
-                    .await?;
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
         }
     }
     Ok(())
