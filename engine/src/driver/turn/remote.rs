@@ -309,11 +309,12 @@ fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
         .cloned()
         .unwrap_or_default()
     {
+        // A position past `u32` is refused below with the command, never read as another.
         let seq = command
             .get("seq")
             .and_then(Value::as_u64)
-            .unwrap_or(u64::MAX);
-        if prepared.known.contains(&(seq as u32)) {
+            .and_then(|s| u32::try_from(s).ok());
+        if seq.is_some_and(|seq| prepared.known.contains(&seq)) {
             continue;
         }
         if command.get("kind").and_then(Value::as_str) == Some("recordStep") {
@@ -416,6 +417,50 @@ mod tests {
         }
     }
 
+    /// The decision's invariants (see the property below) on `raw`.
+    fn applied_whole_or_refused_whole(raw: Value) -> Result<(), TestCaseError> {
+        let prepared = prepare(&history(), 1_000);
+        let applied = decision(raw, &prepared, 1_000);
+        if let DecisionStatus::Failed { error } = &applied.status
+            && error.code.as_deref() == Some("bad_decision")
+        {
+            prop_assert!(applied.commands.is_empty());
+        }
+        for command in &applied.commands {
+            let seq = serde_json::to_value(command)
+                .ok()
+                .and_then(|c| c.get("seq").and_then(Value::as_u64));
+            if let Some(seq) = seq {
+                let seq = u32::try_from(seq).map_err(|_| TestCaseError::fail("a seq past u32"))?;
+                prop_assert!(!prepared.known.contains(&seq), "{command:?}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Decisions that reach the edges, kept as a corpus run every time: positions past `u32`
+    /// (one that would wrap onto a known one), timers past `i64`, a command of another kind, deep
+    /// nesting, and statuses that are not strings.
+    #[test]
+    fn a_corpus_of_edge_decisions_is_applied_whole_or_refused_whole() {
+        let corpus = [
+            json!({"status": "continue", "commands": [{"kind": "call", "seq": 4_294_967_296u64, "name": "x", "input": null}]}),
+            json!({"status": "continue", "commands": [{"kind": "call", "seq": 4_294_967_298u64, "name": "x", "input": null}]}),
+            json!({"status": "continue", "commands": [{"kind": "sleep", "seq": 2, "ms": u64::MAX}]}),
+            json!({"status": "continue", "commands": [{"kind": "sleep", "seq": 2, "ms": -1}]}),
+            json!({"status": "continue", "commands": [{"kind": "fireTimer", "seq": 2}]}),
+            json!({"status": "continue", "commands": [{"kind": "consumeSignal", "seq": 2, "signal": "a", "signalId": 1}]}),
+            json!({"status": "completed", "output": (0..100).fold(json!(1), |v, _| json!([v]))}),
+            json!({"status": 1, "commands": "none"}),
+            json!({"status": null}),
+            json!({"status": "failed", "error": {"message": 5}}),
+            json!({"status": "continue", "commands": [{"kind": "recordStep", "seq": 2, "name": "\u{0}"}]}),
+        ];
+        for raw in corpus {
+            applied_whole_or_refused_whole(raw.clone()).unwrap_or_else(|e| panic!("{raw}: {e}"));
+        }
+    }
+
     proptest! {
         /// Whatever a worker sends, the decision is applied whole or refused whole: a refusal
         /// carries no command, and nothing it keeps rewrites a position that has a checkpoint.
@@ -423,21 +468,7 @@ mod tests {
         fn a_decision_is_applied_whole_or_refused_whole(
             raw in prop_oneof![hostile_decision(), hostile_json()],
         ) {
-            let prepared = prepare(&history(), 1_000);
-            let applied = decision(raw, &prepared, 1_000);
-            if let DecisionStatus::Failed { error } = &applied.status
-                && error.code.as_deref() == Some("bad_decision")
-            {
-                prop_assert!(applied.commands.is_empty());
-            }
-            for command in &applied.commands {
-                let seq = serde_json::to_value(command)
-                    .ok()
-                    .and_then(|c| c.get("seq").and_then(Value::as_u64));
-                if let Some(seq) = seq {
-                    prop_assert!(!prepared.known.contains(&(seq as u32)), "{command:?}");
-                }
-            }
+            applied_whole_or_refused_whole(raw)?;
         }
     }
 }
