@@ -302,7 +302,8 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
                 outcome: StepOutcome::Completed {
                     output: task.input.unwrap_or(Value::Null),
                 },
-                receipt: Default::default(),
+                // Answered with the task's receipt, the task is settled with the result.
+                receipt: task.receipt,
             };
             let _ = echo.publish_result(result, reply_to.as_deref()).await;
         }

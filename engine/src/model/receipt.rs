@@ -22,10 +22,13 @@ const GIVE_BACK: u8 = 1;
 const NOTHING: u8 = 2;
 
 /// Carried with a message (a step result, a task) from the broker that delivered it: when the
-/// last copy is dropped, the message is settled as [`Settle::Done`], unless
-/// [`Receipt::give_back`] or [`Receipt::settled`] said otherwise. Receipts are not part of a
-/// message's value: they never serialize and always compare equal. A message that came from no
-/// broker (in-process) has an empty one.
+/// last copy is dropped, the message is settled as the receipt was made to, unless
+/// [`Receipt::done`], [`Receipt::give_back`] or [`Receipt::settled`] said otherwise. A task is
+/// given back unless it was answered (so a worker that stops, panics or is cancelled loses
+/// nothing); a result is done once the control plane is through with it, whatever became of it
+/// (applying one twice changes nothing, and a result the store cannot take is given back
+/// explicitly). Receipts are not part of a message's value: they never serialize and always
+/// compare equal. A message that came from no broker (in-process) has an empty one.
 #[derive(Clone, Default)]
 pub struct Receipt(Option<Arc<Hold>>);
 
@@ -38,26 +41,43 @@ struct Hold {
 
 impl Receipt {
     /// The receipt of take `take` of message `key`, which calls `settle` once, when its last
-    /// copy drops.
+    /// copy drops: with `unless_told` if nothing else was said.
     pub fn new(
         key: String,
         take: String,
+        unless_told: Settle,
         settle: impl FnOnce(Settle) + Send + Sync + 'static,
     ) -> Self {
+        let then = match unless_told {
+            Settle::Done => DONE,
+            Settle::GiveBack => GIVE_BACK,
+        };
         Receipt(Some(Arc::new(Hold {
             taken: (key, take),
             settle: Some(Box::new(settle)),
-            then: AtomicU8::new(DONE),
+            then: AtomicU8::new(then),
         })))
+    }
+
+    /// Settles the message as done when the last copy drops: it was acted on.
+    pub fn done(&self) {
+        self.tell(DONE);
     }
 
     /// Settles the message as not done when the last copy drops: the caller could not act on
     /// it (its store is down, say), and another consumer, or this one later, should.
     pub fn give_back(&self) {
+        self.tell(GIVE_BACK);
+    }
+
+    /// What the last copy's drop does, unless the message was settled elsewhere already.
+    fn tell(&self, then: u8) {
         if let Some(hold) = &self.0 {
-            let _ =
-                hold.then
-                    .compare_exchange(DONE, GIVE_BACK, Ordering::AcqRel, Ordering::Acquire);
+            let _ = hold
+                .then
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                    (now != NOTHING).then_some(then)
+                });
         }
     }
 
@@ -115,9 +135,9 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
-    fn held() -> (Receipt, mpsc::Receiver<Settle>) {
+    fn held(unless_told: Settle) -> (Receipt, mpsc::Receiver<Settle>) {
         let (tx, rx) = mpsc::channel();
-        let receipt = Receipt::new("job".into(), "t1".into(), move |how| {
+        let receipt = Receipt::new("job".into(), "t1".into(), unless_told, move |how| {
             tx.send(how).expect("send")
         });
         (receipt, rx)
@@ -125,7 +145,7 @@ mod tests {
 
     #[test]
     fn settles_once_when_the_last_copy_drops() {
-        let (receipt, rx) = held();
+        let (receipt, rx) = held(Settle::Done);
         let copy = receipt.clone();
         drop(receipt);
         assert!(rx.try_recv().is_err(), "a copy still holds it");
@@ -136,12 +156,20 @@ mod tests {
     }
 
     #[test]
-    fn a_receipt_given_back_or_settled_elsewhere_says_so() {
-        let (receipt, rx) = held();
+    fn a_receipt_given_back_done_or_settled_elsewhere_says_so() {
+        let (receipt, rx) = held(Settle::Done);
         receipt.clone().give_back();
         drop(receipt);
         assert_eq!(rx.try_recv(), Ok(Settle::GiveBack));
-        let (receipt, rx) = held();
+        // A task is given back unless it was answered.
+        let (receipt, rx) = held(Settle::GiveBack);
+        drop(receipt);
+        assert_eq!(rx.try_recv(), Ok(Settle::GiveBack));
+        let (receipt, rx) = held(Settle::GiveBack);
+        receipt.done();
+        drop(receipt);
+        assert_eq!(rx.try_recv(), Ok(Settle::Done));
+        let (receipt, rx) = held(Settle::GiveBack);
         receipt.settled();
         receipt.give_back();
         drop(receipt);

@@ -85,12 +85,14 @@ impl Worker {
             );
             tokio::spawn(async move {
                 loop {
+                    // A turn is taken only when it can run at once, as a task is.
+                    let permit = tokio::select! {
+                        _ = stopped.changed() => return,
+                        p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+                    };
                     let TurnTask { task, receipt } = tokio::select! {
                         _ = stopped.changed() => return,
                         t = turns.next() => match t { Some(t) => t, None => return },
-                    };
-                    let Ok(permit) = permits.clone().acquire_owned().await else {
-                        return;
                     };
                     let (registry, transport, clock) =
                         (registry.clone(), transport.clone(), clock.clone());
@@ -103,11 +105,11 @@ impl Worker {
                             Some(remote) => remote.publish_decision(decision).await,
                             None => Ok(()),
                         };
-                        // Settled once the decision is sent: a worker that dies first leaves the
-                        // turn to another.
-                        if let Err(e) = sent {
-                            tracing::warn!(error = %e, "could not send a turn's decision; giving the turn back");
-                            receipt.give_back();
+                        // Done once the decision is sent; given back otherwise (the receipt's
+                        // default), so a worker that stops first leaves the turn to another.
+                        match sent {
+                            Ok(()) => receipt.done(),
+                            Err(e) => tracing::warn!(error = %e, "could not send a turn's decision; giving the turn back"),
                         }
                         drop(receipt);
                         drop(permit);
@@ -141,9 +143,9 @@ impl Worker {
                     let mut result = execute(&registry, &*clock, cancellations, task).await;
                     // The transport settles the task with the result, in one step if it can.
                     result.receipt = receipt.clone();
+                    // Unanswered, the task goes back (the receipt's default).
                     if let Err(e) = transport.publish_result(result, reply_to.as_deref()).await {
                         tracing::warn!(error = %e, "could not publish a step result; giving the task back");
-                        receipt.give_back();
                     }
                     drop(receipt);
                     drop(permit);

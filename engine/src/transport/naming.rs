@@ -162,8 +162,9 @@ pub fn takers_key(p: &str) -> String {
     format!("{p}-takers")
 }
 
-/// The jobs one of our processes took and has not settled yet (`P-taken:<instance>`, a set of
-/// BullMQ job keys): they go back to their queues once its [`taker_key`] is gone.
+/// The jobs one of our processes took and has not settled yet (`P-taken:<instance>`, a hash
+/// of BullMQ job keys to take ids): they go back to their queues once its [`taker_key`] is
+/// gone.
 pub fn taken_key(p: &str, instance: &str) -> String {
     format!("{p}-taken:{instance}")
 }

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::Shared;
 use super::holds::Holds;
-use super::queue::Taken;
+use super::queue::{Taken, Taker};
 use crate::transport::naming::bull_key;
 
 /// The most jobs taken in one round trip.
@@ -48,7 +48,9 @@ pub(super) fn spawn(
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         }
-        let take = (shared.holds.taken_key().to_owned(), hold);
+        let takers = crate::transport::naming::takers_key(&shared.p);
+        // Takes whose answer was lost and whose giving back failed: tried again after each take.
+        let mut lost: Vec<String> = Vec::new();
         let markers: Vec<String> = queues.iter().map(|q| bull_key(q, "marker")).collect();
         let mut backoff = Duration::from_millis(100);
         'connect: loop {
@@ -77,33 +79,45 @@ pub(super) fn spawn(
                 if !queues.is_empty() {
                     queues.rotate_left(1);
                 }
+                let token = uuid::Uuid::new_v4().simple().to_string();
+                let taker = Taker {
+                    taken: shared.holds.taken_key(),
+                    takers: &takers,
+                    instance: &shared.instance,
+                    hold,
+                    token: &token,
+                };
                 let taken = if drained {
                     // Wakes on any queue's marker (a stale one only costs an empty take), and
                     // takes in the same round trip.
-                    let wait = shared.scripts.wait_and_take(
-                        &mut conn,
-                        &markers,
-                        BLOCK_SECS,
-                        &queues,
-                        BATCH,
-                        (&take.0, take.1),
-                    );
+                    let wait = shared
+                        .scripts
+                        .wait_and_take(&mut conn, &markers, BLOCK_SECS, &queues, BATCH, taker);
                     tokio::select! {
                         taken = wait => taken,
                         // Nobody wants jobs any more: returning drops this consumer's own
                         // connection, which closes it, and Redis discards the take queued
-                        // behind the wait instead of taking jobs for no one.
-                        () = tx.closed() => return,
+                        // behind the wait instead of taking jobs for no one, unless the wait
+                        // had just ended: what that take holds is given back.
+                        () = tx.closed() => {
+                            if hold {
+                                lost.push(token.clone());
+                                release(&shared, &mut lost).await;
+                            }
+                            return;
+                        }
                     }
                 } else {
-                    shared
-                        .scripts
-                        .take(&mut conn, &queues, BATCH, (&take.0, take.1))
-                        .await
+                    shared.scripts.take(&mut conn, &queues, BATCH, taker).await
                 };
                 let jobs = match taken {
                     Ok(jobs) => jobs,
                     Err(e) => {
+                        // The take may have run with its answer lost on the way.
+                        if hold {
+                            lost.push(token);
+                            release(&shared, &mut lost).await;
+                        }
                         // Waited out before reconnecting, and longer each time until a take
                         // succeeds: an error that persists (Redis still loading, a read-only
                         // replica after a failover) must not spin a connection per turn.
@@ -114,6 +128,9 @@ pub(super) fn spawn(
                     }
                 };
                 backoff = Duration::from_millis(100);
+                if !lost.is_empty() {
+                    release(&shared, &mut lost).await;
+                }
                 // A short batch drained every queue: a job added since set a marker.
                 drained = jobs.len() < BATCH;
                 let mut jobs = jobs.into_iter();
@@ -129,6 +146,27 @@ pub(super) fn spawn(
             }
         }
     });
+}
+
+/// Gives back what the `lost` takes hold (their answers never reached this consumer); those it
+/// cannot give back yet stay in `lost`, to be tried again after the next take.
+async fn release(shared: &Shared, lost: &mut Vec<String>) {
+    let mut conn = shared.conn.clone();
+    let mut failed = Vec::new();
+    for token in lost.drain(..) {
+        match shared.holds.release(&mut conn, &token).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                jobs = n,
+                "gave back the jobs of a take whose answer was lost"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not give back the jobs of a take whose answer was lost; trying again");
+                failed.push(token);
+            }
+        }
+    }
+    *lost = failed;
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! (`P-taken:<instance>`) under the take's id; settling deletes it ([`Settle::Done`]) or queues
 //! it again ([`Settle::GiveBack`]). The taker keeps a liveness key (`P-taker:<instance>`,
 //! renewed every [`EVERY`], gone [`TTL`] after the last renewal) and lists itself in
-//! `P-takers`. Once the key is gone (a crash, a process paused past it, or a clean stop that
+//! `P-takers` with every holding take. Once the key is gone (a crash, a process paused past it, or a clean stop that
 //! left jobs unsettled), any live control plane queues what the hash still holds again, at the
 //! front of each job's own queue, in one script per batch ([`reclaim_gone`]): nothing taken is
 //! lost, and a job comes back as itself, so a task is still one job per try.
@@ -15,10 +15,10 @@
 //! done, so the job is withdrawn from its queue, or skipped by whoever holds it now, instead of
 //! running again after its answer; and a worker runs a held job only if the take is still
 //! current ([`Holds::still_held`]). A worker's answer and the settling of its task are one
-//! transaction ([`Holds::settle_cmd`]), so no copy of a task can start after its result exists
-//! unless it had started before.
+//! script (`ANSWER` in [`super::queue`]), so no copy of a task can start after its result
+//! exists unless it had started before.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::{AsyncCommands, Script};
@@ -128,15 +128,35 @@ const RECLAIM: &str = concat!(
     r#"
 if redis.call("EXISTS", KEYS[1]) == 1 then return -1 end
 local moved = 0
-local jobs = redis.call("HKEYS", KEYS[2])
-for i = 1, math.min(#jobs, tonumber(ARGV[2])) do
-  redis.call("HDEL", KEYS[2], jobs[i])
-  if requeue(jobs[i]) then moved = moved + 1 end
+for _, job in ipairs(redis.call("HRANDFIELD", KEYS[2], tonumber(ARGV[2]))) do
+  redis.call("HDEL", KEYS[2], job)
+  if requeue(job) then moved = moved + 1 end
 end
 if redis.call("HLEN", KEYS[2]) == 0 then
   redis.call("SREM", KEYS[3], ARGV[1])
 end
 return moved
+"#
+);
+
+/// Gives back every job of the take whose ids start with `ARGV[1]` (a take whose answer never
+/// reached its taker). KEYS: the taker's hash.
+const RELEASE: &str = concat!(
+    job_functions!(),
+    r#"
+local cursor, released = "0", 0
+repeat
+  local page = redis.call("HSCAN", KEYS[1], cursor, "COUNT", 256)
+  cursor = page[1]
+  for i = 1, #page[2], 2 do
+    local job, take = page[2][i], page[2][i + 1]
+    if string.sub(take, 1, #ARGV[1]) == ARGV[1] then
+      redis.call("HDEL", KEYS[1], job)
+      if requeue(job) then released = released + 1 end
+    end
+  end
+until cursor == "0"
+return released
 "#
 );
 
@@ -148,7 +168,7 @@ if redis.call("HEXISTS", ARGV[1], "finishedOn") == 1 then return 2 end
 return 1
 "#;
 
-/// One transport's holds: its set's key, and the settler its receipts report to, started by
+/// One transport's holds: its hash's key, and the settler its receipts report to, started by
 /// the first holding consumer.
 pub(super) struct Holds {
     taken: String,
@@ -156,6 +176,7 @@ pub(super) struct Holds {
     settle: Script,
     reclaim: Script,
     still_held: Script,
+    release: Script,
 }
 
 /// Whether a take is still its taker's (see [`Holds::still_held`]).
@@ -180,6 +201,7 @@ impl Holds {
             settle: Script::new(SETTLE),
             reclaim: Script::new(RECLAIM),
             still_held: Script::new(STILL_HELD),
+            release: Script::new(RELEASE),
         }
     }
 
@@ -197,14 +219,18 @@ impl Holds {
         }
         let mut conn = shared.conn.clone();
         renew(&shared.p, &shared.instance, &mut conn).await?;
-        shared.holds.load(&mut conn).await?;
         let (tx, rx) = mpsc::unbounded_channel();
+        let receipts = tx.downgrade();
         if shared.holds.settler.set(tx).is_err() {
             // Another consumer started it meanwhile.
             return Ok(());
         }
         tokio::spawn(settle_loop(shared.clone(), rx));
-        tokio::spawn(keep_alive(Arc::downgrade(shared)));
+        tokio::spawn(keep_alive(
+            shared.conn.clone(),
+            (shared.p.clone(), shared.instance.clone()),
+            receipts,
+        ));
         Ok(())
     }
 
@@ -219,13 +245,13 @@ impl Holds {
     }
 
     /// The receipt of take `take` of held job `job`: it settles the take when its last copy
-    /// drops.
-    pub(super) fn receipt(&self, job: String, take: String) -> Receipt {
+    /// drops, as `unless_told` unless told otherwise.
+    pub(super) fn receipt(&self, job: String, take: String, unless_told: Settle) -> Receipt {
         let Some(settler) = self.settler.get().cloned() else {
             return Receipt::default();
         };
         let settling = (job.clone(), take.clone());
-        Receipt::new(job, take, move |how| {
+        Receipt::new(job, take, unless_told, move |how| {
             // The settler is gone only with the transport; the job then goes back when the
             // liveness key lapses.
             let _ = settler.send((settling.0, settling.1, how));
@@ -254,27 +280,21 @@ impl Holds {
         })
     }
 
-    /// Loads the settling script: a worker's answer settles its task inside a transaction,
-    /// where a script Redis does not know cannot be loaded on the way.
-    pub(super) async fn load(
+    /// Gives back whatever take `token` holds: a take whose answer never reached this process
+    /// (the connection failed, or the consumer stopped while the take was on its way), so no
+    /// receipt will ever settle it.
+    pub(super) async fn release(
         &self,
         conn: &mut redis::aio::ConnectionManager,
-    ) -> redis::RedisResult<()> {
-        self.settle.load_async(conn).await.map(|_| ())
-    }
-
-    /// The command that settles take `take` of `job` as done, to send in one transaction with
-    /// the answer it led to. Its script is loaded when the holds start.
-    pub(super) fn settle_cmd(&self, job: &str, take: &str) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.settle.get_hash())
-            .arg(1)
-            .arg(&self.taken)
-            .arg(super::now_ms())
-            .arg(job)
-            .arg(take)
-            .arg("d");
-        cmd
+        token: &str,
+    ) -> redis::RedisResult<usize> {
+        let released: i64 = self
+            .release
+            .key(&self.taken)
+            .arg(format!("{token}."))
+            .invoke_async(conn)
+            .await?;
+        Ok(usize::try_from(released).unwrap_or(0))
     }
 }
 
@@ -296,21 +316,22 @@ async fn renew(
         .await
 }
 
-/// Renews the liveness key while the transport lives, then withdraws it: what is still held
-/// goes back to the queues at once.
-async fn keep_alive(shared: Weak<Shared>) {
+/// Renews the liveness key while anything can still settle a take (the transport, or a receipt
+/// still out: `receipts` counts the settler's senders), then withdraws it: what is still held
+/// then goes back at a control plane's next recovery round.
+async fn keep_alive(
+    mut conn: redis::aio::ConnectionManager,
+    (p, instance): (String, String),
+    receipts: mpsc::WeakUnboundedSender<Settlement>,
+) {
     loop {
         tokio::time::sleep(EVERY).await;
-        let Some(shared) = shared.upgrade() else {
+        if receipts.strong_count() == 0 {
+            let _: redis::RedisResult<()> = conn.del(taker_key(&p, &instance)).await;
             return;
-        };
-        let mut conn = shared.conn.clone();
-        if let Err(e) = renew(&shared.p, &shared.instance, &mut conn).await {
-            tracing::warn!(error = %e, "renewing this process's hold on the jobs it took failed; they go back to their queues if it lapses");
         }
-        if Arc::strong_count(&shared) == 1 {
-            let _: redis::RedisResult<()> = conn.del(taker_key(&shared.p, &shared.instance)).await;
-            return;
+        if let Err(e) = renew(&p, &instance, &mut conn).await {
+            tracing::warn!(error = %e, "renewing this process's hold on the jobs it took failed; they go back to their queues if it lapses");
         }
     }
 }
@@ -370,7 +391,7 @@ pub(super) async fn reclaim_gone(shared: &Shared) -> redis::RedisResult<usize> {
     let mut total = 0;
     for taker in takers.iter().filter(|t| **t != shared.instance) {
         loop {
-            let moved: i64 = shared
+            let moved: redis::RedisResult<i64> = shared
                 .holds
                 .reclaim
                 .key(taker_key(p, taker))
@@ -379,7 +400,15 @@ pub(super) async fn reclaim_gone(shared: &Shared) -> redis::RedisResult<usize> {
                 .arg(taker)
                 .arg(BATCH)
                 .invoke_async(&mut conn)
-                .await?;
+                .await;
+            // One taker's failure does not keep the others' jobs held.
+            let moved = match moved {
+                Ok(moved) => moved,
+                Err(e) => {
+                    tracing::debug!(error = %e, taker = %taker, "putting back what a stopped process took failed; trying again next round");
+                    break;
+                }
+            };
             let Ok(moved) = usize::try_from(moved) else {
                 break;
             };
@@ -463,7 +492,8 @@ mod tests {
         let (_, receipt) = items.next().await.expect("the job");
         let taker_instance = taker.instance_id().to_owned();
         // It dies holding the job: its receipt never settles, its key is not renewed.
-        std::mem::forget(receipt);
+        receipt.settled();
+        drop(receipt);
         drop(items);
         drop(taker);
         assert!(waiting(&other, &queue).await.is_empty(), "held, not queued");
@@ -487,6 +517,7 @@ mod tests {
             other.consume_held::<serde_json::Value>(vec![queue.clone()], "task", Hold::Checked);
         let (value, receipt) = items.next().await.expect("the job again");
         assert_eq!(value, serde_json::json!({ "n": 1 }));
+        receipt.done();
         drop(receipt);
         let job = bull_key(&queue, "run~1@0@1");
         for _ in 0..100 {
@@ -584,7 +615,7 @@ mod tests {
         assert_eq!(still, current, "a stale copy given back changes nothing");
         // A stale copy finishes: the job, held by the current take, is marked done, and that
         // copy is not handed on (it is settled instead).
-        drop(holds.receipt(job.clone(), "stale".into()));
+        drop(holds.receipt(job.clone(), "stale".into(), Settle::Done));
         tokio::time::sleep(Duration::from_millis(300)).await;
         let finished: bool = conn.hexists(&job, "finishedOn").await.expect("hexists");
         assert!(finished, "marked done for whoever holds it now");
@@ -598,9 +629,51 @@ mod tests {
         // A stale copy of a job that waits withdraws it from its queue.
         let idle = format!("{}-tasks-refund@acme", transport.prefix());
         add(&transport, &idle, "run~3@0@1").await;
-        drop(holds.receipt(bull_key(&idle, "run~3@0@1"), "stale".into()));
+        drop(holds.receipt(bull_key(&idle, "run~3@0@1"), "stale".into(), Settle::Done));
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(waiting(&transport, &idle).await.is_empty(), "withdrawn");
         assert!(!exists(&transport, &bull_key(&idle, "run~3@0@1")).await);
+    }
+
+    /// A take whose answer never reached its taker (the connection failed on the way) is given
+    /// back by its id; the take itself listed the taker, so a crash before that is covered too.
+    #[tokio::test]
+    async fn a_take_whose_answer_was_lost_is_given_back() {
+        let Some(transport) = testing::fresh_transport().await else {
+            return;
+        };
+        let shared = &transport.shared;
+        let queue = format!("{}-tasks-charge@acme", transport.prefix());
+        add(&transport, &queue, "run~4@0@1").await;
+        let takers = takers_key(&shared.p);
+        let taker = crate::transport::redis::queue::Taker {
+            taken: shared.holds.taken_key(),
+            takers: &takers,
+            instance: &shared.instance,
+            hold: true,
+            token: "lost1",
+        };
+        let mut conn = shared.conn.clone();
+        let taken = shared
+            .scripts
+            .take(&mut conn, std::slice::from_ref(&queue), 8, taker)
+            .await
+            .expect("take");
+        assert_eq!(taken.len(), 1);
+        let listed: Vec<String> = conn.smembers(&takers).await.expect("takers");
+        assert!(
+            listed.contains(&shared.instance),
+            "the take listed its taker"
+        );
+        assert!(waiting(&transport, &queue).await.is_empty());
+        // Its answer is lost: nothing will settle it but its id.
+        let released = shared
+            .holds
+            .release(&mut conn, "lost1")
+            .await
+            .expect("release");
+        assert_eq!(released, 1);
+        assert_eq!(waiting(&transport, &queue).await, ["run~4@0@1"]);
+        assert!(!exists(&transport, shared.holds.taken_key()).await);
     }
 }

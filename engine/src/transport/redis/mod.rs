@@ -10,6 +10,7 @@
 
 mod consumer;
 mod events;
+#[macro_use]
 mod holds;
 mod pubsub;
 mod queue;
@@ -44,8 +45,8 @@ use super::{
     WorkerRegistry,
 };
 use crate::model::{
-    ControlMessage, Heartbeat, Millis, Namespace, Receipt, RemoteTask, RunReply, Scope, StepResult,
-    TenantEvent, WorkerDescriptor, WorkerGroup,
+    ControlMessage, Heartbeat, Millis, Namespace, Receipt, RemoteTask, RunReply, Scope, Settle,
+    StepResult, TenantEvent, WorkerDescriptor, WorkerGroup,
 };
 
 /// Tenant events a local subscriber may fall behind by before it is told it lagged.
@@ -434,8 +435,8 @@ impl StepQueues for RedisTransport {
         })))
     }
 
-    /// A result whose receipt holds its task (our worker's) is added in one transaction with
-    /// the task's settling: no copy of the task starts after its result exists (see [`holds`]).
+    /// A result whose receipt holds its task (our worker's) is added in one step with the task's
+    /// settling: no copy of the task starts after its result exists (see [`holds`]).
     async fn publish_result(
         &self,
         result: StepResult,
@@ -468,29 +469,13 @@ impl StepQueues for RedisTransport {
             return self.add_job(job).await;
         };
         let mut conn = self.shared.conn.clone();
-        let settle = self.shared.holds.settle_cmd(task, take);
-        let mut sent = redis::pipe()
-            .atomic()
-            .add_command(self.shared.scripts.add_cmd(&job))
-            .add_command(settle.clone())
-            .query_async::<()>(&mut conn)
-            .await;
-        if let Err(e) = &sent
-            && queue::is_no_script(e)
-        {
-            // Redis forgot the scripts (a restart or a flush): load them and send again.
-            self.shared.scripts.load_add(&mut conn).await.ok();
-            self.shared.holds.load(&mut conn).await.ok();
-            sent = redis::pipe()
-                .atomic()
-                .add_command(self.shared.scripts.add_cmd(&job))
-                .add_command(settle)
-                .query_async::<()>(&mut conn)
-                .await;
-        }
-        sent.map_err(|e| {
-            TransportError::Unavailable(format!("adding a result to {}: {e}", job.queue))
-        })?;
+        self.shared
+            .scripts
+            .answer(&mut conn, &job, self.shared.holds.taken_key(), (task, take))
+            .await
+            .map_err(|e| {
+                TransportError::Unavailable(format!("adding a result to {}: {e}", job.queue))
+            })?;
         result.receipt.settled();
         Ok(())
     }
@@ -537,10 +522,11 @@ impl StepQueues for RedisTransport {
 enum Hold {
     /// Deleted as taken.
     No,
-    /// Held until settled.
+    /// Held until settled, done unless given back: a control plane's results.
     Yes,
-    /// Held until settled, and handed on only while the take is still current: a worker runs
-    /// no copy of a job that went back while it was thought gone.
+    /// Held until settled, given back unless answered, and handed on only while the take is
+    /// still current: a worker's tasks and turns (it runs no copy of a job that went back
+    /// while it was thought gone).
     Checked,
 }
 
@@ -554,38 +540,46 @@ struct Inbox {
 
 impl Inbox {
     /// The receipt of a taken job, or `None` for a checked one that must not run: its take is
-    /// no longer current (it went back; that copy is dropped unsettled), or a stale copy
-    /// finished the job (it is settled as done).
+    /// no longer current (the job went back), or a stale copy finished the job (it is settled
+    /// as done). The receipt exists before the check, so a stream dropped during it gives the
+    /// job back.
     async fn receipt(&self, job: String, take: String) -> Option<Receipt> {
-        if self.hold == Hold::No {
-            return Some(Receipt::default());
-        }
-        if self.hold == Hold::Checked {
-            let mut conn = self.shared.conn.clone();
-            match self.shared.holds.still_held(&mut conn, &job, &take).await {
-                Ok(Current::Yes) => {}
-                Ok(Current::Done) => {
-                    tracing::info!(
-                        job,
-                        "skipped a job a copy taken before this process was thought gone already finished"
-                    );
-                    drop(self.shared.holds.receipt(job, take));
-                    return None;
-                }
-                Ok(Current::No) => {
-                    tracing::info!(
-                        job,
-                        "skipped a job that went back while this process was thought gone"
-                    );
-                    return None;
-                }
-                // Run it: a copy running twice is what at-least-once allows, a job lost is not.
-                Err(e) => {
-                    tracing::debug!(error = %e, job, "could not check a held job; running it")
-                }
+        let receipt = match self.hold {
+            Hold::No => return Some(Receipt::default()),
+            // A result is done once the control plane is through with it, whatever became of
+            // it (applied twice, it changes nothing).
+            Hold::Yes => return Some(self.shared.holds.receipt(job, take, Settle::Done)),
+            // A task or turn goes back unless it was answered.
+            Hold::Checked => self.shared.holds.receipt(job, take, Settle::GiveBack),
+        };
+        let Some((job, take)) = receipt.taken() else {
+            return Some(receipt);
+        };
+        let mut conn = self.shared.conn.clone();
+        match self.shared.holds.still_held(&mut conn, job, take).await {
+            Ok(Current::Yes) => Some(receipt),
+            Ok(Current::Done) => {
+                tracing::info!(
+                    job,
+                    "skipped a job a copy taken before this process was thought gone already finished"
+                );
+                receipt.done();
+                None
+            }
+            Ok(Current::No) => {
+                tracing::info!(
+                    job,
+                    "skipped a job that went back while this process was thought gone"
+                );
+                receipt.settled();
+                None
+            }
+            // Run it: a copy running twice is what at-least-once allows, a job lost is not.
+            Err(e) => {
+                tracing::debug!(error = %e, job, "could not check a held job; running it");
+                Some(receipt)
             }
         }
-        Some(self.shared.holds.receipt(job, take))
     }
 }
 

@@ -73,13 +73,36 @@ return add(k, ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6])
 "#
 );
 
+/// Adds a result and settles the task take it answers, in one step (see [`super::holds`]): no
+/// copy of the task can start after its result exists unless it had started before. A take that
+/// is no longer current (the task went back while its taker was thought gone) withdraws the
+/// task instead. KEYS: the taker's hash, then [`ADD`]'s keys. ARGV: [`ADD`]'s, then the time
+/// (ms), the task's job key and its take id.
+const ANSWER: &str = concat!(
+    add_function!(),
+    job_functions!(),
+    r#"
+local k = 1
+if #KEYS > 9 and redis.call("EXISTS", KEYS[10]) == 0 then k = 10 end
+local id = add(k, ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6])
+local task, take = ARGV[8], ARGV[9]
+if redis.call("HGET", KEYS[1], task) == take then
+  redis.call("HDEL", KEYS[1], task)
+  finish(task)
+else
+  withdraw(task, ARGV[7])
+end
+return id
+"#
+);
+
 /// Moves up to `ARGV[2]` jobs from one consumer's own queue to another queue, as new jobs
 /// there, unless the consumer's liveness key exists; once its queue is empty and it holds no
 /// job it took (those come back to the queue first, see [`super::holds`]), deletes the queue's
 /// keys and takes `ARGV[1]` out of the set that lists such queues. Nothing else can add
 /// to the queue meanwhile (every add checks the key, see [`ADD`]), so an emptied queue stays
 /// empty. Returns how many jobs moved, or -1 if the key exists. KEYS: the liveness key, the set,
-/// the own queue's eight keys, the other queue's eight keys, then the consumer's taken set.
+/// the own queue's eight keys, the other queue's eight keys, then the consumer's taken hash.
 const HAND_OVER: &str = concat!(
     add_function!(),
     r#"
@@ -112,20 +135,21 @@ return moved
 
 /// Takes up to `ARGV[1]` jobs, trying the queues in the order given. With `ARGV[2]` = "1" each
 /// job stays, entered in the taker's hash `KEYS[1]` under this take's id (`ARGV[4]`, then the
-/// job's place in the batch) until the taker settles it (see [`super::holds`]); a job a stale
-/// copy already finished meanwhile is deleted instead of taken. Otherwise each job is deleted
+/// job's place in the batch) until the taker settles it (see [`super::holds`]), and the taker
+/// (`ARGV[5]`) is listed in the takers' set `KEYS[2]`; a job a stale copy already finished
+/// meanwhile is deleted instead of taken. Otherwise each job is deleted
 /// in the same step (a job lost to a crash after this is one the engine's lost-dispatch
 /// redispatch sends again, which delivery at-least-once allows). Returns each job's key, take
-/// id ("" when not held) and data, flat. KEYS: the taker's hash, then per queue its wait,
-/// prioritized and events keys. ARGV: the batch size, the hold flag, the time (ms), the take's
-/// id, then per queue its job key prefix.
+/// id ("" when not held) and data, flat. KEYS: the taker's hash, the takers' set, then per queue
+/// its wait, prioritized and events keys. ARGV: the batch size, the hold flag, the time (ms), the
+/// take's id, the taker, then per queue its job key prefix.
 const TAKE: &str = r#"
 local max = tonumber(ARGV[1])
 local hold = ARGV[2] == "1"
 local out = {}
 local n = 0
-for q = 0, (#KEYS - 1) / 3 - 1 do
-  local wait, prioritized, events = KEYS[q * 3 + 2], KEYS[q * 3 + 3], KEYS[q * 3 + 4]
+for q = 0, (#KEYS - 2) / 3 - 1 do
+  local wait, prioritized, events = KEYS[q * 3 + 3], KEYS[q * 3 + 4], KEYS[q * 3 + 5]
   while n < max do
     local id = redis.call("RPOP", wait)
     if not id then
@@ -133,12 +157,13 @@ for q = 0, (#KEYS - 1) / 3 - 1 do
       if #popped == 0 then break end
       id = popped[1]
     end
-    local job = ARGV[q + 5] .. id
+    local job = ARGV[q + 6] .. id
     local data, finished = unpack(redis.call("HMGET", job, "data", "finishedOn"))
     if data and hold and not finished then
       n = n + 1
       local take = ARGV[4] .. "." .. n
       redis.call("HSET", KEYS[1], job, take)
+      redis.call("SADD", KEYS[2], ARGV[5])
       redis.call("HSET", job, "processedOn", ARGV[3])
       redis.call("XADD", events, "MAXLEN", "~", 10000, "*", "event", "active", "jobId", id)
       out[#out + 1] = job
@@ -204,6 +229,21 @@ pub struct NewJob<'a> {
     pub job_id: Option<&'a str>,
 }
 
+/// Who takes, and whether they hold what they take (see [`TAKE`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Taker<'a> {
+    /// The taker's hash of held jobs.
+    pub taken: &'a str,
+    /// The set that lists takers.
+    pub takers: &'a str,
+    /// The taker's instance id.
+    pub instance: &'a str,
+    /// Whether jobs are held until settled, or deleted as taken.
+    pub hold: bool,
+    /// This take's id, fresh for each take: what a take whose answer was lost is given back by.
+    pub token: &'a str,
+}
+
 /// A job a consumer took: its key (`bull:<queue>:<id>`) and the id of this take of it, by
 /// which a held one is settled, and its data.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -231,6 +271,7 @@ impl Taken {
 /// The queue scripts, loaded once per transport.
 pub struct Scripts {
     add: Script,
+    answer: Script,
     take: Script,
     hand_over: Script,
 }
@@ -239,6 +280,7 @@ impl Default for Scripts {
     fn default() -> Self {
         Scripts {
             add: Script::new(ADD),
+            answer: Script::new(ANSWER),
             take: Script::new(TAKE),
             hand_over: Script::new(HAND_OVER),
         }
@@ -300,40 +342,46 @@ impl Scripts {
         add.invoke_async(conn).await
     }
 
-    /// The command that adds `job`, to send in a transaction (where a script Redis does not know
-    /// cannot be loaded on the way: see [`Scripts::load_add`]).
-    pub fn add_cmd(&self, job: &NewJob<'_>) -> redis::Cmd {
-        let (keys, args) = add_parts(job);
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.add.get_hash())
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args);
-        cmd
-    }
-
-    /// Loads the adding script, for [`Scripts::add_cmd`].
-    pub async fn load_add<C: redis::aio::ConnectionLike + Send>(
+    /// Adds `job`, a result, and settles take `task.1` of the task job `task.0` it answers, held
+    /// in the taker's hash `taken`, in one step (see [`ANSWER`]). Returns the result's id.
+    pub async fn answer<C: redis::aio::ConnectionLike + Send>(
         &self,
         conn: &mut C,
-    ) -> redis::RedisResult<()> {
-        self.add.load_async(conn).await.map(|_| ())
+        job: &NewJob<'_>,
+        taken: &str,
+        task: (&str, &str),
+    ) -> redis::RedisResult<String> {
+        let (keys, args) = add_parts(job);
+        let mut answer = self.answer.prepare_invoke();
+        answer.key(taken);
+        for key in keys {
+            answer.key(key);
+        }
+        for arg in args {
+            answer.arg(arg);
+        }
+        answer
+            .arg(super::now_ms())
+            .arg(task.0)
+            .arg(task.1)
+            .invoke_async(conn)
+            .await
     }
 
     /// Takes up to `max` jobs from `queues`, in one round trip, the first queue's jobs first:
-    /// held in `take.0`, the taker's set, if `take.1`, else removed (see [`TAKE`]). Callers
-    /// rotate the order so no queue starves.
+    /// held for `taker` if it holds, else removed (see [`TAKE`]). Callers rotate the order so
+    /// no queue starves.
     pub async fn take<C: redis::aio::ConnectionLike + Send>(
         &self,
         conn: &mut C,
         queues: &[String],
         max: usize,
-        take: (&str, bool),
+        taker: Taker<'_>,
     ) -> redis::RedisResult<Vec<Taken>> {
-        let taken = match self.take_cmd(queues, max, take).query_async(conn).await {
+        let taken = match self.take_cmd(queues, max, taker).query_async(conn).await {
             Err(e) if is_no_script(&e) => {
                 self.take.load_async(conn).await?;
-                self.take_cmd(queues, max, take).query_async(conn).await
+                self.take_cmd(queues, max, taker).query_async(conn).await
             }
             taken => taken,
         };
@@ -341,7 +389,7 @@ impl Scripts {
     }
 
     /// Moves up to `max` jobs from `own`, the own queue of consumer `owner` (listed in set
-    /// `owners`, holding what it took in set `taken`), to `to`, unless the consumer's liveness
+    /// `owners`, holding what it took in hash `taken`), to `to`, unless the consumer's liveness
     /// key `alive` exists (see [`HAND_OVER`]). How many moved, or `None` if the key exists.
     pub async fn hand_over<C: redis::aio::ConnectionLike + Send>(
         &self,
@@ -376,26 +424,27 @@ impl Scripts {
         block_secs: f64,
         queues: &[String],
         max: usize,
-        take: (&str, bool),
+        taker: Taker<'_>,
     ) -> redis::RedisResult<Vec<Taken>> {
         let mut pipe = redis::pipe();
         pipe.cmd("BZPOPMIN")
             .arg(markers)
             .arg(block_secs)
             .ignore()
-            .add_command(self.take_cmd(queues, max, take));
+            .add_command(self.take_cmd(queues, max, taker));
         match pipe.query_async::<(Vec<String>,)>(conn).await {
             Ok((taken,)) => Ok(Taken::triples(taken)),
             // The wait is over either way; load the script and take as usual.
-            Err(e) if is_no_script(&e) => self.take(conn, queues, max, take).await,
+            Err(e) if is_no_script(&e) => self.take(conn, queues, max, taker).await,
             Err(e) => Err(e),
         }
     }
 
     /// The take script's `EVALSHA` (see [`TAKE`]) for `queues`.
-    fn take_cmd(&self, queues: &[String], max: usize, (taker, hold): (&str, bool)) -> redis::Cmd {
-        let mut keys = Vec::with_capacity(1 + queues.len() * 3);
-        keys.push(taker.to_owned());
+    fn take_cmd(&self, queues: &[String], max: usize, taker: Taker<'_>) -> redis::Cmd {
+        let mut keys = Vec::with_capacity(2 + queues.len() * 3);
+        keys.push(taker.taken.to_owned());
+        keys.push(taker.takers.to_owned());
         let mut prefixes = Vec::with_capacity(queues.len());
         for queue in queues {
             keys.extend(["wait", "prioritized", "events"].map(|k| bull_key(queue, k)));
@@ -406,9 +455,10 @@ impl Scripts {
             .arg(keys.len())
             .arg(keys)
             .arg(max)
-            .arg(if hold { "1" } else { "0" })
+            .arg(if taker.hold { "1" } else { "0" })
             .arg(super::now_ms())
-            .arg(uuid::Uuid::new_v4().simple().to_string())
+            .arg(taker.token)
+            .arg(taker.instance)
             .arg(prefixes);
         cmd
     }
@@ -452,7 +502,13 @@ mod tests {
         }
         let markers = [bull_key(&queue, "marker")];
         let queues = [queue.clone()];
-        let take = ("unused", false);
+        let take = Taker {
+            taken: "unused",
+            takers: "unused",
+            instance: "unused",
+            hold: false,
+            token: "t",
+        };
         let taken = scripts
             .wait_and_take(&mut conn, &markers, 1.0, &queues, 32, take)
             .await

@@ -10,7 +10,7 @@
 //! So for a token where an instance lapsed, every control plane looks at the token's active
 //! jobs each round, and puts back, exactly as BullMQ's stalled check does (the stalled count
 //! rises, a job stalled twice carries BullMQ's deferred failure), each job whose lock is gone
-//! or overdue for renewal. When no SDK worker on the token is alive at all, a lock that has not
+//! or 5 s overdue for renewal. When no SDK worker on the token is alive at all, a lock that has not
 //! been renewed in the last few seconds is enough: nobody is left to renew it. A live worker
 //! renews its locks every 15 s, so its jobs are never put back.
 
@@ -28,8 +28,9 @@ use crate::transport::naming::{bull_key, tasks_queue};
 const LAPSE: Duration = Duration::from_secs(15);
 /// How long after a lapse its token's active jobs are still looked at.
 const WATCH: Duration = Duration::from_secs(90);
-/// A lock with less left than this (of BullMQ's 30 s) missed its renewal, due 15 s in, by 3 s.
-const OVERDUE_MS: i64 = 12_000;
+/// A lock with less left than this (of BullMQ's 30 s) missed its renewal, due 15 s in, by 5 s:
+/// a live worker on a busy machine renews late, but not that late.
+const OVERDUE_MS: i64 = 10_000;
 /// With no live worker on the token, a lock with less left than this was not renewed in the
 /// last 5 s, so it is not one a worker that just started took.
 const UNRENEWED_MS: i64 = 25_000;
@@ -43,12 +44,15 @@ const RECOVER: &str = r#"
 local prefix, overdue, unrenewed = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local anyone, max_stalled = ARGV[4] == "1", tonumber(ARGV[5])
 local moved = {}
-for _, id in ipairs(redis.call("LRANGE", KEYS[1], 0, 999)) do
+for _, id in ipairs(redis.call("LRANGE", KEYS[1], 0, -1)) do
   local job = prefix .. id
   local left = redis.call("PTTL", job .. ":lock")
   local gone = left == -2 or (left >= 0 and left < overdue)
     or (not anyone and left >= 0 and left < unrenewed)
-  if gone and redis.call("LREM", KEYS[1], 1, id) > 0 then
+  if gone and redis.call("EXISTS", job) == 0 then
+    -- Nothing to run: only the stale entry goes.
+    redis.call("LREM", KEYS[1], 1, id)
+  elseif gone and redis.call("LREM", KEYS[1], 1, id) > 0 then
     redis.call("DEL", job .. ":lock")
     redis.call("SREM", KEYS[7], id)
     if redis.call("HINCRBY", job, "stc", 1) > max_stalled then
