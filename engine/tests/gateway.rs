@@ -487,3 +487,82 @@ on_both_transports!(start_runs:
 on_both_transports!(boundary:
     the_boundary_holds_on_the_in_process_transport,
     the_boundary_holds_over_redis);
+
+/// Any message a tenant (or anyone with access to the queues) can put on the run-request and
+/// start-run queues, signed for acme or forged: the responder answers or drops it, never
+/// panics, and nothing it does lands outside acme.
+#[test]
+fn any_run_request_or_start_stays_in_its_tokens_tenant() {
+    use durable::testing::{hostile_json, hostile_string, wire_object};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (_dir, store, engine, signer) =
+        runtime.block_on(control_plane(Arc::new(MemoryTransport::new())));
+    let responder = RunRequestResponder::new(engine.clone(), signer.clone());
+    let acme = signer.sign(&ns("acme"));
+    let token = prop_oneof![
+        3 => Just(acme),
+        1 => hostile_string(),
+        1 => Just(signer.sign(&ns("globex")).replace('.', "x")),
+    ];
+    let body = prop_oneof![
+        (
+            prop::sample::select(vec![
+                "start",
+                "getRun",
+                "listRuns",
+                "signal",
+                "cancel",
+                "workerHealth",
+            ]),
+            wire_object(&[
+                "workflow",
+                "input",
+                "runId",
+                "signal",
+                "payload",
+                "query",
+                "namespace",
+            ]),
+        )
+            .prop_map(|(kind, mut body)| {
+                body["kind"] = json!(kind);
+                // Real workflows too, so starts get through and land somewhere.
+                if body.get("workflow").is_none() {
+                    body["workflow"] = json!("approval");
+                }
+                body
+            }),
+        hostile_json(),
+    ];
+    let message = (token, body, hostile_string()).prop_map(|(tenant, body, id)| {
+        json!({ "requestId": id, "runId": id, "tenant": tenant, "body": body,
+                "workflow": "approval", "input": body, "namespace": "globex" })
+    });
+    let raw = prop_oneof![
+        4 => message.prop_map(|m| m.to_string()),
+        1 => any::<String>(),
+    ];
+    TestRunner::new(Config {
+        cases: 128,
+        ..Config::default()
+    })
+    .run(&raw, |raw| {
+        runtime.block_on(async {
+            let _ = responder.answer(&raw).await;
+            let _ = responder.answer_start(&raw).await;
+        });
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let runs = runtime.block_on(all_runs(&store));
+    assert!(!runs.is_empty(), "no message started a run");
+    assert!(
+        runs.iter().all(|r| r.namespace == ns("acme")),
+        "a run outside the signed tenant: {:?}",
+        runs.iter().find(|r| r.namespace != ns("acme"))
+    );
+    runtime.block_on(engine.shutdown());
+}
