@@ -80,6 +80,8 @@ pub(super) fn spawn(
                     queues.rotate_left(1);
                 }
                 let token = uuid::Uuid::new_v4().simple().to_string();
+                // Read before the take: a lapse noticed after it makes the take's copies suspect.
+                let epoch = shared.holds.epoch();
                 let taker = Taker {
                     taken: shared.holds.taken_key(),
                     takers: &takers,
@@ -133,7 +135,10 @@ pub(super) fn spawn(
                 }
                 // A short batch drained every queue: a job added since set a marker.
                 drained = jobs.len() < BATCH;
-                let mut jobs = jobs.into_iter();
+                let mut jobs = jobs.into_iter().map(|mut job| {
+                    job.epoch = epoch;
+                    job
+                });
                 while let Some(job) = jobs.next() {
                     if let Err(unsent) = tx.send(job).await {
                         if hold {

@@ -14,7 +14,10 @@
 //! back. A receipt settles only its own take; a stale copy that finishes anyway marks its job
 //! done, so the job is withdrawn from its queue, or skipped by whoever holds it now, instead of
 //! running again after its answer; and a worker runs a held job only if the take is still
-//! current ([`Holds::still_held`]). A worker's answer and the settling of its task are one
+//! current ([`Holds::still_held`]) when it may not be: the job went back once from a taker
+//! thought gone (a reclaimed job carries `rcl`, a stalled one BullMQ's `stc`), or this
+//! process's own hold may have lapsed since the take ([`Holds::epoch`]). Otherwise no copy can
+//! exist, and the check, a round trip per task, is skipped. A worker's answer and the settling of its task are one
 //! script (`ANSWER` in [`super::queue`]), so no copy of a task can start after its result
 //! exists unless it had started before.
 
@@ -38,6 +41,9 @@ const EVERY: Duration = Duration::from_millis(100);
 const TTL: Duration = Duration::from_secs(6);
 #[cfg(test)]
 const TTL: Duration = Duration::from_millis(600);
+/// The margin by which a renewal must beat the key's TTL to count as keeping it alive (the
+/// renewal travels, and clocks drift).
+const SLACK: Duration = Duration::from_millis(if cfg!(test) { 200 } else { 1000 });
 /// The most settlements or reclaimed jobs one script handles (a script blocks Redis).
 const BATCH: usize = 256;
 
@@ -130,7 +136,11 @@ if redis.call("EXISTS", KEYS[1]) == 1 then return -1 end
 local moved = 0
 for _, job in ipairs(redis.call("HRANDFIELD", KEYS[2], tonumber(ARGV[2]))) do
   redis.call("HDEL", KEYS[2], job)
-  if requeue(job) then moved = moved + 1 end
+  if requeue(job) then
+    -- The gone taker may come back with a copy: whoever takes the job checks first.
+    redis.call("HSET", job, "rcl", 1)
+    moved = moved + 1
+  end
 end
 if redis.call("HLEN", KEYS[2]) == 0 then
   redis.call("SREM", KEYS[3], ARGV[1])
@@ -172,6 +182,9 @@ return 1
 /// the first holding consumer.
 pub(super) struct Holds {
     taken: String,
+    /// When the last renewal of the liveness key was sent, and how many times a renewal came
+    /// later than the key's TTL (each time, the key may have lapsed and a peer reclaimed).
+    renewed: std::sync::Mutex<(std::time::Instant, u64)>,
     settler: OnceLock<mpsc::UnboundedSender<Settlement>>,
     settle: Script,
     reclaim: Script,
@@ -197,6 +210,7 @@ impl Holds {
     pub(super) fn new(p: &str, instance: &str) -> Self {
         Holds {
             taken: taken_key(p, instance),
+            renewed: std::sync::Mutex::new((std::time::Instant::now(), 0)),
             settler: OnceLock::new(),
             settle: Script::new(SETTLE),
             reclaim: Script::new(RECLAIM),
@@ -218,7 +232,9 @@ impl Holds {
             return Ok(());
         }
         let mut conn = shared.conn.clone();
+        let sent = std::time::Instant::now();
         renew(&shared.p, &shared.instance, &mut conn).await?;
+        shared.holds.renewed(sent);
         let (tx, rx) = mpsc::unbounded_channel();
         let receipts = tx.downgrade();
         if shared.holds.settler.set(tx).is_err() {
@@ -230,6 +246,7 @@ impl Holds {
             shared.conn.clone(),
             (shared.p.clone(), shared.instance.clone()),
             receipts,
+            Arc::downgrade(shared),
         ));
         Ok(())
     }
@@ -280,6 +297,29 @@ impl Holds {
         })
     }
 
+    /// The hold epoch: it changes whenever the liveness key may have lapsed since the last
+    /// look. A take sent in epoch `e` whose job is not suspect needs no check before it runs
+    /// while [`Holds::continuous_since`] `e`: nobody can have reclaimed it.
+    pub(super) fn epoch(&self) -> u64 {
+        self.renewed.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// Whether the liveness key has lived without a gap since epoch `epoch` began, and still
+    /// does (with a second to spare).
+    pub(super) fn continuous_since(&self, epoch: u64) -> bool {
+        let (sent, now_epoch) = *self.renewed.lock().unwrap_or_else(|p| p.into_inner());
+        now_epoch == epoch && sent.elapsed() + SLACK < TTL
+    }
+
+    /// Notes a successful renewal sent at `sent`.
+    fn renewed(&self, sent: std::time::Instant) {
+        let mut renewed = self.renewed.lock().unwrap_or_else(|p| p.into_inner());
+        if sent.duration_since(renewed.0) + SLACK >= TTL {
+            renewed.1 += 1;
+        }
+        renewed.0 = renewed.0.max(sent);
+    }
+
     /// Gives back whatever take `token` holds: a take whose answer never reached this process
     /// (the connection failed, or the consumer stopped while the take was on its way), so no
     /// receipt will ever settle it.
@@ -323,6 +363,7 @@ async fn keep_alive(
     mut conn: redis::aio::ConnectionManager,
     (p, instance): (String, String),
     receipts: mpsc::WeakUnboundedSender<Settlement>,
+    shared: std::sync::Weak<Shared>,
 ) {
     loop {
         tokio::time::sleep(EVERY).await;
@@ -330,8 +371,16 @@ async fn keep_alive(
             let _: redis::RedisResult<()> = conn.del(taker_key(&p, &instance)).await;
             return;
         }
-        if let Err(e) = renew(&p, &instance, &mut conn).await {
-            tracing::warn!(error = %e, "renewing this process's hold on the jobs it took failed; they go back to their queues if it lapses");
+        let sent = std::time::Instant::now();
+        match renew(&p, &instance, &mut conn).await {
+            Ok(()) => {
+                if let Some(shared) = shared.upgrade() {
+                    shared.holds.renewed(sent);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "renewing this process's hold on the jobs it took failed; they go back to their queues if it lapses")
+            }
         }
     }
 }
@@ -599,6 +648,8 @@ mod tests {
             .ignore()
             .rpush(bull_key(&queue, "wait"), "run~2@0@1")
             .ignore()
+            .hset(&job, "rcl", 1)
+            .ignore()
             .zadd(bull_key(&queue, "marker"), "0", 0)
             .ignore()
             .query_async(&mut conn)
@@ -675,5 +726,35 @@ mod tests {
         assert_eq!(released, 1);
         assert_eq!(waiting(&transport, &queue).await, ["run~4@0@1"]);
         assert!(!exists(&transport, shared.holds.taken_key()).await);
+    }
+
+    /// A take needs no check while the hold has lived without a gap since it was sent; a
+    /// renewal that came later than the key's TTL starts a new epoch, and so does a key left
+    /// unrenewed for that long.
+    #[test]
+    fn the_hold_epoch_changes_when_the_key_may_have_lapsed() {
+        use std::time::Instant;
+        let holds = Holds::new("p", "me");
+        let start = Instant::now();
+        holds.renewed(start);
+        let epoch = holds.epoch();
+        assert!(holds.continuous_since(epoch));
+        holds.renewed(start + EVERY);
+        assert_eq!(holds.epoch(), epoch, "renewed in time");
+        holds.renewed(start + EVERY + TTL);
+        assert_eq!(
+            holds.epoch(),
+            epoch + 1,
+            "renewed too late: it may have lapsed"
+        );
+        assert!(!holds.continuous_since(epoch));
+        let quiet = Holds::new("p", "me");
+        quiet.renewed(Instant::now());
+        assert!(quiet.continuous_since(quiet.epoch()));
+        std::thread::sleep(TTL);
+        assert!(
+            !quiet.continuous_since(quiet.epoch()),
+            "unrenewed past its TTL"
+        );
     }
 }

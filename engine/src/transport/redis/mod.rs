@@ -311,7 +311,8 @@ impl RedisTransport {
         let stream = futures::stream::unfold((inbox, gone), move |(mut inbox, gone)| async move {
             loop {
                 let taken = inbox.rx.recv().await?;
-                if let Some(receipt) = inbox.receipt(taken.job, taken.take).await {
+                let unsure = taken.suspect() || !inbox.shared.holds.continuous_since(taken.epoch);
+                if let Some(receipt) = inbox.receipt(taken.job, taken.take, unsure).await {
                     match serde_json::from_str::<T>(&taken.data) {
                         Ok(item) => return Some(((item, receipt), (inbox, gone))),
                         Err(e) => {
@@ -541,9 +542,9 @@ struct Inbox {
 impl Inbox {
     /// The receipt of a taken job, or `None` for a checked one that must not run: its take is
     /// no longer current (the job went back), or a stale copy finished the job (it is settled
-    /// as done). The receipt exists before the check, so a stream dropped during it gives the
-    /// job back.
-    async fn receipt(&self, job: String, take: String) -> Option<Receipt> {
+    /// as done). Checked only when `unsure` (see [`holds`]). The receipt exists before the
+    /// check, so a stream dropped during it gives the job back.
+    async fn receipt(&self, job: String, take: String, unsure: bool) -> Option<Receipt> {
         let receipt = match self.hold {
             Hold::No => return Some(Receipt::default()),
             // A result is done once the control plane is through with it, whatever became of
@@ -552,7 +553,7 @@ impl Inbox {
             // A task or turn goes back unless it was answered.
             Hold::Checked => self.shared.holds.receipt(job, take, Settle::GiveBack),
         };
-        let Some((job, take)) = receipt.taken() else {
+        let Some((job, take)) = receipt.taken().filter(|_| unsure) else {
             return Some(receipt);
         };
         let mut conn = self.shared.conn.clone();

@@ -137,7 +137,8 @@ return moved
 /// job stays, entered in the taker's hash `KEYS[1]` under this take's id (`ARGV[4]`, then the
 /// job's place in the batch) until the taker settles it (see [`super::holds`]), and the taker
 /// (`ARGV[5]`) is listed in the takers' set `KEYS[2]`; a job a stale copy already finished
-/// meanwhile is deleted instead of taken. Otherwise each job is deleted
+/// meanwhile is deleted instead of taken, and the take id of one that ever went back from a
+/// taker thought gone (a reclaimed or stalled job) ends in `!`. Otherwise each job is deleted
 /// in the same step (a job lost to a crash after this is one the engine's lost-dispatch
 /// redispatch sends again, which delivery at-least-once allows). Returns each job's key, take
 /// id ("" when not held) and data, flat. KEYS: the taker's hash, the takers' set, then per queue
@@ -158,10 +159,14 @@ for q = 0, (#KEYS - 2) / 3 - 1 do
       id = popped[1]
     end
     local job = ARGV[q + 6] .. id
-    local data, finished = unpack(redis.call("HMGET", job, "data", "finishedOn"))
+    local data, finished, reclaimed, stalled =
+      unpack(redis.call("HMGET", job, "data", "finishedOn", "rcl", "stc"))
     if data and hold and not finished then
       n = n + 1
+      -- A job that ever went back from a taker thought gone may have a stale copy out there:
+      -- its take id says so, and the taker checks it is still current before running it.
       local take = ARGV[4] .. "." .. n
+      if reclaimed or stalled then take = take .. "!" end
       redis.call("HSET", KEYS[1], job, take)
       redis.call("SADD", KEYS[2], ARGV[5])
       redis.call("HSET", job, "processedOn", ARGV[3])
@@ -254,15 +259,28 @@ pub struct Taken {
     pub take: String,
     /// The job's data (the DTO's JSON).
     pub data: String,
+    /// The taker's hold epoch when the take was sent (see [`super::holds::Holds::epoch`]).
+    pub epoch: u64,
 }
 
 impl Taken {
+    /// Whether a stale copy of the job may be out there: it went back once from a taker
+    /// thought gone (see [`TAKE`]).
+    pub fn suspect(&self) -> bool {
+        self.take.ends_with('!')
+    }
+
     /// The take script's flat answer, key, take id and data after each other, as jobs.
     fn triples(flat: Vec<String>) -> Vec<Taken> {
         let mut flat = flat.into_iter();
         let mut out = Vec::with_capacity(flat.len() / 3);
         while let (Some(job), Some(take), Some(data)) = (flat.next(), flat.next(), flat.next()) {
-            out.push(Taken { job, take, data });
+            out.push(Taken {
+                job,
+                take,
+                data,
+                epoch: 0,
+            });
         }
         out
     }
