@@ -2,7 +2,7 @@
 //! revocation at its next request), and the wire's HMAC tenant tokens for the SDKs.
 
 use anyhow::bail;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use durable::gateway::issue_api_token;
 use durable::model::{ApiToken, Namespace, TokenScope};
 
@@ -14,17 +14,8 @@ pub enum TokenCommand {
     /// Issue an API token (`Authorization: Bearer <token>`) for a tenant, or an operator token;
     /// it is printed once and kept only as a hash.
     Issue {
-        /// The tenant the token acts for.
-        #[arg(
-            long,
-            required_unless_present = "operator",
-            conflicts_with = "operator"
-        )]
-        tenant: Option<String>,
-        /// An operator token instead: it reads and sets every tenant's plan, and reaches no
-        /// tenant's runs.
-        #[arg(long)]
-        operator: bool,
+        #[command(flatten)]
+        whose: Whose,
         /// What the token is for, shown when tokens are listed.
         #[arg(long, default_value = "cli")]
         name: String,
@@ -41,16 +32,8 @@ pub enum TokenCommand {
     },
     /// List a tenant's API tokens (or the operator tokens), newest first.
     List {
-        /// The tenant whose tokens to list.
-        #[arg(
-            long,
-            required_unless_present = "operator",
-            conflicts_with = "operator"
-        )]
-        tenant: Option<String>,
-        /// The operator tokens instead.
-        #[arg(long)]
-        operator: bool,
+        #[command(flatten)]
+        whose: Whose,
     },
     /// Revoke an API token by its id (as listed): refused from its next request on.
     Revoke {
@@ -59,15 +42,38 @@ pub enum TokenCommand {
     },
 }
 
+/// Whose tokens a command is about: one tenant's (`--tenant`) or the operator's (`--operator`).
+#[derive(Debug, Args)]
+pub struct Whose {
+    /// The tenant the tokens act for.
+    #[arg(
+        long,
+        required_unless_present = "operator",
+        conflicts_with = "operator"
+    )]
+    tenant: Option<String>,
+    /// The operator's tokens instead: they read and set every tenant's plan, and reach no
+    /// tenant's runs.
+    #[arg(long)]
+    operator: bool,
+}
+
+impl Whose {
+    /// The tenant, checked; `None` for the operator.
+    fn tenant(self) -> anyhow::Result<Option<Namespace>> {
+        Ok(self.tenant.map(|t| Namespace::tenant(&t)).transpose()?)
+    }
+}
+
 /// Runs a `durable token` command against `database_url`.
 pub async fn run(database_url: &str, command: TokenCommand) -> anyhow::Result<()> {
     let db = database::open_store(database_url).await?;
     let accounts = &*db.accounts;
     match command {
         TokenCommand::Issue {
-            tenant, wire: true, ..
+            whose, wire: true, ..
         } => {
-            let tenant = tenant_arg(tenant)?;
+            let tenant = whose.tenant()?;
             let signer = secret::token_signer(accounts, secret::Fallback::Kept).await?;
             if let Some(tenant) = tenant {
                 println!("{}", signer.sign(&tenant));
@@ -75,15 +81,14 @@ pub async fn run(database_url: &str, command: TokenCommand) -> anyhow::Result<()
             Ok(())
         }
         TokenCommand::Issue {
-            tenant,
-            operator,
+            whose,
             name,
             read_only,
             expires_in,
             wire: false,
         } => {
             let name = ApiToken::check_name(&name).map_err(anyhow::Error::msg)?;
-            let tenant = if operator { None } else { tenant_arg(tenant)? };
+            let tenant = whose.tenant()?;
             let scope = match (&tenant, read_only) {
                 (None, _) => TokenScope::Operator,
                 (Some(_), true) => TokenScope::Read,
@@ -96,8 +101,8 @@ pub async fn run(database_url: &str, command: TokenCommand) -> anyhow::Result<()
             println!("{token}");
             Ok(())
         }
-        TokenCommand::List { tenant, .. } => {
-            let tenant = tenant_arg(tenant)?;
+        TokenCommand::List { whose } => {
+            let tenant = whose.tenant()?;
             let now = secret::now_ms();
             for token in accounts.tokens(tenant.as_ref()).await? {
                 println!("{}", listed(&token, now));
@@ -113,10 +118,6 @@ pub async fn run(database_url: &str, command: TokenCommand) -> anyhow::Result<()
             }
         }
     }
-}
-
-fn tenant_arg(tenant: Option<String>) -> anyhow::Result<Option<Namespace>> {
-    Ok(tenant.map(|t| Namespace::tenant(&t)).transpose()?)
 }
 
 /// One line of `durable token list`: id, scope, state, name.
