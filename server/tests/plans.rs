@@ -39,9 +39,7 @@ async fn operators_set_plans_tenants_read_their_own_and_starts_over_a_ceiling_ge
     let dir = tempdir();
     let server = Server::start(&dir, &[]).await;
     let client = reqwest::Client::new();
-    let operator = cli(&server.db_url, &["token", "issue", "--operator"])
-        .trim()
-        .to_owned();
+    let operator = server.operator_token();
     let acme = server.token("acme");
     let globex = server.token("globex");
 

@@ -93,9 +93,7 @@ async fn the_operator_lists_issues_and_revokes_tokens_over_the_api() {
     let dir = tempdir();
     let server = Server::start(&dir, &[]).await;
     let client = reqwest::Client::new();
-    let operator = cli(&server.db_url, &["token", "issue", "--operator"])
-        .trim()
-        .to_owned();
+    let operator = server.operator_token();
     let tenant_token = server.token("acme");
     let tokens_of = |tenant: &str| server.url(&format!("/api/v1/tenants/{tenant}/tokens"));
 

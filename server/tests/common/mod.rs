@@ -115,6 +115,13 @@ impl Server {
             .to_owned()
     }
 
+    /// An operator API token (`durable token issue --operator`).
+    pub fn operator_token(&self) -> String {
+        cli(&self.db_url, &["token", "issue", "--operator"])
+            .trim()
+            .to_owned()
+    }
+
     /// The wire's HMAC token of `tenant`, which SDK messages on Redis carry.
     pub fn wire_token(&self, tenant: &str) -> String {
         cli(

@@ -104,6 +104,28 @@ struct Shared {
 }
 
 impl Shared {
+    /// Every key matching `pattern`, read with `SCAN … COUNT 100` (never `KEYS`, wire §1.3).
+    async fn scan(&self, pattern: &str) -> redis::RedisResult<Vec<String>> {
+        let mut conn = self.conn.clone();
+        let mut keys = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(100)
+                .query_async(&mut conn)
+                .await?;
+            keys.extend(batch);
+            if next == 0 {
+                return Ok(keys);
+            }
+            cursor = next;
+        }
+    }
+
     /// A connection for blocking commands that wait up to `block`: its own, with a response
     /// timeout longer than that wait (the default one would cut a `BZPOPMIN` short), so a
     /// connection that died without a reset (a dropped route, an idle timeout on the way) is

@@ -103,24 +103,8 @@ pub(super) fn seen_at(value: &str) -> Option<Millis> {
 
 /// Every liveness key under the prefix with its value: `(token, instance, value)`.
 pub(super) async fn liveness(shared: &Shared) -> redis::RedisResult<Vec<(String, String, String)>> {
+    let keys = shared.scan(&worker_heartbeat_pattern(&shared.p)).await?;
     let mut conn = shared.conn.clone();
-    let mut keys: Vec<String> = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(worker_heartbeat_pattern(&shared.p))
-            .arg("COUNT")
-            .arg(100)
-            .query_async(&mut conn)
-            .await?;
-        keys.extend(batch);
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
     let mut out = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(200) {
         let values: Vec<Option<String>> =

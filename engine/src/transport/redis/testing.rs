@@ -95,24 +95,7 @@ pub async fn scan_keys(
     transport: &RedisTransport,
     pattern: &str,
 ) -> redis::RedisResult<Vec<String>> {
-    let mut conn = transport.shared.conn.clone();
-    let mut out = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(500)
-            .query_async(&mut conn)
-            .await?;
-        out.extend(keys);
-        if next == 0 {
-            return Ok(out);
-        }
-        cursor = next;
-    }
+    transport.shared.scan(pattern).await
 }
 
 async fn drop_stale(transport: &RedisTransport) -> redis::RedisResult<()> {
