@@ -37,6 +37,8 @@ pub mod gateway;
 #[cfg(feature = "engine")]
 pub mod runtime;
 #[cfg(feature = "engine")]
+pub mod schedules;
+#[cfg(feature = "engine")]
 pub mod store;
 #[cfg(all(feature = "sqlite", feature = "test-util"))]
 pub mod testing;

@@ -62,7 +62,7 @@ impl ClusterArgs {
     }
 
     /// The Redis settings, when a Redis is configured.
-    fn redis_if_set(&self) -> Option<durable::transport::RedisConfig> {
+    pub fn redis_if_set(&self) -> Option<durable::transport::RedisConfig> {
         let url = self.redis_url.as_ref().filter(|u| !u.is_empty())?;
         Some(durable::transport::RedisConfig {
             prefix: self.prefix.clone(),
@@ -96,6 +96,8 @@ pub enum Command {
     /// Manage tenants' plans (ceilings and fair-share weights).
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// Manage a tenant's schedules (workflows started on a cron expression or an interval).
+    Schedule(crate::schedules::ScheduleArgs),
 }
 
 /// `durable tenant …`
@@ -311,6 +313,9 @@ pub struct LimitArgs {
     /// The longest workflow or signal name, in characters.
     #[arg(long, env = "DURABLE_MAX_NAME_CHARS", default_value_t = InputLimits::default().max_name_chars as u64, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub max_name_chars: u64,
+    /// The most schedules one tenant keeps.
+    #[arg(long, env = "DURABLE_MAX_SCHEDULES", default_value_t = InputLimits::default().max_schedules as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub max_schedules: u64,
 }
 
 impl LimitArgs {
@@ -324,6 +329,7 @@ impl LimitArgs {
             max_attributes: size(self.max_attributes),
             max_attribute_value_chars: size(self.max_attribute_value_chars),
             max_name_chars: size(self.max_name_chars),
+            max_schedules: size(self.max_schedules),
         }
     }
 }
@@ -464,6 +470,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::User(command) => users::run(&cli.db.url(), command).await,
         Command::Run(args) => run_verb(&cli.db.url(), args).await,
+        Command::Schedule(args) => crate::schedules::run(&cli.db.url(), args).await,
         Command::Token(command) => tokens::run(&cli.db.url(), command).await,
         Command::Tenant(TenantCommand::Plan(command)) => plan_command(&cli.db.url(), command).await,
     }

@@ -10,6 +10,7 @@ mod live;
 mod public_url;
 mod roles;
 mod routes;
+mod schedules;
 mod secret;
 mod sessions;
 mod state;

@@ -34,6 +34,8 @@ pub(crate) struct State {
     pub scope: Scope,
     /// Poked when a run may have become runnable, so the claim loop does not wait for its tick.
     pub wake: Notify,
+    /// Poked when a schedule was created or changed here, so the ticker looks again at once.
+    pub schedules_changed: Notify,
     /// When the idle claim loop will next look (epoch ms), so a turn that suspends a run
     /// until sooner can poke it.
     planned_wake: AtomicI64,
@@ -84,6 +86,7 @@ impl State {
             clock,
             scope,
             wake: Notify::new(),
+            schedules_changed: Notify::new(),
             planned_wake: AtomicI64::new(Millis::MAX),
             turns: Arc::new(Shares::new(config.max_concurrent_turns)),
             accepting: AtomicBool::new(false),

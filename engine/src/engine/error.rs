@@ -1,6 +1,8 @@
 //! Why the engine refused or failed a request, in words the caller can act on.
 
-use crate::model::{InputError, Limit, Millis, Namespace, PlanError, RunId};
+use crate::model::{
+    InputError, Limit, Millis, Namespace, PlanError, RunId, ScheduleError, ScheduleId,
+};
 use crate::store::StoreError;
 use crate::transport::TransportError;
 
@@ -43,6 +45,12 @@ pub enum EngineError {
     /// A plan an operator set makes no sense; nothing was changed.
     #[error(transparent)]
     BadPlan(#[from] PlanError),
+    /// A schedule's cadence, time zone or id is wrong; nothing was changed.
+    #[error(transparent)]
+    BadSchedule(#[from] ScheduleError),
+    /// The tenant already has a schedule under that id; nothing was changed.
+    #[error("a schedule with id `{0}` already exists; change it (PATCH) or pick another id")]
+    ScheduleExists(ScheduleId),
 }
 
 /// A request over one of its tenant's ceilings: which, its value, and when to try again (for a
@@ -77,6 +85,8 @@ impl EngineError {
                 | EngineError::RunExists(_)
                 | EngineError::QuotaExceeded(_)
                 | EngineError::BadPlan(_)
+                | EngineError::BadSchedule(_)
+                | EngineError::ScheduleExists(_)
                 | EngineError::Store(StoreError::Refused(_))
         )
     }

@@ -63,7 +63,7 @@ pub(super) fn check_signal_name(limits: &InputLimits, name: &str) -> Result<(), 
 /// Refuses `value` (named `what` in the message) if it is larger than `limits` allow, or
 /// holds U+0000 in any string or key: PostgreSQL's `jsonb` cannot keep it, so the same input
 /// must be refused on every store.
-pub(super) fn check_payload(
+pub(crate) fn check_payload(
     limits: &InputLimits,
     what: &str,
     value: &Value,

@@ -19,7 +19,7 @@ use crate::transport::Transport;
 /// A workflow engine: owns the control loops for its namespace and starts runs.
 #[derive(Clone)]
 pub struct Engine {
-    pub(super) state: Arc<State>,
+    pub(crate) state: Arc<State>,
     stop: watch::Sender<bool>,
     loops: Arc<Mutex<Option<Vec<JoinHandle<()>>>>>,
     /// The results loop's queue of held results, until [`Engine::start`] hands it over.
@@ -107,6 +107,10 @@ impl Engine {
             )),
             tokio::spawn(lease::lease_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(replies::replies_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(crate::schedules::ticker_loop(
+                self.clone(),
+                self.stop.subscribe(),
+            )),
         ];
         *self.loops.lock().unwrap_or_else(|p| p.into_inner()) = Some(handles);
         s.set_accepting(true);

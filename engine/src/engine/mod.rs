@@ -14,5 +14,6 @@ mod verbs;
 pub use crate::driver::EngineConfig;
 pub use error::{EngineError, QuotaExceeded};
 pub use input::StartRun;
+pub(crate) use input::check_payload;
 pub use lifecycle::Engine;
 pub use verbs::Control;

@@ -33,10 +33,11 @@ impl From<EngineError> for Refusal {
             | EngineError::BadInput(_)
             | EngineError::Input(_)
             | EngineError::Store(StoreError::Refused(_))
-            | EngineError::BadPlan(_) => "bad-request",
+            | EngineError::BadPlan(_)
+            | EngineError::BadSchedule(_) => "bad-request",
             EngineError::QuotaExceeded(_) => "quota-exceeded",
             EngineError::ShuttingDown => "unavailable",
-            EngineError::RunExists(_) => "conflict",
+            EngineError::RunExists(_) | EngineError::ScheduleExists(_) => "conflict",
             // The pod cannot act on the database's or broker's own words, and they are not its
             // business: they stay in this control plane's log. Only a failure that may pass is
             // worth trying again.

@@ -24,6 +24,8 @@ pub struct InputLimits {
     pub max_attribute_value_chars: usize,
     /// The longest workflow or signal name, in characters.
     pub max_name_chars: usize,
+    /// The most schedules one tenant keeps: every one is looked at by every control plane.
+    pub max_schedules: usize,
 }
 
 impl Default for InputLimits {
@@ -35,6 +37,7 @@ impl Default for InputLimits {
             max_attributes: 32,
             max_attribute_value_chars: 1024,
             max_name_chars: 200,
+            max_schedules: 1_000,
         }
     }
 }

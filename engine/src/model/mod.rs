@@ -17,6 +17,7 @@ mod query;
 mod receipt;
 mod retry;
 mod run;
+mod schedule;
 mod signal;
 mod waiting;
 mod wire;
@@ -42,6 +43,10 @@ pub use query::{
 pub use receipt::{Receipt, Settle};
 pub use retry::RetryPolicy;
 pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
+pub use schedule::{
+    Cadence, Interval, MAX_SCHEDULE_ID_CHARS, Overlap, Schedule, ScheduleError, ScheduleFields,
+    ScheduleId, SchedulePatch, ScheduleSpec, TickOutcome, TickRecord,
+};
 pub use signal::BufferedSignal;
 pub use waiting::Waiting;
 pub use wire::{

@@ -15,6 +15,7 @@ mod plan;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod records;
+mod schedules;
 mod scoped;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -34,6 +35,7 @@ pub use records::{
     Claim, Committed, History, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch,
     Runnable, SignalSent, SlotOut, StepApplied, TurnCommit, TurnOutcome,
 };
+pub use schedules::{ScheduleRow, Schedules};
 pub use scoped::ScopedStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;

@@ -1,4 +1,4 @@
-//! The JSON API for programs: `/api/v1/runs` and `/api/v1/events`. The tenant is the one in the
+//! The JSON API for programs: `/api/v1/runs`, `/api/v1/schedules` and `/api/v1/events`. The tenant is the one in the
 //! bearer token; any tenant or namespace named in a query or body is not honoured. Every handler
 //! reaches runs through the [`TenantView`] extracted from that token, and nothing else.
 
@@ -37,6 +37,7 @@ pub fn router(body_limit: usize) -> Router<ServerState> {
         .route("/runs/{id}/continue", post(continue_run))
         .route("/runs/{id}/redispatch", post(redispatch_run))
         .route("/events", get(sse::api_events))
+        .merge(super::schedules::router())
         .merge(super::plans::router())
         .merge(super::tokens::router())
         .fallback(no_such_route)
@@ -53,7 +54,7 @@ async fn no_such_route(uri: axum::http::Uri) -> (StatusCode, Json<Value>) {
         StatusCode::NOT_FOUND,
         Json(serde_json::json!({ "error": {
             "code": "not-found",
-            "message": format!("no API route at `{}`; the routes are under /api/v1/runs, /api/v1/events and /api/v1/tenants", uri.path()),
+            "message": format!("no API route at `{}`; the routes are under /api/v1/runs, /api/v1/schedules, /api/v1/events and /api/v1/tenants", uri.path()),
         }})),
     )
 }
@@ -64,7 +65,7 @@ fn run_id(raw: &str) -> Result<RunId, ApiError> {
 }
 
 /// Parses a JSON body with a message that says what is wrong and where.
-fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+pub(super) fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
 }

@@ -9,6 +9,7 @@ mod api;
 mod headers;
 mod health;
 mod plans;
+mod schedules;
 mod server_fns;
 mod sse;
 mod tenant;

@@ -6,7 +6,10 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use durable::model::{Checkpoint, Namespace, Plan, Run, RunId, RunPage, RunQuery, Scope, Usage};
+use durable::model::{
+    Checkpoint, Namespace, Plan, Run, RunId, RunPage, RunQuery, Schedule, ScheduleId,
+    SchedulePatch, ScheduleSpec, Scope, TickRecord, Usage,
+};
 use durable::store::{ScopedStore, SignalSent, StoreResult};
 use durable::{Control, Engine, EngineError, StartRun};
 use serde_json::Value;
@@ -130,6 +133,52 @@ impl TenantView {
     /// Starts a new run of one of the tenant's runs' workflow with edited `input`.
     pub async fn retry_with_input(&self, id: &RunId, input: Value) -> Result<Control, EngineError> {
         self.engine.retry_with_input(self.scope(), id, input).await
+    }
+
+    /// Creates a schedule of the tenant's.
+    pub async fn create_schedule(
+        &self,
+        id: ScheduleId,
+        spec: ScheduleSpec,
+    ) -> Result<Schedule, EngineError> {
+        self.engine.create_schedule(&self.tenant, id, spec).await
+    }
+
+    /// One of the tenant's schedules.
+    pub async fn schedule(&self, id: &ScheduleId) -> Result<Option<Schedule>, EngineError> {
+        self.engine.schedule(&self.tenant, id).await
+    }
+
+    /// The tenant's schedules by id, the first `limit` after `after`.
+    pub async fn schedules(
+        &self,
+        after: Option<&ScheduleId>,
+        limit: usize,
+    ) -> Result<Vec<Schedule>, EngineError> {
+        let after = after.map(|id| (self.tenant.as_str(), id));
+        self.engine.schedules(self.scope(), after, limit).await
+    }
+
+    /// Changes one of the tenant's schedules.
+    pub async fn update_schedule(
+        &self,
+        id: &ScheduleId,
+        patch: &SchedulePatch,
+    ) -> Result<Option<Schedule>, EngineError> {
+        self.engine.update_schedule(&self.tenant, id, patch).await
+    }
+
+    /// Deletes one of the tenant's schedules.
+    pub async fn delete_schedule(&self, id: &ScheduleId) -> Result<bool, EngineError> {
+        self.engine.delete_schedule(&self.tenant, id).await
+    }
+
+    /// Fires one of the tenant's schedules now.
+    pub async fn trigger_schedule(
+        &self,
+        id: &ScheduleId,
+    ) -> Result<Option<TickRecord>, EngineError> {
+        self.engine.trigger_schedule(&self.tenant, id).await
     }
 
     /// The plan the tenant is held to, and what it uses of it.

@@ -5,6 +5,7 @@
 
 mod plans;
 mod reads;
+mod schedules;
 mod scope;
 mod start;
 mod state;

@@ -24,8 +24,16 @@ pub use reads::RunReads;
 pub use turns::Turns;
 pub use upkeep::Upkeep;
 
+use super::Schedules;
+
 /// Runs and checkpoints, as every backend stores them: every capability at once, which is what
 /// an engine needs. Implemented for every type that has them all.
-pub trait Store: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans {}
+pub trait Store:
+    RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans + Schedules
+{
+}
 
-impl<T> Store for T where T: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans {}
+impl<T> Store for T where
+    T: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans + Schedules
+{
+}

@@ -16,6 +16,7 @@ mod lists;
 mod plans;
 mod results;
 mod runs;
+mod schedules;
 mod scopes;
 mod step_events;
 mod support;
@@ -31,6 +32,7 @@ pub use lists::*;
 pub use plans::*;
 pub use results::*;
 pub use runs::*;
+pub use schedules::*;
 pub use scopes::*;
 pub use step_events::*;
 pub use support::attempt_of;
@@ -105,7 +107,10 @@ macro_rules! store_conformance {
             usage_counts_a_tenants_top_level_runs,
             runnable_runs_are_read_round_robin_between_tenants_and_workflows,
             runnable_runs_due_together_are_read_by_id,
-            claims_under_a_ceiling_start_no_more_than_it_allows
+            claims_under_a_ceiling_start_no_more_than_it_allows,
+            // schedules.rs
+            schedules_are_kept_per_tenant_and_written_from_their_revision,
+            due_schedules_are_claimed_once_per_claim
         );
     };
     (@cases [always] $make:expr; $($case:ident),*) => {

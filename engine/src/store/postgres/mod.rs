@@ -38,6 +38,7 @@ mod plans;
 mod reads;
 mod result;
 mod rows;
+mod schedules;
 mod settle;
 mod sql;
 #[cfg(any(test, feature = "test-util"))]

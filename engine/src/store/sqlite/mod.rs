@@ -31,6 +31,7 @@ mod readers;
 mod reads;
 mod result;
 mod rows;
+mod schedules;
 mod settle;
 mod sql;
 mod tokens;
