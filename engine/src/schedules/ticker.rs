@@ -19,7 +19,7 @@ const BATCH: usize = 256;
 const AT_ONCE: usize = 32;
 /// How long a claim keeps other control planes off a schedule; one that crashed mid-tick has
 /// its schedule fired again after this, which starts no second run (the run id is the tick's).
-const CLAIM_FOR: Millis = 30_000;
+const CLAIM_FOR: Millis = 10_000;
 /// How often an idle ticker looks for schedules other processes created.
 const POLL: Duration = Duration::from_secs(1);
 

@@ -144,9 +144,6 @@ impl Engine {
         id: &ScheduleId,
     ) -> Result<Option<TickRecord>, EngineError> {
         let now = self.state.clock.now();
-        // A trigger's tick has milliseconds, so it never shares a run id with a regular tick;
-        // two triggers within one millisecond are one.
-        let tick = if now % 1_000 == 0 { now + 1 } else { now };
         let mut fired: Option<TickRecord> = None;
         for _ in 0..SAVE_TRIES {
             let Some(mut row) = self.state.store.schedule(tenant, id).await? else {
@@ -161,7 +158,10 @@ impl Engine {
                     row.schedule.last = Some(record.clone());
                     record.clone()
                 }
-                None => on_tick(self, &mut row.schedule, tick, now).await?,
+                None => {
+                    let tick = trigger_tick(&row.schedule, now);
+                    on_tick(self, &mut row.schedule, tick, now).await?
+                }
             };
             row.due_at = due_at(&row.schedule, now);
             fired = Some(record.clone());
@@ -199,6 +199,21 @@ impl Engine {
             ));
         }
         Ok(table)
+    }
+}
+
+/// A trigger's tick: now, with milliseconds so it never shares a run id with a cadence's
+/// tick (whole seconds), and after the schedule's last tick so two triggers within one
+/// millisecond are two.
+fn trigger_tick(schedule: &Schedule, now: Millis) -> Millis {
+    let after_last = schedule
+        .last
+        .as_ref()
+        .map_or(now, |last| now.max(last.tick + 1));
+    if after_last % 1_000 == 0 {
+        after_last + 1
+    } else {
+        after_last
     }
 }
 

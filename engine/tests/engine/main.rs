@@ -37,6 +37,7 @@ mod one_sqlite_file;
 mod peers;
 mod plans;
 mod restarts;
+mod schedules;
 mod signals;
 mod starts;
 mod steps;
