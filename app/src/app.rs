@@ -8,6 +8,7 @@ use crate::pages::login::LoginPage;
 use crate::pages::operator::OperatorPage;
 use crate::pages::run_detail::RunDetailPage;
 use crate::pages::runs::RunsPage;
+use crate::pages::schedules::SchedulesPage;
 use crate::pages::tokens::TokensPage;
 
 /// The HTML document around the app, rendered on the server.
@@ -52,6 +53,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("") view=RunsPage />
                     <Route path=path!("operator") view=OperatorPage />
                     <Route path=path!("tokens") view=TokensPage />
+                    <Route path=path!("schedules") view=SchedulesPage />
                     // Async: wait for the run before sending headers, so a missing run is a real 404.
                     <Route path=path!("runs/:id") view=RunDetailPage ssr=SsrMode::Async />
                 </ParentRoute>

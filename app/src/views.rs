@@ -123,3 +123,23 @@ pub struct OperatorView {
     /// The default plan and every tenant's, with usage.
     pub plans: Vec<PlanRow>,
 }
+
+/// Everything the schedules page shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SchedulesView {
+    /// The session tenant's schedules, by id.
+    pub schedules: Vec<ShownSchedule>,
+    /// Workflows a schedule can start, for the form's suggestions.
+    pub workflows: Vec<String>,
+    /// Whether the session's user may create, change and fire schedules.
+    pub can_act: bool,
+}
+
+/// A schedule with its next fire times on its own zone's wall clock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShownSchedule {
+    /// The schedule.
+    pub schedule: durable::model::Schedule,
+    /// Its next five fire times, as its zone's wall clock shows them (none while paused).
+    pub next: Vec<String>,
+}

@@ -126,6 +126,9 @@ fn WhoAmI(me: Me) -> impl IntoView {
     let operator = me.is_operator();
     let tenant_admin = me.role == durable::model::Role::Admin && me.tenant.is_some();
     view! {
+        <a class="text-indigo-700 hover:underline" href="/schedules" data-testid="nav-schedules">
+            "Schedules"
+        </a>
         {tenant_admin
             .then(|| {
                 view! {

@@ -8,4 +8,5 @@ pub mod operator;
 pub mod plans;
 pub mod run_detail;
 pub mod runs;
+pub mod schedules;
 pub mod tokens;

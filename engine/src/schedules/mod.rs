@@ -22,5 +22,5 @@ pub mod timetable;
 mod verbs;
 
 pub(crate) use ticker::ticker_loop;
-pub use timetable::Timetable;
+pub use timetable::{Timetable, wall_clock};
 pub use verbs::next_fires;

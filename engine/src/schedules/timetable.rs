@@ -101,6 +101,19 @@ impl Timetable {
     }
 }
 
+/// `at` on the wall clock of `timezone` (`2026-12-07 02:30:00 CET`), as a schedule's fire
+/// times are shown; UTC if the zone is unknown.
+pub fn wall_clock(at: Millis, timezone: &str) -> String {
+    let tz = Tz::from_str(timezone).unwrap_or(Tz::UTC);
+    DateTime::<Utc>::from_timestamp_millis(at)
+        .map(|t| {
+            t.with_timezone(&tz)
+                .format("%Y-%m-%d %H:%M:%S %Z")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
 /// Five fields, or six with seconds first; `@daily` and friends too.
 fn parse_cron(expr: &str) -> Result<Cron, ScheduleError> {
     let fields = expr.split_whitespace().count();
