@@ -1,6 +1,10 @@
 //! The schedules page's server functions. Each opens the session's view, which fixes the
 //! tenant; a form field never names one.
 
+// A server function takes its form's fields as arguments, one each; the macro's generated
+// client function does not carry an item-level allow.
+#![allow(clippy::too_many_arguments)]
+
 use leptos::prelude::*;
 
 use crate::{AppError, SchedulesView};
@@ -84,7 +88,6 @@ pub async fn preview_schedule(
 
 /// Creates a schedule of the session's tenant, or (with `editing` naming one) changes it.
 #[server(endpoint = "save_schedule")]
-#[allow(clippy::too_many_arguments)]
 pub async fn save_schedule(
     editing: String,
     id: String,

@@ -10,10 +10,7 @@ mod table;
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-pub use api::{
-    ActOnSchedule, PreviewSchedule, SaveSchedule, ScheduleActed, act_on_schedule, list_schedules,
-    preview_schedule, save_schedule,
-};
+pub use api::{ActOnSchedule, SaveSchedule, ScheduleActed, list_schedules};
 use form::{FormState, ScheduleForm};
 use table::ScheduleTable;
 
