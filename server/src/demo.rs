@@ -1,6 +1,8 @@
 //! Demo workflows and first-start demo data, so a fresh `make run` shows a living dashboard.
 //!
-//! Registered here: `demo.order` (three sequential remote steps), `demo.flaky` (fails unless
+//! Registered here: `demo.order` (three sequential remote steps; reserve and charge are undone
+//! by `order.release` and `order.refund`, and `input.fail_at` names a step that fails for good),
+//! `demo.flaky` (fails unless
 //! `input.ok == true`, to show retry with edited input), `demo.sleepy` (a durable timer of
 //! `input.seconds`), `demo.approval` (waits for signal `approve`, completes with its payload)
 //! `demo.fanout` (gathers `input.n` child `demo.order` runs), `demo.tour` (every primitive in
@@ -40,6 +42,8 @@ struct OrderInput {
     qty: u32,
     /// How long each step pretends to work, so progress is visible.
     delay_ms: u64,
+    /// A step (`reserve`, `charge` or `ship`) that fails for good, so the run compensates.
+    fail_at: Option<String>,
 }
 
 impl Default for OrderInput {
@@ -48,6 +52,7 @@ impl Default for OrderInput {
             item: "book".into(),
             qty: 1,
             delay_ms: 400,
+            fail_at: None,
         }
     }
 }
@@ -84,6 +89,8 @@ pub fn registry() -> Registry {
         ("order.reserve", "reserved"),
         ("order.charge", "charged"),
         ("order.ship", "shipped"),
+        ("order.release", "released"),
+        ("order.refund", "refunded"),
     ] {
         r.step(step, move |ctx: StepContext, input: Value| async move {
             record_effect(&ctx);
@@ -96,6 +103,14 @@ pub fn registry() -> Registry {
             if delay > 0 {
                 tokio::time::sleep(Duration::from_millis(delay)).await;
             }
+            let failing = input.get("fail_at").and_then(Value::as_str);
+            if failing.is_some_and(|at| step.strip_prefix("order.") == Some(at)) {
+                return Err(StepError::fatal(format!(
+                    "{step} failed for good (input.fail_at is {:?}); the order's completed steps are compensated",
+                    failing.unwrap_or_default()
+                ))
+                .with_code("demo_failure"));
+            }
             Ok::<_, StepError>(json!({ verb: true, "step_id": ctx.step_id }))
         });
     }
@@ -103,9 +118,17 @@ pub fn registry() -> Registry {
         "demo.order",
         1,
         |ctx: WorkflowContext, input: OrderInput| async move {
-            let args = json!({ "item": input.item, "qty": input.qty, "delay_ms": input.delay_ms });
-            let reservation: Value = ctx.step("order.reserve", &args).await?;
-            let charge: Value = ctx.step("order.charge", &args).await?;
+            let args = json!({
+                "item": input.item, "qty": input.qty, "delay_ms": input.delay_ms,
+                "fail_at": input.fail_at,
+            });
+            // Each completed step names the step that undoes it: should a later one fail for
+            // good (or the run be cancelled with compensation), they run newest first.
+            let undo = json!({ "item": input.item, "qty": input.qty, "delay_ms": input.delay_ms });
+            let reserve = StepOptions::compensate_with("order.release", &undo);
+            let reservation: Value = ctx.step_with("order.reserve", &args, reserve).await?;
+            let refund = StepOptions::compensate_with("order.refund", &undo);
+            let charge: Value = ctx.step_with("order.charge", &args, refund).await?;
             let shipment: Value = ctx.step("order.ship", &args).await?;
             Ok::<_, WorkflowError>(
                 json!({ "reservation": reservation, "charge": charge, "shipment": shipment }),

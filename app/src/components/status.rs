@@ -10,7 +10,10 @@ pub fn status_classes(status: RunStatus) -> &'static str {
         RunStatus::Blocked => "bg-orange-100 text-orange-900",
         RunStatus::Cancelling => "bg-purple-100 text-purple-900",
         RunStatus::Completed => "bg-emerald-100 text-emerald-900",
-        RunStatus::Failed | RunStatus::Dead => "bg-red-100 text-red-800",
+        RunStatus::Failed | RunStatus::Dead | RunStatus::CompensationFailed => {
+            "bg-red-100 text-red-800"
+        }
+        RunStatus::Compensated => "bg-yellow-100 text-yellow-900",
         RunStatus::Cancelled => "bg-zinc-200 text-zinc-800",
         RunStatus::Continued => "bg-teal-100 text-teal-900",
     }

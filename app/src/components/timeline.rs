@@ -2,7 +2,7 @@
 //! it ran, how many tries it took and which worker group ran it. Rendered on the server from
 //! stored times only (no clock reads), so the page is the same before and after hydration.
 
-use durable::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Run};
+use durable::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Run, Saga};
 use leptos::prelude::*;
 
 use crate::components::time::duration;
@@ -142,8 +142,19 @@ pub fn Timeline(run: Run, checkpoints: Vec<Checkpoint>) -> impl IntoView {
                 _ => "bg-blue-500",
             };
             let label = format!("#{} {} {}", cp.seq, cp.kind.as_str(), cp.name);
+            // A compensation says which step it undoes; a step says what would undo it.
+            let saga = match &cp.saga {
+                Some(Saga::Undoes(seq)) => Some(format!("compensates #{seq}")),
+                Some(Saga::Undo { step, .. }) => Some(format!("undone by {step}")),
+                None => None,
+            };
+            let compensation = matches!(cp.saga, Some(Saga::Undoes(_)));
+            let summary = match &saga {
+                Some(saga) => format!("{saga} · {}", b.summary),
+                None => b.summary.clone(),
+            };
             view! {
-                <li class="grid grid-cols-[minmax(0,9rem)_1fr] items-center gap-2 sm:grid-cols-[minmax(0,14rem)_1fr]" data-testid="timeline-row" data-seq=cp.seq>
+                <li class="grid grid-cols-[minmax(0,9rem)_1fr] items-center gap-2 sm:grid-cols-[minmax(0,14rem)_1fr]" data-testid="timeline-row" data-seq=cp.seq data-compensation=compensation.then_some("true")>
                     <span class="truncate font-mono text-xs text-slate-700" title=label.clone()>{label.clone()}</span>
                     <div class="relative h-5 rounded bg-slate-100" title=b.summary.clone()>
                         {b.queued.map(|s| view! { <span class="absolute inset-y-1 rounded-sm bg-amber-300" style=style(s) data-part="queued"></span> })}
@@ -151,7 +162,7 @@ pub fn Timeline(run: Run, checkpoints: Vec<Checkpoint>) -> impl IntoView {
                         {b.ran.map(|s| view! { <span class=format!("absolute inset-y-0.5 rounded-sm {color}") style=style(s) data-part="ran"></span> })}
                     </div>
                     <span></span>
-                    <span class="-mt-1 text-[11px] text-slate-500">{b.summary.clone()}</span>
+                    <span class=if compensation { "-mt-1 text-[11px] font-medium text-amber-700" } else { "-mt-1 text-[11px] text-slate-500" }>{summary}</span>
                 </li>
             }
         })

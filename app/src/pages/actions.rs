@@ -52,6 +52,9 @@ pub async fn act_on_run(
                 ))),
             };
             let open = match verb.as_str() {
+                "cancel" if payload.as_deref() == Some("compensate") => {
+                    outcome("cancelled", view.cancel_compensating(&id).await?)?
+                }
                 "cancel" => outcome("cancelled", view.cancel(&id).await?)?,
                 "retry" => outcome("retried", view.retry(&id).await?)?,
                 "continue" => outcome(
@@ -166,7 +169,11 @@ pub fn ActionsPanel(run: Run, redispatchable: bool) -> impl IntoView {
                             <p class="mt-2 text-slate-600">
                                 "Cancelling ends the run; steps in flight are told to stop and their results are dropped."
                             </p>
-                            <button type="submit" class=format!("{button} mt-2 bg-red-700 text-white hover:bg-red-800") disabled=busy>
+                            <label class="mt-2 flex items-center gap-2 text-slate-700">
+                                <input type="checkbox" name="payload" value="compensate" data-testid="cancel-compensate" />
+                                "Compensate: undo its completed steps first (newest first), with the steps they registered"
+                            </label>
+                            <button type="submit" class=format!("{button} mt-2 bg-red-700 text-white hover:bg-red-800") data-testid="cancel-confirm" disabled=busy>
                                 "Yes, cancel it"
                             </button>
                         </ActionForm>

@@ -57,6 +57,11 @@ pub(super) fn check_signal_name(limits: &InputLimits, name: &str) -> Result<(), 
         ));
     }
     limits.check_name("the signal name", name)?;
+    if name.starts_with("durable.") {
+        return Err(bad(format!(
+            "signal names under `durable.` are the engine's own (`{name}`); to cancel with compensation, cancel with `compensate: true`"
+        )));
+    }
     Ok(())
 }
 

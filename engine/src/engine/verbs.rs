@@ -11,8 +11,8 @@ use crate::driver::loops::redispatch;
 use crate::driver::turn::flow;
 use crate::fair;
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Run, RunId, RunStatus, Scope, StepFailure,
-    TenantEventKind,
+    COMPENSATE_SIGNAL, Checkpoint, CheckpointKind, CheckpointStatus, Run, RunId, RunStatus, Scope,
+    StepFailure, TenantEventKind,
 };
 use crate::store::{RunPatch, SignalSent};
 
@@ -93,6 +93,41 @@ impl Engine {
             }
         }
         self.controlled(scope, id, run).await
+    }
+
+    /// Cancels run `id`, if `scope` sees it, with compensation: a run of a workflow this engine
+    /// runs starts no new work at its next turn and runs the compensations of its completed
+    /// steps, newest first, then ends `compensated` (or `compensation_failed`). A run of a
+    /// workflow run elsewhere (an SDK worker's, whose history holds no saga) is cancelled as
+    /// [`Engine::cancel`] cancels it.
+    pub async fn cancel_compensating(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+    ) -> Result<Control, EngineError> {
+        let store = &self.state.store;
+        let Some(run) = store.get_run(scope, id).await? else {
+            return Ok(Control::NotFound);
+        };
+        if run.status.is_terminal() {
+            return Ok(Control::WrongStatus(run));
+        }
+        let registry = &self.state.registry;
+        if registry.get(&run.workflow, run.workflow_version).is_none() {
+            return self.cancel(scope, id).await;
+        }
+        let now = self.state.clock.now();
+        let send = store.send_signal(scope, id, COMPENSATE_SIGNAL, &Value::Null, now);
+        match self.as_caller(scope, "cancels", send).await? {
+            SignalSent::Delivered(run) => {
+                self.state.queued(&run.namespace);
+                self.state
+                    .emit(&run, TenantEventKind::for_status(run.status), None);
+                Ok(Control::Done(run))
+            }
+            SignalSent::NotFound => Ok(Control::NotFound),
+            SignalSent::RunFinished(run) => Ok(Control::WrongStatus(run)),
+        }
     }
 
     /// Re-drives a failed or dead run from its last good checkpoint. It waits queued, as a new

@@ -287,7 +287,17 @@ impl StoreGateway {
                     ))),
                 }
             }
-            "cancel" => result(engine.cancel(scope, id).await?),
+            "cancel" => {
+                let compensate = body
+                    .pointer("/opts/compensate")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                if compensate {
+                    result(engine.cancel_compensating(scope, id).await?)
+                } else {
+                    result(engine.cancel(scope, id).await?)
+                }
+            }
             "retry" => result(engine.retry(scope, id).await?),
             "continue" => result(engine.continue_run(scope, id).await?),
             "retryWithInput" => {

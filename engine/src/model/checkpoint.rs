@@ -136,4 +136,7 @@ pub struct Checkpoint {
     /// [`crate::runtime::StepOptions::concurrency`]): given back when its result comes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
+    /// What undoes this step, or which step this one undoes (see [`super::Saga`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saga: Option<super::Saga>,
 }

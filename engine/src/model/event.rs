@@ -40,9 +40,12 @@ impl TenantEventKind {
             RunStatus::Suspended => TenantEventKind::RunSuspended,
             RunStatus::Blocked => TenantEventKind::RunBlocked,
             RunStatus::Completed | RunStatus::Continued => TenantEventKind::RunCompleted,
-            RunStatus::Cancelling | RunStatus::Failed | RunStatus::Cancelled | RunStatus::Dead => {
-                TenantEventKind::RunFailed
-            }
+            RunStatus::Cancelling
+            | RunStatus::Failed
+            | RunStatus::Cancelled
+            | RunStatus::Dead
+            | RunStatus::Compensated
+            | RunStatus::CompensationFailed => TenantEventKind::RunFailed,
         }
     }
 }

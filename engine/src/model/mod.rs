@@ -17,6 +17,7 @@ mod query;
 mod receipt;
 mod retry;
 mod run;
+mod saga;
 mod schedule;
 mod signal;
 mod waiting;
@@ -43,6 +44,7 @@ pub use query::{
 pub use receipt::{Receipt, Settle};
 pub use retry::RetryPolicy;
 pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
+pub use saga::{COMPENSATE_SIGNAL, Saga};
 pub use schedule::{
     Cadence, Interval, MAX_SCHEDULE_ID_CHARS, Overlap, Schedule, ScheduleError, ScheduleFields,
     ScheduleId, SchedulePatch, ScheduleSpec, TickOutcome, TickRecord,

@@ -65,7 +65,7 @@ impl From<RunId> for String {
 
 /// Where a run is in its life. Terminal statuses never change again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Accepted, not yet picked up by a driver.
     Pending,
@@ -87,18 +87,23 @@ pub enum RunStatus {
     Dead,
     /// Ended by ContinueAsNew; a successor carries on.
     Continued,
+    /// Failed, or cancelled with compensation, and every compensation of its completed steps
+    /// ran, newest first.
+    Compensated,
+    /// Failed, or cancelled with compensation, and a compensation failed for good.
+    CompensationFailed,
 }
 
 /// A status string that is not one of [`RunStatus::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run status `{0}`: expected one of pending, running, suspended, blocked, cancelling, completed, failed, cancelled, dead, continued"
+    "unknown run status `{0}`: expected one of pending, running, suspended, blocked, cancelling, completed, failed, cancelled, dead, continued, compensated, compensation_failed"
 )]
 pub struct UnknownStatus(pub String);
 
 impl RunStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [RunStatus; 10] = [
+    pub const ALL: [RunStatus; 12] = [
         RunStatus::Pending,
         RunStatus::Running,
         RunStatus::Suspended,
@@ -109,6 +114,8 @@ impl RunStatus {
         RunStatus::Cancelled,
         RunStatus::Dead,
         RunStatus::Continued,
+        RunStatus::Compensated,
+        RunStatus::CompensationFailed,
     ];
 
     /// The lowercase name used in the store, the API and URLs.
@@ -124,6 +131,8 @@ impl RunStatus {
             RunStatus::Cancelled => "cancelled",
             RunStatus::Dead => "dead",
             RunStatus::Continued => "continued",
+            RunStatus::Compensated => "compensated",
+            RunStatus::CompensationFailed => "compensation_failed",
         }
     }
 
@@ -136,6 +145,8 @@ impl RunStatus {
                 | RunStatus::Cancelled
                 | RunStatus::Dead
                 | RunStatus::Continued
+                | RunStatus::Compensated
+                | RunStatus::CompensationFailed
         )
     }
 }

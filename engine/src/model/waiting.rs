@@ -171,6 +171,7 @@ mod tests {
             timeout_ms: None,
             priority: None,
             slot: None,
+            saga: None,
         }
     }
 

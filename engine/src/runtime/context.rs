@@ -12,8 +12,8 @@ use super::cancel::Cancellations;
 use super::error::decode;
 use super::{Clock, Command, Operation, StepError, StepOptions, WorkflowError};
 use crate::model::{
-    BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, RetryPolicy,
-    RunId, StepFailure, StepFlow,
+    BufferedSignal, COMPENSATE_SIGNAL, Checkpoint, CheckpointKind, CheckpointStatus, Millis,
+    Namespace, RetryPolicy, RunId, Saga, StepFailure, StepFlow,
 };
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
@@ -92,6 +92,64 @@ impl WorkflowContext {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the run was cancelled with compensation (its next turns compensate).
+    pub(crate) fn compensation_requested(&self) -> bool {
+        self.state()
+            .signals
+            .iter()
+            .any(|s| s.name == COMPENSATE_SIGNAL)
+    }
+
+    /// What compensating the run means now that its body took the positions before `base`: the
+    /// steps to undo (position, undoing step, its input), newest first, or `None` while a step
+    /// that would be undone is still out (its result decides whether it is undone).
+    pub(crate) fn to_undo(&self, base: u32) -> Option<Vec<(u32, String, Value)>> {
+        let st = self.state();
+        let mut undo = Vec::new();
+        for cp in st.history.values().filter(|cp| cp.seq < base) {
+            let Some(Saga::Undo { step, input }) = &cp.saga else {
+                continue;
+            };
+            match cp.status {
+                CheckpointStatus::Completed => undo.push((cp.seq, step.clone(), input.clone())),
+                CheckpointStatus::Failed => {}
+                CheckpointStatus::Pending | CheckpointStatus::Running => return None,
+            }
+        }
+        undo.sort_by(|a, b| b.0.cmp(&a.0));
+        Some(undo)
+    }
+
+    /// The position the next operation takes.
+    pub(crate) fn next_seq(&self) -> u32 {
+        self.state().next_seq
+    }
+
+    /// Takes the compensations out of the history, so the body replays without them: it
+    /// starts nothing new while compensating, so the positions they hold are free for it.
+    pub(crate) fn take_compensations(&self) -> Vec<Checkpoint> {
+        let mut st = self.state();
+        let seqs: Vec<u32> = st
+            .history
+            .values()
+            .filter(|cp| matches!(cp.saga, Some(Saga::Undoes(_))))
+            .map(|cp| cp.seq)
+            .collect();
+        seqs.into_iter()
+            .filter_map(|seq| st.history.remove(&seq))
+            .collect()
+    }
+
+    /// Puts `compensations` back and has the next operation take position `base`, where the
+    /// first of them is (or will be).
+    pub(crate) fn resume_compensations(&self, compensations: Vec<Checkpoint>, base: u32) {
+        let mut st = self.state();
+        for cp in compensations {
+            st.history.insert(cp.seq, cp);
+        }
+        st.next_seq = base;
+    }
+
     /// The run being executed.
     pub fn run_id(&self) -> &RunId {
         &self.run_id
@@ -157,6 +215,7 @@ impl WorkflowContext {
             retry,
             timeout,
             flow,
+            saga,
         } = options.into();
         let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
@@ -188,6 +247,7 @@ impl WorkflowContext {
                         retry: Some(retry),
                         timeout_ms,
                         flow,
+                        saga,
                     });
                 }
                 Operation::suspended(self)

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Millis, RetryPolicy, RunId, StepFailure, StepFlow};
+use crate::model::{Millis, RetryPolicy, RunId, Saga, StepFailure, StepFlow};
 
 /// One thing the control plane must make durable after a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,9 @@ pub enum Command {
         /// declared with the step, and limits are not sent).
         #[serde(flatten)]
         flow: StepFlow,
+        /// What undoes it, or which step it undoes (an extension: absent on the aviary wire).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        saga: Option<Saga>,
     },
     /// A failed step's backoff has passed: dispatch it again. Not on the aviary wire.
     #[serde(rename_all = "camelCase")]
@@ -154,6 +157,18 @@ pub enum DecisionStatus {
         /// The successor's input.
         input: Value,
     },
+    /// The workflow failed, or was cancelled with compensation, and every compensation ran
+    /// (an extension: not on the aviary wire).
+    Compensated {
+        /// Why it was compensated.
+        error: StepFailure,
+    },
+    /// A compensation failed for good (an extension: not on the aviary wire).
+    #[serde(rename = "compensationFailed")]
+    CompensationFailed {
+        /// Which compensation, and why.
+        error: StepFailure,
+    },
 }
 
 /// The result of one turn.
@@ -192,6 +207,7 @@ mod tests {
                 concurrency: Some(Concurrency::at_most(2).per("/account")),
                 priority: Some(5),
             },
+            saga: None,
         };
         let wire = serde_json::to_value(&call).unwrap();
         assert_eq!(wire["kind"], "call");
@@ -212,6 +228,7 @@ mod tests {
             retry: None,
             timeout_ms: None,
             flow: StepFlow::default(),
+            saga: None,
         };
         assert_eq!(serde_json::to_value(&bare).unwrap(), sdk);
     }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use crate::model::{Concurrency, RateLimit, RetryPolicy, StepFlow};
+use serde::Serialize;
+
+use crate::model::{Concurrency, RateLimit, RetryPolicy, Saga, StepFlow};
 
 /// Options for [`super::WorkflowContext::step_with`]. A bare [`RetryPolicy`] converts into
 /// these, so `ctx.step_with(name, &input, RetryPolicy::none())` reads as it says.
@@ -30,9 +32,30 @@ pub struct StepOptions {
     ///   before any with one. Use it to let urgent work of a step pass a backlog of the same
     ///   step.
     pub flow: StepFlow,
+    /// The step's part in a saga: the step that undoes it (see
+    /// [`StepOptions::compensate_with`]); the engine marks a compensation it runs itself.
+    pub saga: Option<Saga>,
 }
 
 impl StepOptions {
+    /// Options whose step is undone by step `step` with `input` should its run fail, or be
+    /// cancelled with compensation, after it completed: the undoing steps of the completed
+    /// steps then run newest first, each durable and retried like any step, and the run ends
+    /// `compensated` (or `compensation_failed` if one fails for good).
+    pub fn compensate_with<I: Serialize + ?Sized>(step: &str, input: &I) -> Self {
+        StepOptions::default().compensated_by(step, input)
+    }
+
+    /// The same options, undone by step `step` with `input` (see
+    /// [`StepOptions::compensate_with`]). An input that cannot be serialised is `null`.
+    pub fn compensated_by<I: Serialize + ?Sized>(mut self, step: &str, input: &I) -> Self {
+        self.saga = Some(Saga::Undo {
+            step: step.to_owned(),
+            input: serde_json::to_value(input).unwrap_or(serde_json::Value::Null),
+        });
+        self
+    }
+
     /// The same options with `retry`.
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;

@@ -145,7 +145,11 @@ pub async fn decide(registry: &Registry, clock: Arc<dyn Clock>, task: &Value) ->
             out["status"] = json!("completed");
             out["output"] = output;
         }
-        DecisionStatus::Failed { error } => {
+        // The wire's history carries no saga, so a remote turn never compensates; a decision
+        // that says it did is reported as the failure it is.
+        DecisionStatus::Failed { error }
+        | DecisionStatus::Compensated { error }
+        | DecisionStatus::CompensationFailed { error } => {
             out["status"] = json!("failed");
             out["error"] = json!(error);
         }
@@ -203,6 +207,7 @@ fn checkpoint(run_id: &RunId, entry: &Value) -> Option<Checkpoint> {
         timeout_ms: None,
         priority: None,
         slot: None,
+        saga: None,
     })
 }
 

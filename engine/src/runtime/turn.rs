@@ -11,7 +11,9 @@ use std::task::Poll;
 use futures::FutureExt;
 use serde_json::Value;
 
-use super::{Clock, Decision, DecisionStatus, RegisteredWorkflow, WorkflowContext, WorkflowError};
+use super::{
+    Clock, Command, Decision, DecisionStatus, RegisteredWorkflow, WorkflowContext, WorkflowError,
+};
 use crate::model::{BufferedSignal, Checkpoint, Millis, Namespace, RunId, StepFailure};
 
 /// Everything a turn replays against.
@@ -71,10 +73,50 @@ fn context(turn: TurnInput, clock: Arc<dyn Clock>) -> (WorkflowContext, Value) {
 }
 
 /// Drives the workflow body until it finishes or blocks, and turns where it stopped into a
-/// [`Decision`].
+/// [`Decision`]; a body that failed, or a run cancelled with compensation, compensates.
 async fn decide(workflow: &RegisteredWorkflow, ctx: &WorkflowContext, input: Value) -> Decision {
+    let cancelled = ctx.compensation_requested();
+    let undoing = ctx.take_compensations();
+    // Cancelled with compensation, or compensating already: the body is replayed only to
+    // learn where it stands, and runs no new local step.
+    let compensating = cancelled || !undoing.is_empty();
+    if compensating {
+        ctx.state().defer_local = true;
+    }
     let body = AssertUnwindSafe(workflow.call(ctx.clone(), input)).catch_unwind();
     let finished = drive_until_blocked(body, ctx).await;
+
+    let cause = match &finished {
+        _ if ctx.state().nondeterminism.is_some() => None,
+        _ if cancelled => Some(compensation::cancelled()),
+        Some(Ok(Err(err))) if !matches!(err, WorkflowError::ContinueAsNew(_)) => {
+            Some(err.to_failure())
+        }
+        _ if compensating => Some(compensation::interrupted()),
+        _ => None,
+    };
+    if let Some(cause) = cause {
+        let base = undoing
+            .iter()
+            .map(|cp| cp.seq)
+            .min()
+            .unwrap_or_else(|| ctx.next_seq());
+        let compensates = compensating || ctx.to_undo(base).is_none_or(|undo| !undo.is_empty());
+        if compensates {
+            if compensating {
+                let mut st = ctx.state();
+                // No new work: only a step already out is still retried or timed out, so the
+                // steps it would undo settle.
+                st.commands.retain(|c| {
+                    matches!(c, Command::RetryStep { .. } | Command::StepTimedOut { .. })
+                });
+                st.defer_local = false;
+                st.deferred_local = false;
+            }
+            ctx.resume_compensations(undoing, base);
+            return compensation::compensate(ctx, cause).await;
+        }
+    }
 
     let mut st = ctx.state();
     let commands = std::mem::take(&mut st.commands);
@@ -139,5 +181,6 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+mod compensation;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@ use serde_json::{Map, Value};
 
 use crate::model::{
     BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, ConcurrencySlot, Millis,
-    Namespace, RetryPolicy, Run, RunId, RunStatus, Scope, StepFailure,
+    Namespace, RetryPolicy, Run, RunId, RunStatus, Saga, Scope, StepFailure,
 };
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
@@ -99,6 +99,8 @@ pub struct NewCheckpoint {
     pub priority: Option<i64>,
     /// The concurrency slots a remote step's dispatch holds.
     pub slot: Option<String>,
+    /// What undoes the step, or which step it undoes.
+    pub saga: Option<Saga>,
 }
 
 impl NewCheckpoint {
@@ -129,6 +131,7 @@ impl NewCheckpoint {
             timeout_ms: None,
             priority: None,
             slot: None,
+            saga: None,
         }
     }
 
@@ -168,6 +171,7 @@ impl NewCheckpoint {
             timeout_ms: None,
             priority: None,
             slot: None,
+            saga: None,
         }
     }
 }
@@ -184,6 +188,10 @@ pub enum TurnOutcome {
     Complete(Value),
     /// Finished with this error.
     Fail(StepFailure),
+    /// Failed (or cancelled) with this error, and every compensation ran.
+    Compensated(StepFailure),
+    /// A compensation failed for good, with this error.
+    CompensationFailed(StepFailure),
     /// Parked: nobody can run it now. With no `recheck_at` it waits to be un-parked (a process
     /// serving its version starts); with one, it goes back to `pending` then and its next turn
     /// looks again (a dispatch no live worker could take).
@@ -343,6 +351,7 @@ impl History {
                 timeout_ms: cp.timeout_ms,
                 priority: cp.priority,
                 slot: cp.slot.clone(),
+                saga: cp.saga.clone(),
             });
         }
         self.checkpoints.sort_by_key(|c| c.seq);

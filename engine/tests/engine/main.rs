@@ -37,6 +37,7 @@ mod one_sqlite_file;
 mod peers;
 mod plans;
 mod restarts;
+mod sagas;
 mod schedules;
 mod signals;
 mod starts;

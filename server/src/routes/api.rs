@@ -233,13 +233,32 @@ fn control(outcome: Control, verb: &str) -> Result<Json<durable::model::Run>, Ap
     }
 }
 
+/// `POST /runs/{id}/cancel` body, optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    /// Run the compensations of the run's completed steps, newest first.
+    #[serde(default)]
+    compensate: bool,
+}
+
 async fn cancel_run(
     view: TenantView,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Result<Json<durable::model::Run>, ApiError> {
     let id = run_id(&id)?;
-    let outcome = view.cancel(&id).await;
-    control(outcome.map_err(internal)?, "cancel")
+    let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
+        CancelBody::default()
+    } else {
+        json_body(&body)?
+    };
+    let outcome = if body.compensate {
+        view.cancel_compensating(&id).await
+    } else {
+        view.cancel(&id).await
+    };
+    control(outcome.map_err(engine_error)?, "cancel")
 }
 
 async fn retry_run(

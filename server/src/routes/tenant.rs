@@ -115,6 +115,11 @@ impl TenantView {
         self.engine.cancel(self.scope(), id).await
     }
 
+    /// Cancels run `id` with compensation, if it is the tenant's.
+    pub async fn cancel_compensating(&self, id: &RunId) -> Result<Control, EngineError> {
+        self.engine.cancel_compensating(self.scope(), id).await
+    }
+
     /// Re-drives a failed or dead run of the tenant from its last good checkpoint.
     pub async fn retry(&self, id: &RunId) -> Result<Control, EngineError> {
         self.engine.retry(self.scope(), id).await

@@ -22,6 +22,14 @@ impl SessionView {
             .map_err(engine_error)
     }
 
+    /// Cancels run `id` with compensation, if this view sees it.
+    pub async fn cancel_compensating(&self, id: &RunId) -> Result<Control, AppError> {
+        self.engine
+            .cancel_compensating(self.scope(), id)
+            .await
+            .map_err(engine_error)
+    }
+
     /// Re-drives a failed or dead run from its last good checkpoint, if this view sees it.
     pub async fn retry(&self, id: &RunId) -> Result<Control, AppError> {
         self.engine

@@ -41,12 +41,14 @@ pub(crate) fn plan(
                 retry,
                 timeout_ms,
                 flow,
+                saga,
             } => {
                 let out = outgoing(run, seq, name.clone(), input.clone(), 1, flow);
                 checkpoints.push(NewCheckpoint {
                     retry_policy: retry,
                     timeout_ms,
                     priority: out.task.priority,
+                    saga,
                     ..NewCheckpoint::remote_step(seq, name, out.task.group.clone(), input, now)
                 });
                 tasks.push(out);
@@ -83,6 +85,7 @@ pub(crate) fn plan(
                 timeout_ms: None,
                 priority: None,
                 slot: None,
+                saga: None,
             }),
             Command::FireTimer { seq } => fired_timers.push(seq),
             Command::CancelRun { id } => cancel_runs.push(id),
@@ -148,6 +151,7 @@ pub(crate) fn plan(
                     timeout_ms: None,
                     priority: None,
                     slot: None,
+                    saga: None,
                 });
                 refused_child = true;
             }
@@ -187,6 +191,7 @@ pub(crate) fn plan(
                     timeout_ms: None,
                     priority: None,
                     slot: None,
+                    saga: None,
                 });
             }
         }
@@ -201,6 +206,8 @@ pub(crate) fn plan(
         },
         DecisionStatus::Completed { output } => TurnOutcome::Complete(output),
         DecisionStatus::Failed { error } => TurnOutcome::Fail(error),
+        DecisionStatus::Compensated { error } => TurnOutcome::Compensated(error),
+        DecisionStatus::CompensationFailed { error } => TurnOutcome::CompensationFailed(error),
         DecisionStatus::ContinuedAsNew { input } => {
             // Same workflow (newest version), namespace and lineage; a clean history.
             let version = registry
@@ -262,6 +269,7 @@ fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCh
         timeout_ms: None,
         priority: None,
         slot: None,
+        saga: None,
     }
 }
 

@@ -50,6 +50,7 @@ fn pending(seq: u32, kind: CheckpointKind, name: &str) -> Checkpoint {
         timeout_ms: None,
         priority: None,
         slot: None,
+        saga: None,
     }
 }
 
@@ -113,6 +114,7 @@ async fn a_race_issues_both_operations_in_the_order_they_were_written() {
                 retry: Some(Default::default()),
                 timeout_ms: None,
                 flow: Default::default(),
+                saga: None,
             },
             Command::Sleep {
                 seq: 1,

@@ -133,6 +133,7 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         timeout_ms: None,
         priority: None,
         slot: None,
+        saga: None,
     };
     let commit = TurnCommit {
         checkpoints: vec![wait],

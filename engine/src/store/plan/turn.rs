@@ -68,6 +68,20 @@ pub(crate) fn run_update(outcome: &TurnOutcome, now: Millis) -> RunUpdate {
         TurnOutcome::Fail(err) => {
             update(RunStatus::Failed, None, Some(err.clone()), None, Some(now))
         }
+        TurnOutcome::Compensated(err) => update(
+            RunStatus::Compensated,
+            None,
+            Some(err.clone()),
+            None,
+            Some(now),
+        ),
+        TurnOutcome::CompensationFailed(err) => update(
+            RunStatus::CompensationFailed,
+            None,
+            Some(err.clone()),
+            None,
+            Some(now),
+        ),
         TurnOutcome::Block { reason, recheck_at } => update(
             RunStatus::Blocked,
             None,

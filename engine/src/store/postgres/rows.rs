@@ -116,6 +116,7 @@ pub(super) fn checkpoint_from_row(row: &PgRow) -> StoreResult<Checkpoint> {
         timeout_ms: get::<Option<i64>>(row, 15, "timeout_ms")?.map(|ms| ms.max(0) as u64),
         priority: get(row, 16, "priority")?,
         slot: get(row, 17, "slot")?,
+        saga: opt_json(get(row, 18, "saga")?, "checkpoint saga")?,
     })
 }
 

@@ -117,6 +117,7 @@ row_values! {
         timeout_ms: Option<i64> as "BIGINT",
         priority: Option<i64> as "BIGINT",
         slot: Option<String> as "TEXT",
+        saga: Option<Value> as "JSONB",
         dispatched_by: Option<String> as "TEXT",
     }
 }
@@ -229,6 +230,7 @@ impl CheckpointValues {
                 .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
             priority: cp.priority,
             slot: cp.slot.clone(),
+            saga: cp.saga.as_ref().map(to_value),
             dispatched_by: cp.enqueued_at.and(owner).map(str::to_owned),
         }
     }

@@ -110,6 +110,7 @@ pub(super) fn checkpoint_from_row(row: &Row<'_>) -> StoreResult<Checkpoint> {
         timeout_ms: col::<Option<i64>>(row, "timeout_ms")?.map(|ms| ms.max(0) as u64),
         priority: at(row, 16, "priority")?,
         slot: at(row, 17, "slot")?,
+        saga: opt_json(at(row, 18, "saga")?, "checkpoint saga")?,
     })
 }
 
