@@ -510,13 +510,33 @@ async fn plan_command(database_url: &str, command: PlanCommand) -> anyhow::Resul
     Ok(())
 }
 
-async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
+/// An engine for a command an operator runs once against `database_url` (not started: what it
+/// changes, a running server picks up at its next poll), on the cluster's Redis when `redis` is
+/// set, so events and cancel notices reach live dashboards and in-flight steps at once, and
+/// workflows only SDK workers serve are known.
+pub async fn operator_engine(
+    database_url: &str,
+    redis: Option<durable::transport::RedisConfig>,
+) -> anyhow::Result<durable::Engine> {
     use std::sync::Arc;
 
+    let db = database::open_store(database_url).await?;
+    let transport: Arc<dyn durable::transport::Transport> = match redis {
+        Some(redis) => Arc::new(durable::transport::RedisTransport::connect(redis).await?),
+        None => Arc::new(durable::transport::MemoryTransport::new()),
+    };
+    Ok(durable::Engine::new(
+        db.store,
+        transport,
+        Arc::new(crate::demo::registry()),
+        durable::EngineConfig::default(),
+    ))
+}
+
+async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
+    use durable::Control;
     use durable::model::{RunId, Scope};
     use durable::store::SignalSent;
-    use durable::transport::MemoryTransport;
-    use durable::{Control, Engine, EngineConfig};
 
     let mut redis = args.cluster.redis_if_set();
     let scope = match (&args.tenant, &args.namespace) {
@@ -542,17 +562,7 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     // Changes are made in the database; a running server picks them up on its next poll. On a
     // cluster (REDIS_URL set) the events and cancel notices go out on Redis too, so live
     // dashboards and in-flight steps hear them at once.
-    let db = database::open_store(database_url).await?;
-    let transport: Arc<dyn durable::transport::Transport> = match redis {
-        Some(redis) => Arc::new(durable::transport::RedisTransport::connect(redis).await?),
-        None => Arc::new(MemoryTransport::new()),
-    };
-    let engine = Engine::new(
-        db.store,
-        transport,
-        Arc::new(crate::demo::registry()),
-        EngineConfig::default(),
-    );
+    let engine = operator_engine(database_url, redis).await?;
     let (verb, outcome) = match args.verb {
         RunVerb::Signal { id, name, payload } => {
             let id = id_of(&id)?;

@@ -1,17 +1,13 @@
 //! `durable schedule …`: a tenant's schedules, on the database directly; running control
 //! planes fire a new or changed schedule at its next look (within a second).
 
-use std::sync::Arc;
-
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use durable::Engine;
 use durable::model::{Namespace, Schedule, ScheduleFields, ScheduleId, Scope};
 use durable::schedules::next_fires;
-use durable::transport::{MemoryTransport, Transport};
-use durable::{Engine, EngineConfig};
 
 use crate::cli::ClusterArgs;
-use crate::database;
 
 /// `durable schedule …`
 #[derive(Debug, Args)]
@@ -133,17 +129,7 @@ pub async fn run(database_url: &str, args: ScheduleArgs) -> anyhow::Result<()> {
         .map(Namespace::parse)
         .transpose()
         .context("invalid --tenant")?;
-    let db = database::open_store(database_url).await?;
-    let transport: Arc<dyn Transport> = match args.cluster.redis_if_set() {
-        Some(redis) => Arc::new(durable::transport::RedisTransport::connect(redis).await?),
-        None => Arc::new(MemoryTransport::new()),
-    };
-    let engine = Engine::new(
-        db.store,
-        transport,
-        Arc::new(crate::demo::registry()),
-        EngineConfig::default(),
-    );
+    let engine = crate::cli::operator_engine(database_url, args.cluster.redis_if_set()).await?;
     let needs_tenant = || {
         tenant
             .clone()

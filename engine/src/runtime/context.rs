@@ -116,7 +116,7 @@ impl WorkflowContext {
                 CheckpointStatus::Pending | CheckpointStatus::Running => return None,
             }
         }
-        undo.sort_by(|a, b| b.0.cmp(&a.0));
+        undo.sort_by_key(|u| std::cmp::Reverse(u.0));
         Some(undo)
     }
 

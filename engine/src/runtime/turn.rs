@@ -118,17 +118,7 @@ async fn decide(workflow: &RegisteredWorkflow, ctx: &WorkflowContext, input: Val
         }
     }
 
-    let mut st = ctx.state();
-    let commands = std::mem::take(&mut st.commands);
-    if let Some(err) = st.nondeterminism.take() {
-        return Decision {
-            status: DecisionStatus::Failed {
-                error: err.to_failure(),
-            },
-            commands: Vec::new(),
-            next_wake: None,
-        };
-    }
+    let awaiting = ctx.state().awaiting;
     let status = match finished {
         Some(Ok(Ok(output))) => DecisionStatus::Completed { output },
         Some(Ok(Err(WorkflowError::ContinueAsNew(input)))) => {
@@ -142,7 +132,7 @@ async fn decide(workflow: &RegisteredWorkflow, ctx: &WorkflowContext, input: Val
                 .with_code("panic")
                 .fatal(),
         },
-        None if st.awaiting == 0 => DecisionStatus::Failed {
+        None if awaiting == 0 => DecisionStatus::Failed {
             error: StepFailure::new(
                 "the workflow awaited something that is not a durable operation; \
                  use ctx.step, ctx.local_step or another ctx operation instead",
@@ -152,9 +142,25 @@ async fn decide(workflow: &RegisteredWorkflow, ctx: &WorkflowContext, input: Val
         },
         None => DecisionStatus::Continue,
     };
+    decided(ctx, status)
+}
+
+/// The turn's decision: `status` with the commands it made, unless the replay found the code
+/// changed under the history, which fails the run and makes nothing.
+fn decided(ctx: &WorkflowContext, status: DecisionStatus) -> Decision {
+    let mut st = ctx.state();
+    if let Some(err) = st.nondeterminism.take() {
+        return Decision {
+            status: DecisionStatus::Failed {
+                error: err.to_failure(),
+            },
+            commands: Vec::new(),
+            next_wake: None,
+        };
+    }
     Decision {
         status,
-        commands,
+        commands: std::mem::take(&mut st.commands),
         next_wake: st.next_wake,
     }
 }

@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::super::{Decision, DecisionStatus, StepError, StepOptions, WorkflowContext};
-use super::drive_until_blocked;
+use super::{decided, drive_until_blocked};
 use crate::model::{Saga, StepFailure};
 
 /// What a cancel with compensation fails its run with.
@@ -32,7 +32,7 @@ pub(super) fn interrupted() -> StepFailure {
 pub(super) async fn compensate(ctx: &WorkflowContext, cause: StepFailure) -> Decision {
     let base = ctx.next_seq();
     let Some(undo) = ctx.to_undo(base) else {
-        return decision(ctx, DecisionStatus::Continue);
+        return decided(ctx, DecisionStatus::Continue);
     };
     let steps = async {
         for (seq, step, input) in undo {
@@ -56,23 +56,5 @@ pub(super) async fn compensate(ctx: &WorkflowContext, cause: StepFailure) -> Dec
         Some(Ok(())) => DecisionStatus::Compensated { error: cause },
         Some(Err(error)) => DecisionStatus::CompensationFailed { error },
     };
-    decision(ctx, status)
-}
-
-fn decision(ctx: &WorkflowContext, status: DecisionStatus) -> Decision {
-    let mut st = ctx.state();
-    if let Some(err) = st.nondeterminism.take() {
-        return Decision {
-            status: DecisionStatus::Failed {
-                error: err.to_failure(),
-            },
-            commands: Vec::new(),
-            next_wake: None,
-        };
-    }
-    Decision {
-        status,
-        commands: std::mem::take(&mut st.commands),
-        next_wake: st.next_wake,
-    }
+    decided(ctx, status)
 }
