@@ -125,6 +125,7 @@ async fn boundary(transport: Arc<dyn Transport>) {
         json!({ "kind": "getRunChildren", "runId": id }),
         json!({ "kind": "signal", "runId": id, "signal": "approve", "payload": { "by": "acme" } }),
         json!({ "kind": "cancel", "runId": id }),
+        json!({ "kind": "cancel", "runId": id, "opts": { "compensate": true } }),
         json!({ "kind": "retry", "runId": id }),
         json!({ "kind": "continue", "runId": id }),
         json!({ "kind": "retryWithInput", "runId": id, "input": { "x": 1 } }),
@@ -185,6 +186,18 @@ async fn boundary(transport: Arc<dyn Transport>) {
         .expect("get")
         .expect("exists");
     assert_eq!(run.namespace, ns("acme"));
+
+    // A cancel with compensation (wire §4.2 `cancel (runId, opts:{compensate})`) compensates
+    // the tenant's own run instead of only cancelling it.
+    common::wait_for(&store, &run.id, RunStatus::Suspended).await;
+    let reply = pod
+        .ask(
+            &acme,
+            json!({ "kind": "cancel", "runId": started, "opts": { "compensate": true } }),
+        )
+        .await;
+    assert!(reply.result.ok, "{reply:?}");
+    common::wait_for(&store, &run.id, RunStatus::Compensated).await;
 
     // Unknown verbs, and requests that are not even JSON, get an error or are dropped; the
     // responder keeps answering.
