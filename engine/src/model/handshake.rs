@@ -114,8 +114,22 @@ fn unknown_sdk() -> Sdk {
     }
 }
 
-/// The v1 capability baseline as owned names, what a descriptor without a `capabilities` field
-/// reads as and what every worker advertises.
+/// What of the v1 baseline this engine implements, and so what its workers advertise: not
+/// `entities`, `singleton` or `queries`, so a control plane never sends one of our workers work
+/// that needs them.
+pub const ENGINE_CAPABILITIES: [&str; 8] = [
+    "saga",
+    "signals",
+    "search-attributes",
+    "priority",
+    "child-workflows",
+    "schedules",
+    "continue-as-new",
+    "cancellation",
+];
+
+/// The v1 capability baseline as owned names: what a descriptor without a `capabilities` field
+/// reads as.
 pub fn v1_capabilities() -> Vec<String> {
     V1_CAPABILITIES.iter().map(|c| (*c).to_owned()).collect()
 }

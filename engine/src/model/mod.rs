@@ -31,7 +31,8 @@ pub use event::{TenantEvent, TenantEventKind};
 pub use flow::{Concurrency, ConcurrencySlot, KeyPointer, MAX_FLOW_KEY_CHARS, RateLimit, StepFlow};
 pub use gateway::{ReplyError, ReplyResult, RunReply};
 pub use handshake::{
-    Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor, v1_capabilities,
+    ENGINE_CAPABILITIES, Protocol, Registration, Sdk, V1_CAPABILITIES, WorkerDescriptor,
+    v1_capabilities,
 };
 pub use health::{NamespaceLoad, WorkerGroup};
 pub use limits::{InputError, InputLimits};

@@ -157,8 +157,8 @@ impl Registry {
         all
     }
 
-    /// Advertises `capability` (beyond the v1 baseline every worker advertises), so a control
-    /// plane dispatches steps that require it here (wire §6.4).
+    /// Advertises `capability` (beyond what the engine implements, which every worker
+    /// advertises), so a control plane dispatches steps that require it here (wire §6.4).
     pub fn advertise(&mut self, capability: &str) -> &mut Self {
         if !self.extra_capabilities.iter().any(|c| c == capability) {
             self.extra_capabilities.push(capability.to_owned());
@@ -166,10 +166,14 @@ impl Registry {
         self
     }
 
-    /// The capabilities a worker with this registry advertises: the v1 baseline plus those
-    /// given to [`Registry::advertise`], sorted.
+    /// The capabilities a worker with this registry advertises: what of the v1 baseline the
+    /// engine implements ([`crate::model::ENGINE_CAPABILITIES`]) plus those given to
+    /// [`Registry::advertise`], sorted.
     pub fn capabilities(&self) -> Vec<String> {
-        let mut all = crate::model::v1_capabilities();
+        let mut all: Vec<String> = crate::model::ENGINE_CAPABILITIES
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect();
         all.extend(self.extra_capabilities.iter().cloned());
         all.sort();
         all.dedup();
@@ -185,5 +189,29 @@ impl Registry {
 
     pub(crate) fn step_handler(&self, name: &str) -> Option<StepFn> {
         self.steps.get(name).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker claims only what the engine does: no entities, singletons or queries, which a
+    /// control plane would otherwise send it; what a registry advertises on top is added.
+    #[test]
+    fn workers_advertise_what_the_engine_implements_and_no_more() {
+        let mut registry = Registry::new();
+        let plain = registry.capabilities();
+        for missing in ["entities", "singleton", "queries"] {
+            assert!(!plain.iter().any(|c| c == missing), "{missing} advertised");
+        }
+        for implemented in ["saga", "schedules", "signals", "cancellation", "priority"] {
+            assert!(
+                plain.iter().any(|c| c == implemented),
+                "{implemented} missing"
+            );
+        }
+        registry.advertise("gpu");
+        assert_eq!(registry.capabilities().len(), plain.len() + 1);
     }
 }
