@@ -705,6 +705,50 @@ async fn our_control_plane_drives_a_python_workflow_to_completion() {
     python_worker.kill().await.expect("stop the Python worker");
 }
 
+/// A Python workflow's `call.group` (wire §3.5): its run's partition or `default` routes the
+/// step to the run's tenant as ever; any other partition fails that step at once, and nothing
+/// reaches the other tenant's queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_calls_partition_is_its_runs_or_the_step_is_refused() {
+    let Some((transport, _, mut python_worker)) = python_on_a_fresh_prefix().await else {
+        return;
+    };
+    let (_dir, store, engine) =
+        control_plane_on_sqlite(&transport, Arc::new(Registry::new())).await;
+    let acme = ns("acme");
+    let mut outputs = Vec::new();
+    for group in ["acme", "default", "globex"] {
+        let run = engine
+            .start_run(StartRun {
+                workflow: "billing.routed".into(),
+                input: json!({ "group": group }),
+                namespace: Some(acme.clone()),
+                ..StartRun::default()
+            })
+            .await
+            .expect("start");
+        let done = wait_for(&store, &run.id, RunStatus::Completed).await;
+        outputs.push(done.output.expect("output"));
+    }
+    assert_eq!(outputs[0]["invoice"]["invoiceId"], "inv_1", "{outputs:?}");
+    assert_eq!(outputs[1]["invoice"]["invoiceId"], "inv_1");
+    let refused = outputs[2]["refused"].as_str().expect("refused");
+    assert!(refused.contains("partition `globex`"), "{refused}");
+    let mut redis = raw_redis().await;
+    let globex_queue = format!(
+        "bull:{}-tasks-billing.invoice@globex:id",
+        transport.prefix()
+    );
+    let sent: Option<i64> = redis::cmd("GET")
+        .arg(&globex_queue)
+        .query_async(&mut redis)
+        .await
+        .expect("GET");
+    assert_eq!(sent, None, "nothing was ever added to globex's queue");
+    engine.shutdown().await;
+    python_worker.kill().await.expect("stop the Python worker");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rust_worker_runs_the_turns_of_a_workflow_the_control_plane_lacks() {
     let Some(transport) = fresh_transport().await else {

@@ -34,6 +34,20 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         saga: Option<Saga>,
     },
+    /// A worker's call that named another partition than its run's (wire §3.5 `call.group`):
+    /// recorded failed at once and sent nowhere, so no step leaves its run's tenant. Not on
+    /// the aviary wire.
+    #[serde(rename_all = "camelCase")]
+    RefusedCall {
+        /// Position.
+        seq: u32,
+        /// Step name.
+        name: String,
+        /// Step input.
+        input: Value,
+        /// Why, naming the partition asked for.
+        error: StepFailure,
+    },
     /// A failed step's backoff has passed: dispatch it again. Not on the aviary wire.
     #[serde(rename_all = "camelCase")]
     RetryStep {

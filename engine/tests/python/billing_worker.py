@@ -6,7 +6,9 @@ prefix $DURABLE_PREFIX. It serves:
 - step `billing.hold`, which never returns in a worker started with `DURABLE_HOLD=1` (a
   worker to kill mid-step) and otherwise answers with its process id;
 - workflows `billing.close-month` (a clock read, a step, a sleep, a signal wait and a child)
-  and `billing.receipt` (the child), whose turns our control plane drives.
+  and `billing.receipt` (the child), whose turns our control plane drives;
+- workflow `billing.routed`, which calls `billing.invoice` on the partition `input.group`
+  names (`ctx.step(..., group=...)`, the decision's `call.group`) and reports a refusal.
 
     REDIS_URL=redis://127.0.0.1:6379 DURABLE_PARTITION=acme DURABLE_PREFIX=durable python billing_worker.py
 """
@@ -15,6 +17,7 @@ import os
 
 from durable_worker import FatalError, Worker
 from durable_worker.redis_runner import run_redis_worker
+from durable_worker.workflow import StepFailed
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 PARTITION = os.environ.get("DURABLE_PARTITION", "acme") or None
@@ -49,6 +52,14 @@ def close_month(ctx, inp):
     approval = ctx.wait_signal("approve")
     receipt = ctx.start_child("billing.receipt", {"invoiceId": invoice["invoiceId"]})
     return {"startedAt": started, "invoice": invoice, "approval": approval, "receipt": receipt}
+
+
+@worker.workflow("billing.routed", version="1")
+def routed(ctx, inp):
+    try:
+        return {"invoice": ctx.step("billing.invoice", {"orderId": 1}, group=inp["group"])}
+    except StepFailed as refused:  # raised from the history's error, catchable
+        return {"refused": str(refused)}
 
 
 @worker.workflow("billing.receipt", version="1")

@@ -22,7 +22,8 @@ pub(crate) fn plan(
     registry: &Registry,
     max_depth: Option<u32>,
 ) -> (TurnCommit, Vec<Outgoing>) {
-    let mut refused_child = false;
+    // A child or call refused here resolved at once: the run turns again to see it failed.
+    let mut refused_here = false;
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
     let mut fired_timers = Vec::new();
     let mut redispatched = Vec::new();
@@ -52,6 +53,23 @@ pub(crate) fn plan(
                     ..NewCheckpoint::remote_step(seq, name, out.task.group.clone(), input, now)
                 });
                 tasks.push(out);
+            }
+            Command::RefusedCall {
+                seq,
+                name,
+                input,
+                error,
+            } => {
+                checkpoints.push(NewCheckpoint {
+                    status: CheckpointStatus::Failed,
+                    worker_group: None,
+                    error: Some(error),
+                    enqueued_at: None,
+                    finished_at: Some(now),
+                    ..NewCheckpoint::remote_step(seq, name, String::new(), input, now)
+                });
+                // Resolved already: the workflow turns again at once to see it failed.
+                refused_here = true;
             }
             Command::RecordStep {
                 seq,
@@ -153,7 +171,7 @@ pub(crate) fn plan(
                     slot: None,
                     saga: None,
                 });
-                refused_child = true;
+                refused_here = true;
             }
             Command::StartChild {
                 seq,
@@ -198,7 +216,7 @@ pub(crate) fn plan(
     }
     let outcome = match decision.status {
         // A refused child is already resolved: the run's next turn sees it at once.
-        DecisionStatus::Continue if refused_child => TurnOutcome::Suspend {
+        DecisionStatus::Continue if refused_here => TurnOutcome::Suspend {
             wake_at: Some(decision.next_wake.map_or(now, |at| at.min(now))),
         },
         DecisionStatus::Continue => TurnOutcome::Suspend {

@@ -14,7 +14,9 @@ use serde_json::{Map, Value, json};
 use super::awaiting::Pending;
 use super::guard;
 use crate::driver::state::State;
-use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Run, Scope, StepFailure};
+use crate::model::{
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, Scope, StepFailure,
+};
 use crate::runtime::{Command, Decision, DecisionStatus};
 use crate::store::{History, TurnOutcome};
 use crate::transport::naming::{routing_token, sanitize};
@@ -106,7 +108,7 @@ pub(crate) async fn turn(
     if let Err(why) = guard::admits(state, &group, &[]).await {
         return Err(guard::park(&why, run.error.as_ref(), now, None));
     }
-    let prepared = prepare(&history, now);
+    let prepared = prepare(&history, &run.namespace, now);
     for _ in 0..SENDS {
         let task_id = format!(
             "{}:wf:{}",
@@ -170,6 +172,8 @@ async fn await_decision(pending: Pending) -> Option<Value> {
 
 /// A turn's history as the wire carries it, and what the control plane decided itself.
 struct Prepared {
+    /// The run's namespace: the partition its calls run on.
+    namespace: Namespace,
     history: Vec<Value>,
     pending_signals: Vec<Value>,
     /// Commands the control plane adds: timers found due, buffered signals taken.
@@ -185,8 +189,9 @@ struct Prepared {
 }
 
 /// Builds the resolved history (wire §3.2) of `run` at `now`.
-fn prepare(history: &History, now: Millis) -> Prepared {
+fn prepare(history: &History, namespace: &Namespace, now: Millis) -> Prepared {
     let mut out = Prepared {
+        namespace: namespace.clone(),
         history: Vec::new(),
         pending_signals: Vec::new(),
         own: Vec::new(),
@@ -274,6 +279,14 @@ fn prepare(history: &History, now: Millis) -> Prepared {
     out
 }
 
+/// The partition a worker's `call` names (wire §3.5 `call.group`) when it is neither its run's
+/// namespace nor `default` (nor absent or blank, which mean `default`).
+fn foreign_partition(command: &Value, run: &Namespace) -> Option<String> {
+    let group = command.get("group")?.as_str()?;
+    (!group.is_empty() && group != Namespace::DEFAULT_NAME && group != run.as_str())
+        .then(|| group.chars().take(80).collect())
+}
+
 /// A worker's decision as this engine applies it: the control plane's own commands first, then
 /// the worker's, minus those for positions that already have a checkpoint.
 fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
@@ -332,6 +345,24 @@ fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
                 | Command::WaitSignal { .. }
                 | Command::StartChild { .. }),
             ) => {
+                if let Command::Call {
+                    seq, name, input, ..
+                } = &c
+                    && let Some(partition) = foreign_partition(&command, &prepared.namespace)
+                {
+                    commands.push(Command::RefusedCall {
+                        seq: *seq,
+                        name: name.clone(),
+                        input: input.clone(),
+                        error: StepFailure::new(format!(
+                            "step `{name}` asked for partition `{partition}`, which is not its run's (`{}`): a call runs on its run's partition or `default`; drop `group` or name one of those",
+                            prepared.namespace
+                        ))
+                        .with_code("foreign_partition")
+                        .fatal(),
+                    });
+                    continue;
+                }
                 if let Command::Sleep { ms, .. } = &c {
                     let at = now.saturating_add(i64::try_from(*ms).unwrap_or(i64::MAX));
                     next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
@@ -419,7 +450,7 @@ mod tests {
 
     /// The decision's invariants (see the property below) on `raw`.
     fn applied_whole_or_refused_whole(raw: Value) -> Result<(), TestCaseError> {
-        let prepared = prepare(&history(), 1_000);
+        let prepared = prepare(&history(), &Namespace::default_ns(), 1_000);
         let applied = decision(raw, &prepared, 1_000);
         if let DecisionStatus::Failed { error } = &applied.status
             && error.code.as_deref() == Some("bad_decision")
