@@ -390,7 +390,9 @@ pub struct ControlPlaneArgs {
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     /// The tenant whose steps this worker runs: it becomes the worker's partition on the
-    /// cluster's shared prefix, where a control plane without a namespace sends them.
+    /// cluster's shared prefix, where a control plane without a namespace sends them. Without
+    /// it (and without `--namespace`) the worker serves the default partition, the bare
+    /// `durable-tasks-<step>` queues, as an SDK worker with no partition does.
     #[arg(long, env = "DURABLE_TENANT")]
     pub tenant: Option<String>,
     /// Instead of `--tenant`: serve the control plane started with this `--namespace`, whose
@@ -448,10 +450,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     namespaced = Some(namespace.clone());
                     namespace
                 }
-                (None, None) => bail!(
-                    "name the tenant this worker serves: --tenant NAME (or DURABLE_TENANT), or \
-                     --namespace NAME for a control plane started with that namespace"
-                ),
+                (None, None) => Namespace::default_ns(),
             };
             roles::worker(roles::WorkerRole {
                 tenant,

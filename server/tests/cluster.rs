@@ -22,12 +22,7 @@ type Refusal<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn misconfigured_roles_refuse_to_start_and_say_what_to_set() {
-    let cases: [Refusal<'_>; 5] = [
-        (
-            &["worker"],
-            &[("REDIS_URL", "redis://127.0.0.1:6379")],
-            "--tenant NAME",
-        ),
+    let cases: [Refusal<'_>; 4] = [
         (
             &["worker", "--tenant", "acme"],
             &[
@@ -427,4 +422,96 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
         }
     }
     drop((acme, globex, bare, control_plane));
+}
+
+/// `durable worker` with no tenant serves the default partition, the bare
+/// `durable-tasks-<step>` queues, as an SDK worker without a partition does, and announces
+/// itself as what it is: `runtime: "rust"`, no partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untenanted_worker_serves_the_default_partition_and_says_it_is_rust() {
+    use durable::StartRun;
+    use durable::model::RunStatus;
+    use durable::store::{SqliteStore, Store};
+
+    let Some(transport) = fresh_transport().await else {
+        return;
+    };
+    let effects = tempdir();
+    let env = vec![
+        ("REDIS_URL", test_url()),
+        ("DURABLE_PREFIX", transport.prefix().to_owned()),
+        ("DURABLE_DEMO_EFFECTS", effects.display().to_string()),
+    ];
+    let worker = WorkerProcess::start_as(&[], &env);
+
+    // It announces the bare tokens, as rust, with no partition.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let descriptors = loop {
+        let found = transport
+            .worker_descriptors("order.charge")
+            .await
+            .expect("descriptors");
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker never announced itself"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(descriptors[0].runtime, "rust");
+    assert_eq!(descriptors[0].partition, None);
+
+    // A control plane's run in the default namespace has its steps run there.
+    let dir = tempdir();
+    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(
+        SqliteStore::connect(&common::db_url(&dir))
+            .await
+            .expect("store"),
+    );
+    let mut registry = durable::Registry::new();
+    registry.workflow(
+        "relay",
+        1,
+        |ctx: durable::prelude::WorkflowContext, input: serde_json::Value| async move {
+            let charged: serde_json::Value = ctx.step("order.charge", &input).await?;
+            Ok::<_, durable::prelude::WorkflowError>(charged)
+        },
+    );
+    let engine = durable::Engine::new(
+        store.clone(),
+        std::sync::Arc::new(transport),
+        std::sync::Arc::new(registry),
+        durable::EngineConfig::default(),
+    );
+    engine.start().await.expect("engine");
+    let run = engine
+        .start_run(StartRun {
+            workflow: "relay".into(),
+            input: json!({ "item": "bare", "delay_ms": 0 }),
+            ..StartRun::default()
+        })
+        .await
+        .expect("start");
+    assert_eq!(run.namespace, Namespace::default_ns());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let now = store
+            .get_run(&Scope::All, &run.id)
+            .await
+            .expect("get")
+            .expect("run");
+        if now.status.is_terminal() {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "the run never ended: {now:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done.status, RunStatus::Completed, "{done:?}");
+    assert_eq!(done.output.expect("output")["charged"], true);
+    let log = std::fs::read_to_string(effects.join("executions.log")).expect("log");
+    let pid = log.lines().next().and_then(|l| l.split('\t').nth(2));
+    assert_eq!(pid, Some(worker.pid().as_str()), "{log}");
+    engine.shutdown().await;
 }

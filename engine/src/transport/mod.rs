@@ -81,9 +81,9 @@ impl TaskSubscription {
         names
     }
 
-    /// What a worker consuming this subscription announces (wire §6.1). A Rust process says
-    /// `runtime: "node"` until the SDKs accept more (wire §8.17). Each workflow version it runs
-    /// is a registration, so a control plane sends it only the turns of those versions.
+    /// What a worker consuming this subscription announces (wire §6.1), as `runtime: "rust"`.
+    /// Each workflow version it runs is a registration, so a control plane sends it only the
+    /// turns of those versions.
     pub fn descriptor(&self, instance_id: &str, started_at: Millis) -> WorkerDescriptor {
         let sorted = |v: &[String]| {
             let mut v = v.to_vec();
@@ -105,7 +105,7 @@ impl TaskSubscription {
             .collect();
         WorkerDescriptor {
             instance_id: instance_id.to_owned(),
-            runtime: "node".into(),
+            runtime: "rust".into(),
             sdk: Sdk {
                 name: "durable-rs".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
