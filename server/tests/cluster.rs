@@ -426,7 +426,8 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
 
 /// `durable worker` with no tenant serves the default partition, the bare
 /// `durable-tasks-<step>` queues, as an SDK worker without a partition does, and announces
-/// itself as what it is: `runtime: "rust"`, no partition.
+/// itself as what it is: `runtime: "rust"`, no partition. A job it takes is `active` while its
+/// step runs, and `completed` only once the step has answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untenanted_worker_serves_the_default_partition_and_says_it_is_rust() {
     use durable::StartRun;
@@ -436,6 +437,7 @@ async fn an_untenanted_worker_serves_the_default_partition_and_says_it_is_rust()
     let Some(transport) = fresh_transport().await else {
         return;
     };
+    let events_key = format!("bull:{}-tasks-order.charge:events", transport.prefix());
     let effects = tempdir();
     let env = vec![
         ("REDIS_URL", test_url()),
@@ -489,12 +491,49 @@ async fn an_untenanted_worker_serves_the_default_partition_and_says_it_is_rust()
     let run = engine
         .start_run(StartRun {
             workflow: "relay".into(),
-            input: json!({ "item": "bare", "delay_ms": 0 }),
+            input: json!({ "item": "bare", "delay_ms": 1500 }),
             ..StartRun::default()
         })
         .await
         .expect("start");
     assert_eq!(run.namespace, Namespace::default_ns());
+    let client = redis::Client::open(test_url()).expect("url");
+    let mut redis = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let events = |redis: &mut redis::aio::MultiplexedConnection| {
+        let key = events_key.clone();
+        let mut redis = redis.clone();
+        async move {
+            let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+                .arg(&key)
+                .arg("-")
+                .arg("+")
+                .query_async(&mut redis)
+                .await
+                .expect("XRANGE");
+            entries
+                .into_iter()
+                .filter_map(|(_, fields)| {
+                    fields
+                        .into_iter()
+                        .find(|(k, _)| k == "event")
+                        .map(|(_, v)| v)
+                })
+                .collect::<Vec<String>>()
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !events(&mut redis).await.iter().any(|e| e == "active") {
+        assert!(Instant::now() < deadline, "the worker never took the job");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let while_running = events(&mut redis).await;
+    assert!(
+        !while_running.iter().any(|e| e == "completed"),
+        "the job was recorded completed while its step ran: {while_running:?}"
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     let done = loop {
         let now = store
@@ -510,6 +549,8 @@ async fn an_untenanted_worker_serves_the_default_partition_and_says_it_is_rust()
     };
     assert_eq!(done.status, RunStatus::Completed, "{done:?}");
     assert_eq!(done.output.expect("output")["charged"], true);
+    let after = events(&mut redis).await;
+    assert!(after.iter().any(|e| e == "completed"), "{after:?}");
     let log = std::fs::read_to_string(effects.join("executions.log")).expect("log");
     let pid = log.lines().next().and_then(|l| l.split('\t').nth(2));
     assert_eq!(pid, Some(worker.pid().as_str()), "{log}");
