@@ -391,14 +391,17 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
     for e in &executions {
         per_step.entry(e.step.as_str()).or_default().push(e);
     }
-    // A Python execution interrupted by a pause of its worker before the step's result was
-    // recorded: the step may run once more after it.
+    // A Python execution interrupted by a pause of its worker while the SDK still held its job:
+    // before its result was recorded, or in the moment after, when the SDK has sent the result
+    // but not yet finished the job (a control plane records a result within milliseconds of
+    // its sending). The job, still active, goes back once the worker's liveness lapses, and the
+    // step may run once more on the same process.
+    const SDK_FINISHING_MS: i64 = 1_000;
     let interrupted = |e: &Execution, done_at: i64| {
         e.python
-            && cluster
-                .python_pauses
-                .iter()
-                .any(|(pid, began)| *pid == e.pid && *began >= e.started_ms && *began <= done_at)
+            && cluster.python_pauses.iter().any(|(pid, began)| {
+                *pid == e.pid && *began >= e.started_ms && *began <= done_at + SDK_FINISHING_MS
+            })
     };
     let (mut reruns, mut explained) = (Vec::new(), 0);
     for (step, runs) in &per_step {
@@ -414,6 +417,7 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
             } else {
                 reruns.push((
                     step.to_string(),
+                    if late.python { "python" } else { "rust" },
                     late.pid.clone(),
                     late.started_ms - done_at,
                 ));
