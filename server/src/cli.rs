@@ -320,7 +320,7 @@ pub struct LimitArgs {
 
 impl LimitArgs {
     /// The limits these flags set (each within its range already).
-    fn limits(&self) -> InputLimits {
+    pub fn limits(&self) -> InputLimits {
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         InputLimits {
             max_payload_bytes: size(self.max_payload_bytes),
@@ -516,6 +516,7 @@ async fn plan_command(database_url: &str, command: PlanCommand) -> anyhow::Resul
 pub async fn operator_engine(
     database_url: &str,
     redis: Option<durable::transport::RedisConfig>,
+    limits: InputLimits,
 ) -> anyhow::Result<durable::Engine> {
     use std::sync::Arc;
 
@@ -528,7 +529,10 @@ pub async fn operator_engine(
         db.store,
         transport,
         Arc::new(crate::demo::registry()),
-        durable::EngineConfig::default(),
+        durable::EngineConfig {
+            limits,
+            ..durable::EngineConfig::default()
+        },
     ))
 }
 
@@ -561,7 +565,7 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     // Changes are made in the database; a running server picks them up on its next poll. On a
     // cluster (REDIS_URL set) the events and cancel notices go out on Redis too, so live
     // dashboards and in-flight steps hear them at once.
-    let engine = operator_engine(database_url, redis).await?;
+    let engine = operator_engine(database_url, redis, InputLimits::default()).await?;
     let (verb, outcome) = match args.verb {
         RunVerb::Signal { id, name, payload } => {
             let id = id_of(&id)?;

@@ -7,7 +7,7 @@ use durable::Engine;
 use durable::model::{Namespace, Schedule, ScheduleFields, ScheduleId, Scope};
 use durable::schedules::next_fires;
 
-use crate::cli::ClusterArgs;
+use crate::cli::{ClusterArgs, LimitArgs};
 
 /// `durable schedule …`
 #[derive(Debug, Args)]
@@ -18,6 +18,9 @@ pub struct ScheduleArgs {
     /// On a cluster, workflows only SDK workers serve are known through its Redis.
     #[command(flatten)]
     cluster: ClusterArgs,
+    /// What a schedule may hold (its input's size, the tenant's count: `--max-schedules`).
+    #[command(flatten)]
+    limits: LimitArgs,
     #[command(subcommand)]
     verb: ScheduleVerb,
 }
@@ -129,7 +132,9 @@ pub async fn run(database_url: &str, args: ScheduleArgs) -> anyhow::Result<()> {
         .map(Namespace::parse)
         .transpose()
         .context("invalid --tenant")?;
-    let engine = crate::cli::operator_engine(database_url, args.cluster.redis_if_set()).await?;
+    let limits = args.limits.limits();
+    let engine =
+        crate::cli::operator_engine(database_url, args.cluster.redis_if_set(), limits).await?;
     let needs_tenant = || {
         tenant
             .clone()

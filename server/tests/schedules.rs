@@ -54,6 +54,14 @@ async fn the_schedules_api_keeps_its_contract(server: &Server) {
             "no workflow",
         ),
         (
+            json!({"id": "n", "workflow": "demo.order", "every": "1m", "jitter": "2m"}),
+            "catch-up window",
+        ),
+        (
+            json!({"id": "n", "workflow": "demo.order", "every": "1500ms"}),
+            "whole seconds",
+        ),
+        (
             json!({"id": "a b", "workflow": "demo.order", "every": "1m"}),
             "schedule id",
         ),

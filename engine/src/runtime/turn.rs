@@ -103,12 +103,18 @@ async fn decide(workflow: &RegisteredWorkflow, ctx: &WorkflowContext, input: Val
             .unwrap_or_else(|| ctx.next_seq());
         let compensates = compensating || ctx.to_undo(base).is_none_or(|undo| !undo.is_empty());
         if compensates {
-            if compensating {
+            {
                 let mut st = ctx.state();
-                // No new work: only a step already out is still retried or timed out, so the
-                // steps it would undo settle.
+                // No new work, from the turn compensating begins in on: a step already out is
+                // still retried or timed out, so the steps it would undo settle, and a local
+                // step that ran this turn is recorded; nothing else the body asked for is made.
                 st.commands.retain(|c| {
-                    matches!(c, Command::RetryStep { .. } | Command::StepTimedOut { .. })
+                    matches!(
+                        c,
+                        Command::RetryStep { .. }
+                            | Command::StepTimedOut { .. }
+                            | Command::RecordStep { .. }
+                    )
                 });
                 st.defer_local = false;
                 st.deferred_local = false;

@@ -17,7 +17,7 @@ use crate::store::ScheduleRow;
 const BUFFER_RECHECK: Millis = 1_000;
 /// How soon a tick the store or transport failed is tried again.
 const FAILED_RETRY: Millis = 2_000;
-/// The most missed ticks counted one by one before the count says "more than".
+/// The most missed ticks of a cron expression counted one by one; the count stops there.
 const MAX_COUNTED: u64 = 10_000;
 
 /// The id of the run tick `tick` of `schedule` starts: the same on every control plane, so a

@@ -46,9 +46,9 @@ impl Timetable {
             .map_err(|_| ScheduleError::Timezone(timezone.chars().take(60).collect()))?;
         let kind = match cadence {
             Cadence::Every(every) => {
-                if *every < MIN_EVERY {
+                if *every < MIN_EVERY || every.as_millis() % 1_000 != 0 {
                     return Err(ScheduleError::Interval(format!(
-                        "`every` is {every}; the shortest interval is {MIN_EVERY}"
+                        "`every` is {every}; use whole seconds, {MIN_EVERY} at least"
                     )));
                 }
                 Kind::Every(every.as_millis())
@@ -253,8 +253,10 @@ mod tests {
             every
                 .expect_err("too short")
                 .to_string()
-                .contains("shortest")
+                .contains("whole seconds")
         );
+        let odd = Timetable::new(&Cadence::Every(Interval::from_millis(1_500)), "UTC");
+        assert!(odd.is_err(), "a trigger's milliseconds never meet a tick's");
     }
 
     #[test]

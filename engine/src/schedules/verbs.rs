@@ -6,7 +6,8 @@ use super::Timetable;
 use super::tick::{due_at, on_tick};
 use crate::engine::{Engine, EngineError};
 use crate::model::{
-    Millis, Namespace, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord,
+    Millis, Namespace, Schedule, ScheduleError, ScheduleId, SchedulePatch, ScheduleSpec, Scope,
+    TickRecord,
 };
 use crate::store::{ScheduleRow, StoreError};
 
@@ -56,10 +57,13 @@ impl Engine {
             created_at: now,
             updated_at: now,
         };
+        // A random first revision: a ticker still writing from a deleted schedule's revision
+        // never matches the one recreated under its id.
+        let revision = (uuid::Uuid::new_v4().as_u128() >> 66) as i64;
         let row = ScheduleRow {
             due_at: due_at(&schedule, now),
             schedule,
-            revision: 0,
+            revision,
         };
         let limit = self.state.config.limits.max_schedules;
         match self.state.store.create_schedule(&row, limit).await {
@@ -180,6 +184,15 @@ impl Engine {
         spec: &ScheduleSpec,
     ) -> Result<Timetable, EngineError> {
         let table = Timetable::new(&spec.cadence, &spec.timezone)?;
+        // A tick fires up to its jitter late; one that late must still be inside the window,
+        // or it would be counted missed.
+        if spec.catchup_window.as_millis() < spec.jitter.as_millis() + 1_000 {
+            return Err(ScheduleError::Interval(format!(
+                "the catch-up window ({}) must be at least a second longer than the jitter ({}); raise `catchup_window` or lower `jitter`",
+                spec.catchup_window, spec.jitter
+            ))
+            .into());
+        }
         let limits = &self.state.config.limits;
         if spec.workflow.trim().is_empty() {
             return Err(EngineError::BadInput(

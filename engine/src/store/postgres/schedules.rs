@@ -33,6 +33,13 @@ fn only(scope: &Scope) -> Option<&str> {
 impl Schedules for PgStore {
     async fn create_schedule(&self, row: &ScheduleRow, max_per_tenant: usize) -> StoreResult<()> {
         let s = &row.schedule;
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        // Creates for one tenant take turns, so two at once cannot both pass the count.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('schedules:' || $1, 0))")
+            .bind(s.namespace.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
         let inserted = sqlx::query(
             "INSERT INTO schedules (namespace, id, doc, due_at, revision) \
              SELECT $1, $2, $3, $4, $5 \
@@ -44,9 +51,10 @@ impl Schedules for PgStore {
         .bind(row.due_at)
         .bind(row.revision)
         .bind(max_per_tenant as i64)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(db)?;
+        tx.commit().await.map_err(db)?;
         if inserted.rows_affected() == 0 {
             return Err(StoreError::Refused(format!(
                 "the tenant already has {max_per_tenant} schedules, the most allowed (max_schedules); delete one first"
