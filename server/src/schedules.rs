@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use durable::Engine;
-use durable::model::{Namespace, Schedule, ScheduleFields, ScheduleId, Scope};
+use durable::model::{Namespace, Schedule, ScheduleFields, ScheduleId, SchedulePatch, Scope};
 use durable::schedules::next_fires;
 
 use crate::cli::{ClusterArgs, LimitArgs};
@@ -209,12 +209,9 @@ async fn pause(
     id: &ScheduleId,
     paused: bool,
 ) -> anyhow::Result<()> {
-    let patch = ScheduleFields {
-        paused: Some(paused),
-        ..ScheduleFields::default()
-    }
-    .patch()?;
-    let changed = engine.update_schedule(tenant, id, &patch).await?;
+    let changed = engine
+        .update_schedule(tenant, id, &SchedulePatch::pausing(paused))
+        .await?;
     print(&changed.ok_or_else(|| anyhow::anyhow!("the tenant has no schedule `{id}`"))?)
 }
 

@@ -346,6 +346,14 @@ pub struct SchedulePatch {
 }
 
 impl SchedulePatch {
+    /// The change that pauses (`true`) or resumes (`false`) a schedule.
+    pub fn pausing(paused: bool) -> Self {
+        SchedulePatch {
+            paused: Some(paused),
+            ..SchedulePatch::default()
+        }
+    }
+
     /// Whether the change moves the fire times (so the next tick is counted afresh from now).
     pub fn retimes(&self) -> bool {
         self.cadence.is_some()

@@ -6,7 +6,7 @@ use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use durable::model::{Millis, Schedule, ScheduleFields, ScheduleId};
+use durable::model::{Millis, Schedule, ScheduleFields, ScheduleId, SchedulePatch};
 use durable::schedules::next_fires;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -121,38 +121,27 @@ async fn update(
             "a schedule's id cannot change (`{id}` to `{other}`); create a new one and delete this one"
         )));
     }
-    changed(&view, &id, fields).await
+    changed(&view, &id, &fields.patch().map_err(bad)?).await
 }
 
 async fn changed(
     view: &TenantView,
     id: &ScheduleId,
-    fields: ScheduleFields,
+    patch: &SchedulePatch,
 ) -> Result<Json<Shown>, ApiError> {
-    let patch = fields.patch().map_err(bad)?;
     let schedule = view
-        .update_schedule(id, &patch)
+        .update_schedule(id, patch)
         .await
         .map_err(engine_error)?;
     Ok(Json(schedule.ok_or(ApiError::NotFound)?.into()))
 }
 
 async fn pause(view: TenantView, Path(id): Path<String>) -> Result<Json<Shown>, ApiError> {
-    let id = schedule_id(&id)?;
-    let fields = ScheduleFields {
-        paused: Some(true),
-        ..ScheduleFields::default()
-    };
-    changed(&view, &id, fields).await
+    changed(&view, &schedule_id(&id)?, &SchedulePatch::pausing(true)).await
 }
 
 async fn resume(view: TenantView, Path(id): Path<String>) -> Result<Json<Shown>, ApiError> {
-    let id = schedule_id(&id)?;
-    let fields = ScheduleFields {
-        paused: Some(false),
-        ..ScheduleFields::default()
-    };
-    changed(&view, &id, fields).await
+    changed(&view, &schedule_id(&id)?, &SchedulePatch::pausing(false)).await
 }
 
 async fn remove(view: TenantView, Path(id): Path<String>) -> Result<StatusCode, ApiError> {

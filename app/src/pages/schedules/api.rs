@@ -145,25 +145,19 @@ pub async fn save_schedule(
 pub async fn act_on_schedule(id: String, action: String) -> Result<ScheduleActed, AppError> {
     crate::ssr::reply(
         async move {
-            use durable::model::{ScheduleFields, ScheduleId, TickOutcome};
+            use durable::model::{ScheduleId, SchedulePatch, TickOutcome};
 
             use crate::ssr::{Need, SessionView};
 
             let view = SessionView::open(Need::Act, None).await?;
             let id = ScheduleId::parse(&id).map_err(|e| AppError::Invalid(e.to_string()))?;
-            let pause = |paused: bool| ScheduleFields {
-                paused: Some(paused),
-                ..ScheduleFields::default()
-            };
             let acted = |message: String| ScheduleActed {
                 message,
                 run_id: None,
             };
             match action.as_str() {
                 "pause" | "resume" => {
-                    let patch = pause(action == "pause")
-                        .patch()
-                        .map_err(|e| AppError::Invalid(e.to_string()))?;
+                    let patch = SchedulePatch::pausing(action == "pause");
                     view.update_schedule(&id, &patch)
                         .await?
                         .ok_or_else(|| gone(&id))?;
