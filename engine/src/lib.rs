@@ -47,7 +47,9 @@ pub mod transport;
 pub mod url;
 
 #[cfg(feature = "engine")]
-pub use engine::{Control, Engine, EngineConfig, EngineError, QuotaExceeded, StartRun};
+pub use engine::{
+    Control, Engine, EngineConfig, EngineError, QuotaExceeded, StartRun, UpdateOutcome,
+};
 #[cfg(feature = "engine")]
 pub use runtime::Registry;
 

@@ -239,6 +239,31 @@ pub enum RunVerb {
         #[arg(long, default_value = "null")]
         payload: String,
     },
+    /// Ask a run's workflow query `name`: its answer, from the run's state (nothing changes).
+    Query {
+        /// The run.
+        id: String,
+        /// The query name.
+        name: String,
+        /// The query's argument, as JSON.
+        #[arg(long, default_value = "null")]
+        arg: String,
+    },
+    /// Send a run's workflow update `name`: its handler's reply, or why it refused (then
+    /// nothing changes).
+    Update {
+        /// The run.
+        id: String,
+        /// The update name.
+        name: String,
+        /// The update's argument, as JSON.
+        #[arg(long, default_value = "null")]
+        arg: String,
+        /// The update's id: repeated with the same key, the first reply comes back and the run
+        /// receives the update once.
+        #[arg(long)]
+        key: Option<String>,
+    },
     /// Cancel a run.
     Cancel {
         /// The run.
@@ -537,9 +562,9 @@ pub async fn operator_engine(
 }
 
 async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
-    use durable::Control;
-    use durable::model::{RunId, Scope};
+    use durable::model::{RunId, Scope, UpdateId};
     use durable::store::SignalSent;
+    use durable::{Control, UpdateOutcome};
 
     let mut redis = args.cluster.redis_if_set();
     let scope = match (&args.tenant, &args.namespace) {
@@ -578,6 +603,34 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
                 SignalSent::NotFound => bail!("no run {id} is visible here"),
                 SignalSent::RunFinished(run) => bail!(
                     "run {} already ended ({}); it takes no signals",
+                    run.id,
+                    run.status
+                ),
+            };
+        }
+        RunVerb::Query { id, name, arg } => {
+            let id = id_of(&id)?;
+            let answer = engine.query(&scope, &id, &name, json("arg", &arg)?).await?;
+            let Some(answer) = answer else {
+                bail!("no run {id} is visible here");
+            };
+            println!("{}", serde_json::to_string_pretty(&answer)?);
+            return Ok(());
+        }
+        RunVerb::Update { id, name, arg, key } => {
+            let id = id_of(&id)?;
+            let key = key.map(|k| UpdateId::parse(&k)).transpose()?;
+            return match engine
+                .update(&scope, &id, &name, json("arg", &arg)?, key)
+                .await?
+            {
+                UpdateOutcome::Replied(reply) => {
+                    println!("{}", serde_json::to_string_pretty(&reply)?);
+                    Ok(())
+                }
+                UpdateOutcome::NotFound => bail!("no run {id} is visible here"),
+                UpdateOutcome::RunFinished(run) => bail!(
+                    "run {} already ended ({}); it takes no updates",
                     run.id,
                     run.status
                 ),

@@ -4,12 +4,14 @@
 //! by `order.release` and `order.refund`, and `input.fail_at` names a step that fails for good),
 //! `demo.flaky` (fails unless
 //! `input.ok == true`, to show retry with edited input), `demo.sleepy` (a durable timer of
-//! `input.seconds`), `demo.approval` (waits for signal `approve`, completes with its payload)
+//! `input.seconds`), `demo.approval` (waits for signal `approve`, or update `approve` with a
+//! non-empty `by`, and completes with its payload; query `state` says where it stands)
 //! `demo.fanout` (gathers `input.n` child `demo.order` runs), `demo.tour` (every primitive in
 //! one run: a step, a timer, optionally a signal wait, a child and another step) and
 //! `demo.external` (one step, `billing.invoice`, that only an external worker serves).
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -215,8 +217,22 @@ pub fn registry() -> Registry {
     r.workflow(
         "demo.approval",
         1,
-        |ctx: WorkflowContext, _input: Value| async move {
+        |ctx: WorkflowContext, input: Value| async move {
+            let state = Arc::new(Mutex::new(json!({
+                "status": "waiting", "request": input.get("request"),
+            })));
+            let shown = state.clone();
+            ctx.on_query("state", move |_: Value| locked(&shown).clone());
+            ctx.on_update("approve", |approval: Approval| {
+                let by = approval.by.trim();
+                if by.is_empty() {
+                    Err("`by` must name who approves, for example {\"by\": \"ann\"}")
+                } else {
+                    Ok(json!({ "approved": true, "by": by }))
+                }
+            });
             let approval: Option<Value> = ctx.wait_signal("approve", None).await?;
+            *locked(&state) = json!({ "status": "approved", "approval": approval });
             Ok::<_, WorkflowError>(json!({ "approved": approval }))
         },
     );
@@ -238,6 +254,19 @@ pub fn registry() -> Registry {
         },
     );
     r
+}
+
+/// `demo.approval`'s update `approve`: who approves.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Approval {
+    by: String,
+}
+
+/// A demo workflow's state, shared with its query handler (a handler that panicked while
+/// holding it left it whole: it only ever replaces the value).
+fn locked(state: &Mutex<Value>) -> std::sync::MutexGuard<'_, Value> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The step `demo.external` calls, which no process of this binary serves.

@@ -68,9 +68,12 @@ pub fn engine_error(e: durable::EngineError) -> ApiError {
     use durable::EngineError;
     use durable::model::InputError;
     match e {
-        EngineError::RunExists(_) | EngineError::ScheduleExists(_) => {
-            ApiError::Conflict(e.to_string())
-        }
+        EngineError::RunExists(_)
+        | EngineError::ScheduleExists(_)
+        | EngineError::UpdateIdTaken { .. }
+        | EngineError::CodeElsewhere { .. }
+        | EngineError::Replay(..) => ApiError::Conflict(e.to_string()),
+        EngineError::NoHandler { .. } => ApiError::Missing(e.to_string()),
         EngineError::QuotaExceeded(q) => ApiError::QuotaExceeded(q),
         EngineError::Input(InputError::PayloadTooLarge { .. }) => ApiError::TooLarge(e.to_string()),
         e if e.is_callers() => ApiError::BadRequest(e.to_string()),

@@ -339,6 +339,34 @@ async fn run_verbs_on_the_cli_respect_the_tenant_and_report_clearly() {
         "{}",
         stderr(&out)
     );
+    // Query and update: the answer on stdout; a refused update fails, naming why.
+    let out = cli(s(&["run", "--tenant", "acme", "query", &id, "state"])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"waiting\""),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = cli(s(&["run", "--tenant", "globex", "query", &id, "state"])).await;
+    assert!(
+        !out.status.success() && stderr(&out).contains("visible"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(s(&[
+        "run",
+        "update",
+        &id,
+        "approve",
+        "--arg",
+        "{\"by\":\"\"}",
+    ]))
+    .await;
+    assert!(
+        !out.status.success() && stderr(&out).contains("`by`"),
+        "{}",
+        stderr(&out)
+    );
     let out = cli(s(&[
         "run",
         "--tenant",

@@ -10,6 +10,7 @@ use crate::components::time::{duration, utc};
 use crate::components::timeline::Timeline;
 use crate::components::tree::RunTree;
 use crate::pages::actions::ActionsPanel;
+use crate::pages::queries::{QueryBox, QueryDraft};
 use crate::pages::runs::ErrorBox;
 use crate::{AppError, Me, QuotaHold, RunView};
 
@@ -75,6 +76,9 @@ pub fn RunDetailPage() -> impl IntoView {
         move || (id(), run_version.get()),
         |(id, _)| get_run_detail(id),
     );
+    // The query box's answer and fields outlive the body's re-renders, not a move to another run.
+    let draft = QueryDraft::new();
+    Effect::watch(id, move |_, _, _| draft.clear(), false);
     let query = leptos_router::hooks::use_query_map();
     let redispatched = move || query.with(|q| q.get("redispatched"));
     view! {
@@ -92,7 +96,7 @@ pub fn RunDetailPage() -> impl IntoView {
                 detail
                     .get()
                     .map(|r| match r {
-                        Ok((me, Some(view))) => view! { <DetailBody me view /> }.into_any(),
+                        Ok((me, Some(view))) => view! { <DetailBody me view draft /> }.into_any(),
                         Ok((_, None)) => view! { <RunNotFound /> }.into_any(),
                         Err(e) => view! { <ErrorBox error=e /> }.into_any(),
                     })
@@ -143,7 +147,7 @@ fn held_by(hold: &QuotaHold) -> String {
 }
 
 #[component]
-fn DetailBody(me: Me, view: RunView) -> impl IntoView {
+fn DetailBody(me: Me, view: RunView, draft: QueryDraft) -> impl IntoView {
     let RunView {
         detail,
         family,
@@ -269,6 +273,7 @@ fn DetailBody(me: Me, view: RunView) -> impl IntoView {
                     }
                 })}
             {actions.map(|(run, redispatchable)| view! { <ActionsPanel run redispatchable /> })}
+            <QueryBox id=run.id.to_string() can_act=me.role.can_act() draft />
             {has_labels
                 .then(|| {
                     view! {

@@ -9,10 +9,14 @@ use crate::AppError;
 /// Maps what the engine refused onto a form's error: the user's mistakes with the engine's
 /// message (which names the fix), anything else as [`internal`].
 pub fn engine_error(e: durable::EngineError) -> AppError {
-    if e.is_callers() {
-        AppError::Invalid(e.to_string())
-    } else {
-        internal(e)
+    use durable::EngineError;
+    match e {
+        // Not the user's mistake, but something they can act on: the message says what.
+        EngineError::CodeElsewhere { .. } | EngineError::Replay(..) => {
+            AppError::Invalid(e.to_string())
+        }
+        e if e.is_callers() => AppError::Invalid(e.to_string()),
+        e => internal(e),
     }
 }
 

@@ -1,8 +1,9 @@
 //! Why the engine refused or failed a request, in words the caller can act on.
 
 use crate::model::{
-    InputError, Limit, Millis, Namespace, PlanError, RunId, ScheduleError, ScheduleId,
+    InputError, Limit, Millis, Namespace, PlanError, RunId, ScheduleError, ScheduleId, UpdateId,
 };
+use crate::runtime::{HandlerError, HandlerKind};
 use crate::store::StoreError;
 use crate::transport::TransportError;
 
@@ -51,6 +52,54 @@ pub enum EngineError {
     /// The tenant already has a schedule under that id; nothing was changed.
     #[error("a schedule with id `{0}` already exists; change it (PATCH) or pick another id")]
     ScheduleExists(ScheduleId),
+    /// The run's workflow registers no query (or update) of that name; nothing was changed.
+    #[error(
+        "workflow `{workflow}` registers no {} named `{name}`; {}",
+        kind.as_str(),
+        if known.is_empty() {
+            format!("it registers no {} handler", kind.as_str())
+        } else {
+            format!("it registers: {}", known.join(", "))
+        }
+    )]
+    NoHandler {
+        /// Query or update.
+        kind: HandlerKind,
+        /// The name asked for.
+        name: String,
+        /// The run's workflow.
+        workflow: String,
+        /// The names it registers.
+        known: Vec<String>,
+    },
+    /// The handler gave no reply: the argument does not fit, or the update was refused (nothing
+    /// was kept).
+    #[error(transparent)]
+    Handler(HandlerError),
+    /// The update id was used before, for another update of the run; nothing was changed.
+    #[error(
+        "update id `{id}` was already used for update `{name}` of this run; pick another id (or omit it)"
+    )]
+    UpdateIdTaken {
+        /// The id.
+        id: UpdateId,
+        /// The update it was used for.
+        name: String,
+    },
+    /// The run's workflow code is not registered in this process, so its handlers cannot be
+    /// asked here.
+    #[error(
+        "workflow `{workflow}` version {version} is not registered in this process, so its queries and updates cannot be answered here; ask a server that registers it"
+    )]
+    CodeElsewhere {
+        /// The workflow.
+        workflow: String,
+        /// Its version.
+        version: u32,
+    },
+    /// Replaying the run to answer found its history no longer matches the code.
+    #[error("run {0} cannot be replayed to answer: {1}")]
+    Replay(RunId, String),
 }
 
 /// A request over one of its tenant's ceilings: which, its value, and when to try again (for a
@@ -87,6 +136,9 @@ impl EngineError {
                 | EngineError::BadPlan(_)
                 | EngineError::BadSchedule(_)
                 | EngineError::ScheduleExists(_)
+                | EngineError::NoHandler { .. }
+                | EngineError::Handler(HandlerError::Argument(_) | HandlerError::Refused { .. })
+                | EngineError::UpdateIdTaken { .. }
                 | EngineError::Store(StoreError::Refused(_))
         )
     }

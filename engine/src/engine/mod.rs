@@ -4,6 +4,7 @@
 //! checks beside it). Every door (HTTP, dashboard, wire, CLI) goes through it.
 
 mod error;
+mod handlers;
 mod input;
 mod lifecycle;
 mod plans;
@@ -13,6 +14,7 @@ mod verbs;
 
 pub use crate::driver::EngineConfig;
 pub use error::{EngineError, QuotaExceeded};
+pub use handlers::UpdateOutcome;
 pub use input::StartRun;
 pub(crate) use input::check_payload;
 pub use lifecycle::Engine;

@@ -208,7 +208,12 @@ impl Engine {
 
     /// Runs `write` in the lane of the tenant `scope` is (a tenant's own request waits its turn
     /// among that tenant's writes, under `key`); an operator's runs in the system lane.
-    async fn as_caller<F: Future>(&self, scope: &Scope, key: &str, write: F) -> F::Output {
+    pub(super) async fn as_caller<F: Future>(
+        &self,
+        scope: &Scope,
+        key: &str,
+        write: F,
+    ) -> F::Output {
         match scope.namespace() {
             Some(tenant) => fair::within(self.state.lane(tenant, key), write).await,
             None => write.await,

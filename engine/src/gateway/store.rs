@@ -34,10 +34,16 @@ impl From<EngineError> for Refusal {
             | EngineError::Input(_)
             | EngineError::Store(StoreError::Refused(_))
             | EngineError::BadPlan(_)
-            | EngineError::BadSchedule(_) => "bad-request",
+            | EngineError::BadSchedule(_)
+            | EngineError::Handler(_) => "bad-request",
+            EngineError::NoHandler { .. } => "not-found",
             EngineError::QuotaExceeded(_) => "quota-exceeded",
             EngineError::ShuttingDown => "unavailable",
-            EngineError::RunExists(_) | EngineError::ScheduleExists(_) => "conflict",
+            EngineError::RunExists(_)
+            | EngineError::ScheduleExists(_)
+            | EngineError::UpdateIdTaken { .. }
+            | EngineError::CodeElsewhere { .. }
+            | EngineError::Replay(..) => "conflict",
             // The pod cannot act on the database's or broker's own words, and they are not its
             // business: they stay in this control plane's log. Only a failure that may pass is
             // worth trying again.

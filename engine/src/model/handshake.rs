@@ -115,9 +115,9 @@ fn unknown_sdk() -> Sdk {
 }
 
 /// What of the v1 baseline this engine implements, and so what its workers advertise: not
-/// `entities`, `singleton` or `queries`, so a control plane never sends one of our workers work
-/// that needs them.
-pub const ENGINE_CAPABILITIES: [&str; 8] = [
+/// `entities` or `singleton`, so a control plane never sends one of our workers work that needs
+/// them.
+pub const ENGINE_CAPABILITIES: [&str; 9] = [
     "saga",
     "signals",
     "search-attributes",
@@ -125,6 +125,7 @@ pub const ENGINE_CAPABILITIES: [&str; 8] = [
     "child-workflows",
     "schedules",
     "continue-as-new",
+    "queries",
     "cancellation",
 ];
 

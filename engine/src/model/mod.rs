@@ -20,6 +20,7 @@ mod run;
 mod saga;
 mod schedule;
 mod signal;
+mod update;
 mod waiting;
 mod wire;
 
@@ -51,6 +52,7 @@ pub use schedule::{
     ScheduleId, SchedulePatch, ScheduleSpec, TickOutcome, TickRecord,
 };
 pub use signal::BufferedSignal;
+pub use update::{AcceptedUpdate, MAX_UPDATE_ID_CHARS, StoredUpdate, UpdateId, UpdateIdError};
 pub use waiting::Waiting;
 pub use wire::{
     ControlMessage, ControlNotice, Heartbeat, RemoteTask, StepFailure, StepOutcome, StepResult,

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::cancel::Cancellations;
 use super::error::decode;
+use super::handlers::Handlers;
 use super::{Clock, Command, Operation, StepError, StepOptions, WorkflowError};
 use crate::model::{
     BufferedSignal, COMPENSATE_SIGNAL, Checkpoint, CheckpointKind, CheckpointStatus, Millis,
@@ -50,6 +51,8 @@ pub(crate) struct TurnState {
     pub(crate) next_wake: Option<Millis>,
     /// Signals buffered for the run and not yet taken by a wait (this turn included).
     signals: Vec<BufferedSignal>,
+    /// The query and update handlers the body registered.
+    pub(crate) handlers: Handlers,
 }
 
 enum Replay {
@@ -84,6 +87,7 @@ impl WorkflowContext {
                 now,
                 next_wake: None,
                 signals,
+                handlers: Handlers::default(),
             })),
         }
     }

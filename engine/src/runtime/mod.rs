@@ -1,12 +1,13 @@
 //! Running workflow code: the authoring API ([`WorkflowContext`], [`StepContext`]), the
-//! [`Registry`] of workflows and steps, one deterministic turn of replay ([`turn`]), and the
-//! embedded step [`Worker`]. Nothing here knows which store or transport is in use.
+//! [`Registry`] of workflows and steps, one deterministic turn of replay ([`turn`]), the
+//! [`Handlers`] a body registers for queries and updates, and the embedded step [`Worker`]. Nothing here knows which store or transport is in use.
 
 mod cancel;
 mod clock;
 mod context;
 mod decision;
 mod error;
+mod handlers;
 mod operation;
 mod options;
 mod registry;
@@ -20,6 +21,7 @@ pub use clock::{Clock, ClockSleep, SystemClock};
 pub use context::{Gather, StepContext, WorkflowContext, child_run_id};
 pub use decision::{Command, Decision, DecisionStatus};
 pub use error::{StepError, WorkflowError};
+pub use handlers::{HandlerError, HandlerKind, Handlers};
 pub use operation::Operation;
 pub use options::StepOptions;
 pub use registry::{RegisteredWorkflow, Registry};

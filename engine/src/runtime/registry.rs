@@ -196,16 +196,16 @@ impl Registry {
 mod tests {
     use super::*;
 
-    /// A worker claims only what the engine does: no entities, singletons or queries, which a
-    /// control plane would otherwise send it; what a registry advertises on top is added.
+    /// A worker claims only what the engine does: no entities or singletons, which a control
+    /// plane would otherwise send it; what a registry advertises on top is added.
     #[test]
     fn workers_advertise_what_the_engine_implements_and_no_more() {
         let mut registry = Registry::new();
         let plain = registry.capabilities();
-        for missing in ["entities", "singleton", "queries"] {
+        for missing in ["entities", "singleton"] {
             assert!(!plain.iter().any(|c| c == missing), "{missing} advertised");
         }
-        for implemented in ["saga", "schedules", "signals", "cancellation", "priority"] {
+        for implemented in ["saga", "schedules", "signals", "queries", "cancellation"] {
             assert!(
                 plain.iter().any(|c| c == implemented),
                 "{implemented} missing"

@@ -12,7 +12,8 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use super::{
-    Clock, Command, Decision, DecisionStatus, RegisteredWorkflow, WorkflowContext, WorkflowError,
+    Clock, Command, Decision, DecisionStatus, Handlers, RegisteredWorkflow, WorkflowContext,
+    WorkflowError,
 };
 use crate::model::{BufferedSignal, Checkpoint, Millis, Namespace, RunId, StepFailure};
 
@@ -57,6 +58,28 @@ pub async fn plan_turn(
     let decision = decide(workflow, &ctx, input).await;
     let deferred = ctx.state().deferred_local;
     (!deferred).then_some(decision)
+}
+
+/// Replays `workflow` for one run as far as its history goes, running no local step and
+/// deciding nothing, and returns the query and update handlers its body registered: they answer
+/// from the state the history gives. A replay that finds the code changed under the history
+/// fails with [`WorkflowError::NonDeterminism`].
+pub async fn replay_handlers(
+    workflow: &RegisteredWorkflow,
+    turn: TurnInput,
+    clock: Arc<dyn Clock>,
+) -> Result<Handlers, WorkflowError> {
+    let (ctx, input) = context(turn, clock);
+    ctx.state().defer_local = true;
+    // A compensating run's body replays without its compensations, as its turns do.
+    ctx.take_compensations();
+    let body = AssertUnwindSafe(workflow.call(ctx.clone(), input)).catch_unwind();
+    drive_until_blocked(body, &ctx).await;
+    let mut st = ctx.state();
+    match st.nondeterminism.take() {
+        Some(err) => Err(err),
+        None => Ok(std::mem::take(&mut st.handlers)),
+    }
 }
 
 fn context(turn: TurnInput, clock: Arc<dyn Clock>) -> (WorkflowContext, Value) {

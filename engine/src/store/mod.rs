@@ -33,7 +33,7 @@ pub use postgres::PgStore;
 pub use postgres::testing as postgres_testing;
 pub use records::{
     Claim, Committed, History, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch,
-    Runnable, SignalSent, SlotOut, StepApplied, TurnCommit, TurnOutcome,
+    Runnable, SignalSent, SlotOut, StepApplied, TurnCommit, TurnOutcome, UpdateSent,
 };
 pub use schedules::{ScheduleRow, Schedules};
 pub use scoped::ScopedStore;

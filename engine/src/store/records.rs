@@ -2,7 +2,7 @@ use serde_json::{Map, Value};
 
 use crate::model::{
     BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, ConcurrencySlot, Millis,
-    Namespace, RetryPolicy, Run, RunId, RunStatus, Saga, Scope, StepFailure,
+    Namespace, RetryPolicy, Run, RunId, RunStatus, Saga, Scope, StepFailure, StoredUpdate,
 };
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
@@ -276,6 +276,19 @@ impl TurnCommit {
 pub enum SignalSent {
     /// Buffered for the run (and the run woken).
     Delivered(Run),
+    /// The run already ended; nothing was stored.
+    RunFinished(Run),
+    /// No visible run with that id.
+    NotFound,
+}
+
+/// What sending an update did.
+#[derive(Clone, Debug)]
+pub enum UpdateSent {
+    /// Kept with the run, its argument buffered as a signal (and the run woken).
+    Delivered(Run),
+    /// An update under that id was kept before: it, and nothing new.
+    Repeated(StoredUpdate),
     /// The run already ended; nothing was stored.
     RunFinished(Run),
     /// No visible run with that id.

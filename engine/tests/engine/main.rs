@@ -33,6 +33,7 @@ mod early_dispatch;
 mod engine_time;
 mod fairness;
 mod flow;
+mod handlers;
 mod one_sqlite_file;
 mod peers;
 mod plans;

@@ -37,6 +37,7 @@ pub fn router(body_limit: usize) -> Router<ServerState> {
         .route("/runs/{id}/continue", post(continue_run))
         .route("/runs/{id}/redispatch", post(redispatch_run))
         .route("/events", get(sse::api_events))
+        .merge(super::handlers::router())
         .merge(super::schedules::router())
         .merge(super::plans::router())
         .merge(super::tokens::router())

@@ -6,6 +6,7 @@
 //! [`app::ssr::SessionView`].
 
 mod api;
+mod handlers;
 mod headers;
 mod health;
 mod plans;

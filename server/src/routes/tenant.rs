@@ -8,10 +8,10 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use durable::model::{
     Checkpoint, Namespace, Plan, Run, RunId, RunPage, RunQuery, Schedule, ScheduleId,
-    SchedulePatch, ScheduleSpec, Scope, TickRecord, Usage,
+    SchedulePatch, ScheduleSpec, Scope, TickRecord, UpdateId, Usage,
 };
 use durable::store::{ScopedStore, SignalSent, StoreResult};
-use durable::{Control, Engine, EngineError, StartRun};
+use durable::{Control, Engine, EngineError, StartRun, UpdateOutcome};
 use serde_json::Value;
 
 use crate::auth::{Operator, bearer_tenant};
@@ -108,6 +108,30 @@ impl TenantView {
         payload: Value,
     ) -> Result<SignalSent, EngineError> {
         self.engine.signal(self.scope(), id, name, payload).await
+    }
+
+    /// Asks run `id`, if it is the tenant's, query `name` with `argument`.
+    pub async fn query(
+        &self,
+        id: &RunId,
+        name: &str,
+        argument: Value,
+    ) -> Result<Option<Value>, EngineError> {
+        self.engine.query(self.scope(), id, name, argument).await
+    }
+
+    /// Sends run `id`, if it is the tenant's, update `name` with `argument`, kept under
+    /// `update_id` (a fresh id when `None`).
+    pub async fn update(
+        &self,
+        id: &RunId,
+        name: &str,
+        argument: Value,
+        update_id: Option<UpdateId>,
+    ) -> Result<UpdateOutcome, EngineError> {
+        self.engine
+            .update(self.scope(), id, name, argument, update_id)
+            .await
     }
 
     /// Cancels run `id`, if it is the tenant's.

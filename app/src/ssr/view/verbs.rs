@@ -4,9 +4,9 @@
 //! Failures map as everywhere on the dashboard: the user's mistakes with the engine's message,
 //! anything else logged and answered as an internal error.
 
-use durable::Control;
 use durable::model::RunId;
 use durable::store::SignalSent;
+use durable::{Control, UpdateOutcome};
 use serde_json::Value;
 
 use super::SessionView;
@@ -72,6 +72,33 @@ impl SessionView {
     pub async fn retry_with_input(&self, id: &RunId, input: Value) -> Result<Control, AppError> {
         self.engine
             .retry_with_input(self.scope(), id, input)
+            .await
+            .map_err(engine_error)
+    }
+
+    /// Asks run `id` query `name`, if this view sees it (`None` when it does not).
+    pub async fn query(
+        &self,
+        id: &RunId,
+        name: &str,
+        argument: Value,
+    ) -> Result<Option<Value>, AppError> {
+        self.engine
+            .query(self.scope(), id, name, argument)
+            .await
+            .map_err(engine_error)
+    }
+
+    /// Sends run `id` update `name`, if this view sees it, under a fresh update id (a form
+    /// sent twice is two updates, as two clicks are).
+    pub async fn update(
+        &self,
+        id: &RunId,
+        name: &str,
+        argument: Value,
+    ) -> Result<UpdateOutcome, AppError> {
+        self.engine
+            .update(self.scope(), id, name, argument, None)
             .await
             .map_err(engine_error)
     }

@@ -1,11 +1,11 @@
 //! The control verbs' writes: a compare-and-set status change (cancel, continue), a retry from
-//! the last good checkpoint, and a buffered signal.
+//! the last good checkpoint, a buffered signal, and an update kept with its reply.
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::model::{Millis, Run, RunId, RunStatus, Scope};
-use crate::store::{RunPatch, SignalSent, StoreResult};
+use crate::model::{AcceptedUpdate, Millis, Run, RunId, RunStatus, Scope, StoredUpdate, UpdateId};
+use crate::store::{RunPatch, SignalSent, StoreResult, UpdateSent};
 
 /// What callers do to a run that exists, each inside the caller's scope.
 #[async_trait]
@@ -39,4 +39,24 @@ pub trait RunControl: Send + Sync + 'static {
         payload: &Value,
         now: Millis,
     ) -> StoreResult<SignalSent>;
+
+    /// Keeps `update` with run `id` (if `scope` sees it and it has not ended) and buffers its
+    /// argument as signal `update.name`, waking the run; in one transaction, so the update is
+    /// delivered exactly when its reply is kept. An update kept before under the same id wins:
+    /// nothing new is written, and the caller gets the first reply.
+    async fn send_update(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        update: &AcceptedUpdate,
+        now: Millis,
+    ) -> StoreResult<UpdateSent>;
+
+    /// The update kept with run `id` (if `scope` sees it) under `update_id`.
+    async fn stored_update(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        update_id: &UpdateId,
+    ) -> StoreResult<Option<StoredUpdate>>;
 }

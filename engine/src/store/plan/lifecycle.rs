@@ -2,7 +2,8 @@
 //!
 //! One rule, two dialects: a run a verb or the sweep ends settles its parent's wait in the same
 //! transaction; a compare-and-set that expects no status moves nothing; a signal reaches only a
-//! run that has not ended, and wakes it. Each store supplies the statements
+//! run that has not ended, and wakes it; an update is a signal kept with its reply, once per id.
+//! Each store supplies the statements
 //! ([`LifecycleStatements`]) in its SQL.
 
 use std::collections::HashMap;
@@ -12,8 +13,10 @@ use serde_json::Value;
 use super::plans::{fresh_run, live_statuses};
 use super::settle::settle_ended;
 use super::turn::TurnStatements;
-use crate::model::{Millis, Run, RunId, RunStatus, Scope, StepFailure};
-use crate::store::{RunPatch, SignalSent, StoreResult};
+use crate::model::{
+    AcceptedUpdate, Millis, Run, RunId, RunStatus, Scope, StepFailure, StoredUpdate, UpdateId,
+};
+use crate::store::{RunPatch, SignalSent, StoreResult, UpdateSent};
 
 /// What [`crate::store::Store::claim_runs`] asks for: up to `limit` runnable runs in `scope`,
 /// leased to `owner` until `now + lease_ms`, leaving runs recovered `max_recoveries` times to
@@ -185,14 +188,23 @@ pub(crate) trait LifecycleStatements: TurnStatements {
     /// for a run that has not ended).
     async fn run_to_signal(&mut self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>>;
 
-    /// Buffers signal `name` with `payload` for run `id`.
+    /// Buffers signal `name` with `payload` for run `id`; an update's signal also keeps its id
+    /// and reply.
     async fn buffer_signal(
         &mut self,
         id: &RunId,
         name: &str,
         payload: &Value,
+        update: Option<(&UpdateId, &Value)>,
         now: Millis,
     ) -> StoreResult<()>;
+
+    /// The update kept with run `id` under `update_id`.
+    async fn update_of(
+        &mut self,
+        id: &RunId,
+        update_id: &UpdateId,
+    ) -> StoreResult<Option<StoredUpdate>>;
 
     /// Ends as `dead`, recording `error`, the `running` runs in `scope` whose lease expired
     /// after `max_recoveries` recoveries; the runs it ended.
@@ -244,10 +256,36 @@ pub(crate) async fn send_signal<S: LifecycleStatements>(
     if run.status.is_terminal() {
         return Ok(SignalSent::RunFinished(run));
     }
-    s.buffer_signal(id, name, payload, now).await?;
+    s.buffer_signal(id, name, payload, None, now).await?;
     s.wake(id, now).await?;
     let run = s.run_by_id(id).await?.unwrap_or(run);
     Ok(SignalSent::Delivered(run))
+}
+
+/// [`crate::store::RunControl::send_update`] inside a write transaction.
+pub(crate) async fn send_update<S: LifecycleStatements>(
+    s: &mut S,
+    scope: &Scope,
+    id: &RunId,
+    update: &AcceptedUpdate,
+    now: Millis,
+) -> StoreResult<UpdateSent> {
+    let Some(run) = s.run_to_signal(scope, id).await? else {
+        return Ok(UpdateSent::NotFound);
+    };
+    // The run is held: a repeat under the same id waits for this one, then finds it.
+    if let Some(kept) = s.update_of(id, &update.id).await? {
+        return Ok(UpdateSent::Repeated(kept));
+    }
+    if run.status.is_terminal() {
+        return Ok(UpdateSent::RunFinished(run));
+    }
+    let kept = Some((&update.id, &update.reply));
+    s.buffer_signal(id, &update.name, &update.argument, kept, now)
+        .await?;
+    s.wake(id, now).await?;
+    let run = s.run_by_id(id).await?.unwrap_or(run);
+    Ok(UpdateSent::Delivered(run))
 }
 
 /// [`crate::store::Store::sweep_abandoned`] inside a write transaction: buries the runs whose

@@ -11,13 +11,15 @@ use super::plans::stored_plans;
 use super::rows::{RUN_COLS, db, run_from_row, run_id};
 use super::sql::{Sql, push_scope};
 use super::values::to_value;
-use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
+use crate::model::{
+    AcceptedUpdate, Millis, Namespace, Run, RunId, RunStatus, Scope, StoredUpdate, UpdateId,
+};
 use crate::store::plan::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
     RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
 use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of, fresh_run};
-use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
+use crate::store::{RunPatch, Runnable, SignalSent, StoreResult, UpdateSent};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
 /// database each take a disjoint set, and none waits for another's claim.
@@ -412,6 +414,50 @@ pub(super) async fn retry_run(
     Ok(Some(run_from_row(&row)?))
 }
 
+pub(super) async fn send_update(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    id: &RunId,
+    update: &AcceptedUpdate,
+    now: Millis,
+) -> StoreResult<UpdateSent> {
+    lifecycle::send_update(conn, scope, id, update, now).await
+}
+
+/// The update kept with run `id` (if `scope` sees it) under `update_id`.
+pub(super) async fn scoped_update(
+    pool: &PgPool,
+    scope: &Scope,
+    id: &RunId,
+    update_id: &UpdateId,
+) -> StoreResult<Option<StoredUpdate>> {
+    let mut sql = Sql::new(
+        "SELECT s.name, s.reply FROM signals s JOIN runs r ON r.id = s.run_id WHERE s.run_id = ",
+    );
+    sql.push_bind(id.as_str().to_owned());
+    sql.push(" AND s.update_id = ")
+        .push_bind(update_id.as_str().to_owned());
+    push_scope(&mut sql, "r.namespace", scope);
+    stored_update(&mut sql, pool).await
+}
+
+async fn stored_update<'e>(
+    sql: &mut Sql,
+    executor: impl sqlx::PgExecutor<'e>,
+) -> StoreResult<Option<StoredUpdate>> {
+    let row = sql.build().fetch_optional(executor).await.map_err(db)?;
+    row.map(|row| {
+        Ok(StoredUpdate {
+            name: row.try_get("name").map_err(db)?,
+            reply: row
+                .try_get::<Option<Value>, _>("reply")
+                .map_err(db)?
+                .unwrap_or(Value::Null),
+        })
+    })
+    .transpose()
+}
+
 pub(super) async fn send_signal(
     conn: &mut PgConnection,
     scope: &Scope,
@@ -471,19 +517,35 @@ impl LifecycleStatements for PgConnection {
         id: &RunId,
         name: &str,
         payload: &Value,
+        update: Option<(&UpdateId, &Value)>,
         now: Millis,
     ) -> StoreResult<()> {
         sqlx::query(
-            "INSERT INTO signals (run_id, name, payload, created_at) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO signals (run_id, name, payload, created_at, update_id, reply) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(id.as_str())
         .bind(name)
         .bind(payload)
         .bind(now)
+        .bind(update.map(|(id, _)| id.as_str()))
+        .bind(update.map(|(_, reply)| reply))
         .execute(&mut *self)
         .await
         .map_err(db)?;
         Ok(())
+    }
+
+    async fn update_of(
+        &mut self,
+        id: &RunId,
+        update_id: &UpdateId,
+    ) -> StoreResult<Option<StoredUpdate>> {
+        let mut sql = Sql::new("SELECT name, reply FROM signals WHERE run_id = ");
+        sql.push_bind(id.as_str().to_owned());
+        sql.push(" AND update_id = ")
+            .push_bind(update_id.as_str().to_owned());
+        stored_update(&mut sql, &mut *self).await
     }
 
     async fn bury_dead(

@@ -62,11 +62,11 @@ use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
     RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied, StoreError,
-    StoreResult, TurnCommit, Turns, Upkeep,
+    StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
-    RunStatus, Scope, StatusCount, StepResult, ValueCount,
+    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage,
+    RunQuery, RunStatus, Scope, StatusCount, StepResult, StoredUpdate, UpdateId, ValueCount,
 };
 
 /// The PostgreSQL [`Store`] and [`super::Accounts`].
@@ -467,5 +467,26 @@ impl RunControl for PgStore {
         in_tx!(self.pool, |conn| lifecycle::send_signal(
             conn, scope, id, name, payload, now
         ))
+    }
+
+    async fn send_update(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        update: &AcceptedUpdate,
+        now: Millis,
+    ) -> StoreResult<UpdateSent> {
+        in_tx!(self.pool, |conn| lifecycle::send_update(
+            conn, scope, id, update, now
+        ))
+    }
+
+    async fn stored_update(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        update_id: &UpdateId,
+    ) -> StoreResult<Option<StoredUpdate>> {
+        lifecycle::scoped_update(&self.pool, scope, id, update_id).await
     }
 }

@@ -8,18 +8,20 @@ use rusqlite::{Connection, params};
 use serde_json::Value;
 
 use super::plans::stored_plans;
-use super::rows::{RUN_COLS, run_from_row, run_id, to_json};
+use super::rows::{RUN_COLS, col, from_json, run_from_row, run_id, to_json};
 use super::sql::Sql;
 use super::sql::count;
 use super::sql::db;
 use super::writer::{Wrote, at_once};
-use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope};
+use crate::model::{
+    AcceptedUpdate, Millis, Namespace, Run, RunId, RunStatus, Scope, StoredUpdate, UpdateId,
+};
 use crate::store::plan::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
     RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
 };
 use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of, fresh_run};
-use crate::store::{RunPatch, Runnable, SignalSent, StoreResult};
+use crate::store::{RunPatch, Runnable, SignalSent, StoreResult, UpdateSent};
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
     // The single writer makes the count and the claim one step: no other claim runs between.
@@ -369,6 +371,49 @@ pub(super) fn retry_run(
     Ok(Wrote::Keep(Some(run)))
 }
 
+pub(super) fn send_update(
+    conn: &mut Connection,
+    scope: &Scope,
+    id: &RunId,
+    update: &AcceptedUpdate,
+    now: Millis,
+) -> StoreResult<Wrote<UpdateSent>> {
+    Ok(
+        match at_once(lifecycle::send_update(conn, scope, id, update, now))? {
+            sent @ UpdateSent::Delivered(_) => Wrote::Keep(sent),
+            sent => Wrote::Discard(sent),
+        },
+    )
+}
+
+/// The update kept with run `id` (if `scope` sees it) under `update_id`.
+pub(super) fn scoped_update(
+    conn: &Connection,
+    scope: &Scope,
+    id: &RunId,
+    update_id: &UpdateId,
+) -> StoreResult<Option<StoredUpdate>> {
+    let mut sql = Sql::new(
+        "SELECT s.name, s.reply FROM signals s JOIN runs r ON r.id = s.run_id WHERE s.run_id = ",
+    );
+    sql.bind(id.as_str().to_owned())
+        .push(" AND s.update_id = ")
+        .bind(update_id.as_str().to_owned())
+        .scope("r.namespace", scope);
+    sql.one(conn, stored_update)
+}
+
+fn stored_update(row: &rusqlite::Row<'_>) -> StoreResult<StoredUpdate> {
+    let reply: Option<String> = col(row, "reply")?;
+    Ok(StoredUpdate {
+        name: col(row, "name")?,
+        reply: match reply {
+            Some(raw) => from_json(&raw, "an update's reply")?,
+            None => Value::Null,
+        },
+    })
+}
+
 pub(super) fn send_signal(
     conn: &mut Connection,
     scope: &Scope,
@@ -428,15 +473,36 @@ impl LifecycleStatements for Connection {
         id: &RunId,
         name: &str,
         payload: &Value,
+        update: Option<(&UpdateId, &Value)>,
         now: Millis,
     ) -> StoreResult<()> {
         self.prepare_cached(
-            "INSERT INTO signals (run_id, name, payload, created_at) VALUES (?, ?, ?, ?)",
+            "INSERT INTO signals (run_id, name, payload, created_at, update_id, reply) \
+             VALUES (?, ?, ?, ?, ?, ?)",
         )
         .map_err(db)?
-        .execute(params![id.as_str(), name, to_json(payload), now])
+        .execute(params![
+            id.as_str(),
+            name,
+            to_json(payload),
+            now,
+            update.map(|(id, _)| id.as_str()),
+            update.map(|(_, reply)| to_json(reply)),
+        ])
         .map_err(db)?;
         Ok(())
+    }
+
+    async fn update_of(
+        &mut self,
+        id: &RunId,
+        update_id: &UpdateId,
+    ) -> StoreResult<Option<StoredUpdate>> {
+        let mut sql = Sql::new("SELECT name, reply FROM signals WHERE run_id = ");
+        sql.bind(id.as_str().to_owned())
+            .push(" AND update_id = ")
+            .bind(update_id.as_str().to_owned());
+        sql.one(self, stored_update)
     }
 
     async fn bury_dead(

@@ -55,11 +55,11 @@ use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
     RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied, StoreError,
-    StoreResult, TurnCommit, Turns, Upkeep,
+    StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
 };
 use crate::model::{
-    BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
-    RunStatus, Scope, StatusCount, StepResult, ValueCount,
+    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage,
+    RunQuery, RunStatus, Scope, StatusCount, StepResult, StoredUpdate, UpdateId, ValueCount,
 };
 
 /// How many reader threads (and read connections) a store keeps.
@@ -498,6 +498,31 @@ impl RunControl for SqliteStore {
             (scope.clone(), id.clone(), name.to_owned(), payload.clone());
         self.writer
             .write(move |conn| lifecycle::send_signal(conn, &scope, &id, &name, &payload, now))
+            .await
+    }
+
+    async fn send_update(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        update: &AcceptedUpdate,
+        now: Millis,
+    ) -> StoreResult<UpdateSent> {
+        let (scope, id, update) = (scope.clone(), id.clone(), update.clone());
+        self.writer
+            .write(move |conn| lifecycle::send_update(conn, &scope, &id, &update, now))
+            .await
+    }
+
+    async fn stored_update(
+        &self,
+        scope: &Scope,
+        id: &RunId,
+        update_id: &UpdateId,
+    ) -> StoreResult<Option<StoredUpdate>> {
+        let (scope, id, update_id) = (scope.clone(), id.clone(), update_id.clone());
+        self.readers
+            .read(move |conn| lifecycle::scoped_update(conn, &scope, &id, &update_id))
             .await
     }
 }
