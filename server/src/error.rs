@@ -71,6 +71,7 @@ pub fn engine_error(e: durable::EngineError) -> ApiError {
         EngineError::RunExists(_)
         | EngineError::ScheduleExists(_)
         | EngineError::UpdateIdTaken { .. }
+        | EngineError::RunEnded(_)
         | EngineError::CodeElsewhere { .. }
         | EngineError::Replay(..) => ApiError::Conflict(e.to_string()),
         EngineError::NoHandler { .. } => ApiError::Missing(e.to_string()),

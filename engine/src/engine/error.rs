@@ -1,7 +1,8 @@
 //! Why the engine refused or failed a request, in words the caller can act on.
 
 use crate::model::{
-    InputError, Limit, Millis, Namespace, PlanError, RunId, ScheduleError, ScheduleId, UpdateId,
+    InputError, Limit, Millis, Namespace, PlanError, Run, RunId, ScheduleError, ScheduleId,
+    UpdateId,
 };
 use crate::runtime::{HandlerError, HandlerKind};
 use crate::store::StoreError;
@@ -97,6 +98,9 @@ pub enum EngineError {
         /// Its version.
         version: u32,
     },
+    /// The run already ended, so it takes no signal; nothing was changed.
+    #[error("run {} already ended ({}); a finished run takes no signals", .0.id, .0.status)]
+    RunEnded(Box<Run>),
     /// Replaying the run to answer found its history no longer matches the code.
     #[error("run {0} cannot be replayed to answer: {1}")]
     Replay(RunId, String),

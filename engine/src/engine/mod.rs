@@ -8,6 +8,7 @@ mod handlers;
 mod input;
 mod lifecycle;
 mod plans;
+mod publish;
 mod quota;
 mod start;
 mod verbs;

@@ -6,7 +6,7 @@ use std::future::Future;
 use serde_json::Value;
 
 use super::input::{check_payload, check_signal_name};
-use super::{Engine, EngineError};
+use super::{Engine, EngineError, StartRun};
 use crate::driver::loops::redispatch;
 use crate::driver::turn::flow;
 use crate::fair;
@@ -55,6 +55,40 @@ impl Engine {
                 .emit(run, TenantEventKind::for_status(run.status), None);
         }
         Ok(sent)
+    }
+
+    /// Signal-with-start: sends signal `name` with `payload` to run `start.id` (required), first
+    /// starting it with `start` if no run has that id; the run, and whether this call started
+    /// it. Two callers racing on one id start it once, and both signals arrive. A run of that id
+    /// that already ended takes no signal: [`SignalSent::RunFinished`] comes back as an error.
+    pub async fn signal_with_start(
+        &self,
+        scope: &Scope,
+        start: StartRun,
+        name: &str,
+        payload: Value,
+    ) -> Result<(Run, bool), EngineError> {
+        let Some(id) = start.id.clone() else {
+            return Err(EngineError::BadInput(
+                "signal-with-start needs the run's id: it signals the run of that id, starting it first if there is none".into(),
+            ));
+        };
+        check_signal_name(&self.state.config.limits, name)?;
+        let mut started = false;
+        if self.state.store.get_run(scope, &id).await?.is_none() {
+            match self.start_run(start).await {
+                Ok(_) => started = true,
+                // Started meanwhile by another caller (or another tenant holds the id, which
+                // the signal below then does not see).
+                Err(EngineError::RunExists(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match self.signal(scope, &id, name, payload).await? {
+            SignalSent::Delivered(run) => Ok((run, started)),
+            SignalSent::NotFound => Err(EngineError::RunExists(id)),
+            SignalSent::RunFinished(run) => Err(EngineError::RunEnded(Box::new(run))),
+        }
     }
 
     /// Cancels run `id` if `scope` sees it: a waiting run is `cancelled` at once; a run whose

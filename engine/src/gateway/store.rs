@@ -42,6 +42,7 @@ impl From<EngineError> for Refusal {
             EngineError::RunExists(_)
             | EngineError::ScheduleExists(_)
             | EngineError::UpdateIdTaken { .. }
+            | EngineError::RunEnded(_)
             | EngineError::CodeElsewhere { .. }
             | EngineError::Replay(..) => "conflict",
             // The pod cannot act on the database's or broker's own words, and they are not its

@@ -13,6 +13,7 @@ mod health;
 mod limits;
 mod namespace;
 mod plan;
+mod published_event;
 mod query;
 mod receipt;
 mod retry;
@@ -39,6 +40,10 @@ pub use health::{NamespaceLoad, WorkerGroup};
 pub use limits::{InputError, InputLimits};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use plan::{Limit, MAX_WEIGHT, Plan, PlanError, Usage};
+pub use published_event::{
+    EVENT_SIGNAL_PREFIX, EventFilter, EventId, EventIdError, EventOutcome, MAX_EVENT_ID_CHARS,
+    PublishedEvent, event_signal,
+};
 pub use query::{
     AttributeFilter, Cursor, Facets, MAX_FACET_VALUES, MAX_PAGE_SIZE, RunPage, RunQuery,
     RunQueryError, StatusCount, ValueCount,

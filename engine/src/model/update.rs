@@ -19,11 +19,7 @@ impl UpdateId {
     /// Checks the shape of an update id from a header, a flag or a body: 1 to 128 letters,
     /// digits, `_`, `-`, `.` or `:`.
     pub fn parse(raw: &str) -> Result<Self, UpdateIdError> {
-        let ok = (1..=MAX_UPDATE_ID_CHARS).contains(&raw.len())
-            && raw
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
-        if ok {
+        if plain_token(raw, MAX_UPDATE_ID_CHARS) {
             Ok(UpdateId(raw.to_owned()))
         } else {
             Err(UpdateIdError(raw.chars().take(140).collect()))
@@ -40,6 +36,15 @@ impl UpdateId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Whether `raw` is 1 to `max` letters, digits, `_`, `-`, `.` or `:`: the shape of the ids a
+/// caller chooses to make a request idempotent.
+pub(crate) fn plain_token(raw: &str, max: usize) -> bool {
+    (1..=max).contains(&raw.len())
+        && raw
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
 }
 
 impl TryFrom<String> for UpdateId {

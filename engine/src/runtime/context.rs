@@ -437,6 +437,17 @@ impl WorkflowContext {
         name: &str,
         timeout: Option<std::time::Duration>,
     ) -> Operation<Result<Option<T>, StepError>> {
+        self.wait_message(name, timeout, None)
+    }
+
+    /// Waits for the signal `name`, which `filter` (kept with the wait) may narrow: what
+    /// [`WorkflowContext::wait_signal`] and [`WorkflowContext::wait_event`] share.
+    pub(crate) fn wait_message<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        timeout: Option<std::time::Duration>,
+        filter: Option<Value>,
+    ) -> Operation<Result<Option<T>, StepError>> {
         let (seq, replay) = self.replay(CheckpointKind::Signal, name);
         let outcome = match replay {
             Replay::Resolved(cp) if cp.status == CheckpointStatus::Failed => SignalWait::TimedOut,
@@ -473,6 +484,7 @@ impl WorkflowContext {
                         seq,
                         signal: name.to_owned(),
                         timeout_ms,
+                        filter,
                     });
                     SignalWait::Suspend
                 }

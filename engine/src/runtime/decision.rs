@@ -99,6 +99,10 @@ pub enum Command {
         /// Give up after this long (an extension: absent on the aviary wire).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_ms: Option<u64>,
+        /// Which deliveries the wait takes (an event's [`crate::model::EventFilter`]); kept
+        /// as the wait's input. An extension: absent on the aviary wire.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filter: Option<Value>,
     },
     /// A buffered signal satisfied the wait at `seq` during the turn. Not on the aviary wire.
     #[serde(rename_all = "camelCase")]

@@ -7,6 +7,7 @@ mod clock;
 mod context;
 mod decision;
 mod error;
+mod events;
 mod handlers;
 mod operation;
 mod options;

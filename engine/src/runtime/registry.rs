@@ -50,6 +50,8 @@ pub struct Registry {
     extra_capabilities: Vec<String>,
     /// Concurrency limits by workflow name.
     limits: HashMap<String, Concurrency>,
+    /// The workflows each event name starts.
+    triggers: BTreeMap<String, Vec<String>>,
 }
 
 impl Registry {
@@ -122,6 +124,23 @@ impl Registry {
     pub fn limit_concurrency(&mut self, name: &str, limit: Concurrency) -> &mut Self {
         self.limits.insert(name.to_owned(), limit);
         self
+    }
+
+    /// Starts workflow `workflow` (its newest version) whenever event `event` is published to a
+    /// tenant, in that tenant, with the event's payload as its input and the search attributes
+    /// `event` (the name) and `event_id`. An event published with an id starts one run per
+    /// workflow however often it is published.
+    pub fn trigger(&mut self, event: &str, workflow: &str) -> &mut Self {
+        let workflows = self.triggers.entry(event.to_owned()).or_default();
+        if !workflows.iter().any(|w| w == workflow) {
+            workflows.push(workflow.to_owned());
+        }
+        self
+    }
+
+    /// The workflows event `event` starts, in the order their triggers were declared.
+    pub fn triggered_by(&self, event: &str) -> &[String] {
+        self.triggers.get(event).map_or(&[], Vec::as_slice)
     }
 
     /// The concurrency limit of workflow `name`, if it has one.

@@ -25,15 +25,15 @@ mod tokens;
 pub mod conformance;
 
 pub use accounts::{AccountChange, Accounts, LoginLimit, NewUser, Reservation, User};
-pub use api::{Dispatches, Leases, Plans, RunControl, RunReads, Store, Turns, Upkeep};
+pub use api::{Dispatches, Events, Leases, Plans, RunControl, RunReads, Store, Turns, Upkeep};
 pub use error::{StoreError, StoreResult};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
 #[cfg(all(feature = "postgres", any(test, feature = "test-util")))]
 pub use postgres::testing as postgres_testing;
 pub use records::{
-    Claim, Committed, History, LostDispatch, NewCheckpoint, NewRun, PendingStep, RunPatch,
-    Runnable, SignalSent, SlotOut, StepApplied, TurnCommit, TurnOutcome, UpdateSent,
+    Claim, Committed, EventDelivered, History, LostDispatch, NewCheckpoint, NewRun, PendingStep,
+    RunPatch, Runnable, SignalSent, SlotOut, StepApplied, TurnCommit, TurnOutcome, UpdateSent,
 };
 pub use schedules::{ScheduleRow, Schedules};
 pub use scoped::ScopedStore;

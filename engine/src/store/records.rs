@@ -295,6 +295,15 @@ pub enum UpdateSent {
     NotFound,
 }
 
+/// What delivering an event did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventDelivered {
+    /// Delivered now, to these runs (woken).
+    Delivered(Vec<RunId>),
+    /// Delivered before under its id, to this many runs; nothing new now.
+    Repeated(u32),
+}
+
 /// A run that needs a turn, as the claim loop's fair pick sees it (see
 /// [`crate::store::Leases::runnable_runs`]).
 #[derive(Clone, Debug, PartialEq)]

@@ -37,6 +37,7 @@ mod handlers;
 mod one_sqlite_file;
 mod peers;
 mod plans;
+mod published_events;
 mod restarts;
 mod sagas;
 mod schedules;

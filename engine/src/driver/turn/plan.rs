@@ -121,10 +121,13 @@ pub(crate) fn plan(
                 seq,
                 signal,
                 timeout_ms,
+                filter,
             } => {
                 let deadline =
                     timeout_ms.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
-                checkpoints.push(signal_wait(seq, signal, deadline, now));
+                let mut wait = signal_wait(seq, signal, deadline, now);
+                wait.input = filter;
+                checkpoints.push(wait);
             }
             Command::ConsumeSignal {
                 seq,

@@ -10,6 +10,7 @@
 
 mod control;
 mod dispatches;
+mod events;
 mod leases;
 mod plans;
 mod reads;
@@ -18,6 +19,7 @@ mod upkeep;
 
 pub use control::RunControl;
 pub use dispatches::Dispatches;
+pub use events::Events;
 pub use leases::Leases;
 pub use plans::Plans;
 pub use reads::RunReads;
@@ -29,11 +31,11 @@ use super::Schedules;
 /// Runs and checkpoints, as every backend stores them: every capability at once, which is what
 /// an engine needs. Implemented for every type that has them all.
 pub trait Store:
-    RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans + Schedules
+    RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans + Schedules + Events
 {
 }
 
 impl<T> Store for T where
-    T: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans + Schedules
+    T: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans + Schedules + Events
 {
 }

@@ -5,7 +5,7 @@
 //! which filters a list applies. Those rules live here, so the SQLite and PostgreSQL stores
 //! cannot drift apart; each store keeps only its SQL and its I/O. A shared flow is generic over
 //! the statements it needs, a trait each file here declares (`Settle`, `TurnStatements`,
-//! `ResultStatements`, `LifecycleStatements`) and each store implements on its connection in the
+//! `ResultStatements`, `LifecycleStatements`, `EventStatements`) and each store implements on its connection in the
 //! file of the same name. The flows are `async`: PostgreSQL awaits them on its connection, and
 //! SQLite, whose statements never wait, runs them to their end in one poll (`at_once` in
 //! `sqlite/writer.rs`).
@@ -14,10 +14,12 @@
 //! - `result.rs`: recording a step's result and waking (or claiming) its run;
 //! - `settle.rs`: resolving waits: a failed step's retry, a parent's wait on its child;
 //! - `lifecycle.rs`: the control verbs' and the sweep's rules;
+//! - `events.rs`: a published event's delivery to the runs waiting for it;
 //! - `filters.rs`: a list query's filters and its page;
 //! - `reads.rs`: counts both stores aggregate alike;
 //! - `plans.rs`: how plans are keyed and a tenant's usage is counted.
 
+pub(crate) mod events;
 pub(crate) mod filters;
 pub(crate) mod lifecycle;
 pub(crate) mod plans;

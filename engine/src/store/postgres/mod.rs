@@ -31,6 +31,7 @@
 //! row or as arrays), `testing.rs`.
 
 mod accounts;
+mod events;
 mod fused;
 mod lifecycle;
 mod merged;

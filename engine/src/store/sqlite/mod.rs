@@ -25,6 +25,7 @@
 //! - `sql.rs`: building statements (`?` placeholders).
 
 mod accounts;
+mod events;
 mod lifecycle;
 mod plans;
 mod readers;
