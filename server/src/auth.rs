@@ -81,6 +81,12 @@ pub async fn same_origin(State(state): State<ServerState>, req: Request, next: N
     next.run(req).await
 }
 
+/// Whether `path` asks a run a query: `…/runs/{id}/query/{name}`.
+fn is_query(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_end_matches('/').rsplit('/').take(4).collect();
+    matches!(segments.as_slice(), [_, "query", _, "runs"])
+}
+
 /// The tenant of an API request, from its `Authorization: Bearer <token>`: an API token that is
 /// live (not revoked, not expired; looked up at every request, so a revocation holds at once on
 /// every process), of a tenant, and allowed this method (a read-only token reads only). The only
@@ -92,7 +98,9 @@ pub async fn bearer_tenant(parts: &Parts, state: &ServerState) -> Result<Namespa
             "an operator token acts on plans and tokens, not runs: use a tenant's token (durable token issue --tenant NAME)".into(),
         ));
     };
-    let reads = matches!(parts.method, Method::GET | Method::HEAD);
+    // A query is a POST (its argument is a body) that changes nothing: a read.
+    let reads = matches!(parts.method, Method::GET | Method::HEAD)
+        || (parts.method == Method::POST && is_query(parts.uri.path()));
     if token.scope == TokenScope::Read && !reads {
         return Err(ApiError::Forbidden(format!(
             "token `{}` is read-only; start and act on runs with a read-write token (durable token issue --tenant {tenant})",

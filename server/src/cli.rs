@@ -98,6 +98,9 @@ pub enum Command {
     Tenant(TenantCommand),
     /// Manage a tenant's schedules (workflows started on a cron expression or an interval).
     Schedule(crate::schedules::ScheduleArgs),
+    /// Publish an event to a tenant: its runs waiting for it take it, and the workflows it
+    /// triggers start.
+    Event(crate::publish::EventArgs),
 }
 
 /// `durable tenant …`
@@ -238,6 +241,13 @@ pub enum RunVerb {
         /// The payload, as JSON.
         #[arg(long, default_value = "null")]
         payload: String,
+        /// Signal-with-start: start the run (with this id) as this workflow first, if there
+        /// is no run with the id.
+        #[arg(long)]
+        start: Option<String>,
+        /// The input of the run `--start` starts, as JSON.
+        #[arg(long, default_value = "null", requires = "start")]
+        input: String,
     },
     /// Ask a run's workflow query `name`: its answer, from the run's state (nothing changes).
     Query {
@@ -495,6 +505,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::User(command) => users::run(&cli.db.url(), command).await,
         Command::Run(args) => run_verb(&cli.db.url(), args).await,
         Command::Schedule(args) => crate::schedules::run(&cli.db.url(), args).await,
+        Command::Event(args) => crate::publish::run(&cli.db.url(), args).await,
         Command::Token(command) => tokens::run(&cli.db.url(), command).await,
         Command::Tenant(TenantCommand::Plan(command)) => plan_command(&cli.db.url(), command).await,
     }
@@ -592,7 +603,38 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
     // dashboards and in-flight steps hear them at once.
     let engine = operator_engine(database_url, redis, InputLimits::default()).await?;
     let (verb, outcome) = match args.verb {
-        RunVerb::Signal { id, name, payload } => {
+        RunVerb::Signal {
+            id,
+            name,
+            payload,
+            start: Some(workflow),
+            input,
+        } => {
+            let Some(tenant) = scope.namespace().cloned() else {
+                bail!("signal-with-start starts the run in a tenant: give --tenant NAME");
+            };
+            let start = durable::StartRun {
+                workflow,
+                input: json("input", &input)?,
+                namespace: Some(tenant),
+                id: Some(id_of(&id)?),
+                ..durable::StartRun::default()
+            };
+            let payload = json("payload", &payload)?;
+            let (run, started) = engine
+                .signal_with_start(&scope, start, &name, payload)
+                .await?;
+            let how = if started {
+                "started, then sent"
+            } else {
+                "sent"
+            };
+            println!("{} {}: signal `{name}` {how}", run.id, run.status);
+            return Ok(());
+        }
+        RunVerb::Signal {
+            id, name, payload, ..
+        } => {
             let id = id_of(&id)?;
             let payload = json("payload", &payload)?;
             return match engine.signal(&scope, &id, &name, payload).await? {

@@ -5,7 +5,9 @@
 //! `demo.flaky` (fails unless
 //! `input.ok == true`, to show retry with edited input), `demo.sleepy` (a durable timer of
 //! `input.seconds`), `demo.approval` (waits for signal `approve`, or update `approve` with a
-//! non-empty `by`, and completes with its payload; query `state` says where it stands)
+//! non-empty `by`, and completes with its payload; query `state` says where it stands),
+//! `demo.parcel` (waits a day at most for event `parcel.delivered` with key `input.order`; and
+//! event `order.placed` starts a `demo.order` with its payload)
 //! `demo.fanout` (gathers `input.n` child `demo.order` runs), `demo.tour` (every primitive in
 //! one run: a step, a timer, optionally a signal wait, a child and another step) and
 //! `demo.external` (one step, `billing.invoice`, that only an external worker serves).
@@ -15,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use durable::model::{Namespace, Role, RunId};
+use durable::model::{EventFilter, Namespace, Role, RunId};
 use durable::prelude::*;
 use durable::store::{Accounts, NewRun, NewUser};
 use durable::{Engine, StartRun};
@@ -236,6 +238,18 @@ pub fn registry() -> Registry {
             Ok::<_, WorkflowError>(json!({ "approved": approval }))
         },
     );
+    r.workflow(
+        "demo.parcel",
+        1,
+        |ctx: WorkflowContext, input: Value| async move {
+            let order = input["order"].as_str().unwrap_or("o-1").to_owned();
+            let about = EventFilter::key(order.clone());
+            let day = Some(Duration::from_secs(24 * 3600));
+            let delivered: Option<Value> = ctx.wait_event("parcel.delivered", about, day).await?;
+            Ok::<_, WorkflowError>(json!({ "order": order, "delivered": delivered }))
+        },
+    );
+    r.trigger("order.placed", "demo.order");
     r.workflow(
         "demo.flaky",
         1,

@@ -8,6 +8,7 @@ mod demo;
 mod error;
 mod live;
 mod public_url;
+mod publish;
 mod roles;
 mod routes;
 mod schedules;

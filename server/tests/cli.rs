@@ -394,3 +394,98 @@ async fn run_verbs_on_the_cli_respect_the_tenant_and_report_clearly() {
     let out = cli(s(&["run", "retry-with-input", &id, "--input", "{}"])).await;
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn events_and_signal_with_start_on_the_cli() {
+    let dir = tempdir();
+    let server = common::Server::start(&dir, &[]).await;
+    let client = reqwest::Client::new();
+    let acme = server.token("acme");
+    let run = common::start_run(
+        &client,
+        &server,
+        &acme,
+        serde_json::json!({"workflow": "demo.parcel", "input": {"order": "o-5"}}),
+    )
+    .await;
+    let id = run["id"].as_str().unwrap().to_owned();
+    let db = server.db_url.clone();
+    let cli = move |args: Vec<&'static str>| {
+        let db = db.clone();
+        tokio::task::spawn_blocking(move || durable(&db, &args, None))
+    };
+    // Published until the run waits for it (the first may come before its wait).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = cli(vec![
+            "event",
+            "--tenant",
+            "acme",
+            "parcel.delivered",
+            "--key",
+            "o-5",
+            "--payload",
+            "{\"at\":\"desk\"}",
+        ])
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        if String::from_utf8_lossy(&out.stdout).contains("\"delivered\": 1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never delivered");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let done = common::wait_status(&client, &server, &acme, &id, "completed").await;
+    assert_eq!(
+        done["run"]["output"]["delivered"],
+        serde_json::json!({"at": "desk"})
+    );
+    let out = cli(vec!["event", "parcel.delivered"]).await.unwrap();
+    assert!(
+        !out.status.success() && stderr(&out).contains("--tenant"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(vec!["event", "--tenant", "acme", "x", "--payload", "{oops"])
+        .await
+        .unwrap();
+    assert!(
+        !out.status.success() && stderr(&out).contains("not valid JSON"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Signal-with-start: the run is started, then signalled; the tenant is required.
+    let swl = |tenant: bool| {
+        let mut args = vec!["run"];
+        if tenant {
+            args.extend(["--tenant", "acme"]);
+        }
+        args.extend([
+            "signal",
+            "approval-cli",
+            "--name",
+            "approve",
+            "--payload",
+            "{\"by\":\"cli\"}",
+            "--start",
+            "demo.approval",
+        ]);
+        args
+    };
+    let out = cli(swl(false)).await.unwrap();
+    assert!(
+        !out.status.success() && stderr(&out).contains("--tenant"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(swl(true)).await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("started, then sent"));
+    let done = common::wait_status(&client, &server, &acme, "approval-cli", "completed").await;
+    assert_eq!(
+        done["run"]["output"],
+        serde_json::json!({"approved": {"by": "cli"}})
+    );
+}

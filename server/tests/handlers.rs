@@ -90,6 +90,23 @@ async fn approvals_answer_queries_and_updates(mut server: Server, dir: &Path) {
     );
     let (status, _) = post(&server, &token, "/api/v1/runs/a%20b/query/state", "", &[]).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    // A read-only token may ask a query (it changes nothing), not send an update.
+    let reader = common::cli(
+        &server.db_url,
+        &["token", "issue", "--tenant", "acme", "--read-only"],
+    );
+    let reader = reader.trim();
+    let (status, _) = post(&server, reader, &format!("{base}/query/state"), "", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = post(
+        &server,
+        reader,
+        &format!("{base}/update/approve"),
+        r#"{"by": "ro"}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 
     // Refused updates and bad requests change nothing.
     let approve = format!("{base}/update/approve");

@@ -6,6 +6,7 @@ pub mod filters;
 pub mod login;
 pub mod operator;
 pub mod plans;
+pub mod publish;
 pub mod queries;
 pub mod run_detail;
 pub mod runs;

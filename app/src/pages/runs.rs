@@ -8,6 +8,7 @@ use crate::components::status::{StatusBadge, status_classes};
 use crate::components::time::{ago, utc};
 use crate::pages::bulk::BulkPanel;
 use crate::pages::filters::Filters;
+use crate::pages::publish::{PublishEvent, PublishPanel};
 use crate::{AppError, Me, RunsView};
 
 /// A page of the session tenant's runs (every namespace for an operator, or the one its `ns`
@@ -100,13 +101,14 @@ pub fn RunsPage() -> impl IntoView {
         move || (query.get(), live.version.get()),
         |(q, _)| list_runs(Filters::from_query(&q), q.get("after"), q.get("bulk")),
     );
+    let publish = ServerAction::<PublishEvent>::new();
     view! {
         <Title text="Runs · durable" />
         <Transition fallback=|| view! { <p class="text-slate-500">"Loading runs…"</p> }>
             {move || {
                 runs.get()
                     .map(|r| match r {
-                        Ok((me, view)) => view! { <RunsBody me view /> }.into_any(),
+                        Ok((me, view)) => view! { <RunsBody me view publish /> }.into_any(),
                         Err(e) => view! { <FilterBar /> <ErrorBox error=e /> }.into_any(),
                     })
             }}
@@ -169,7 +171,7 @@ fn PlanStrip(plan: crate::PlanRow) -> impl IntoView {
 }
 
 #[component]
-fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
+fn RunsBody(me: Me, view: RunsView, publish: ServerAction<PublishEvent>) -> impl IntoView {
     let query = use_query_map();
     let filters = query.with_untracked(Filters::from_query);
     let current_status = move || query.with(|q| q.get("status")).unwrap_or_default();
@@ -251,6 +253,7 @@ fn RunsBody(me: Me, view: RunsView) -> impl IntoView {
             <Show when=move || can_act>
                 <StartRunForm workflows=workflows.clone() />
             </Show>
+            {(can_act && !operator).then(|| view! { <PublishPanel publish /> })}
             {can_act.then(|| view! { <BulkPanel filters=filters.clone() preview=bulk.clone() /> })}
             <section aria-label="Runs">
                 <Show

@@ -36,7 +36,10 @@ pub fn router(body_limit: usize) -> Router<ServerState> {
         .route("/runs/{id}/retry-with-input", post(retry_with_input))
         .route("/runs/{id}/continue", post(continue_run))
         .route("/runs/{id}/redispatch", post(redispatch_run))
-        .route("/events", get(sse::api_events))
+        .route(
+            "/events",
+            get(sse::api_events).post(super::publish::publish),
+        )
         .merge(super::handlers::router())
         .merge(super::schedules::router())
         .merge(super::plans::router())
@@ -82,6 +85,9 @@ struct StartBody {
     tags: Vec<String>,
     #[serde(default, rename = "searchAttributes")]
     search_attributes: Map<String, Value>,
+    /// Signal-with-start: send this signal to the run `id`, starting it first if it does not
+    /// exist.
+    signal: Option<SignalBody>,
     /// An idempotency key: a second start with the same id is refused, not duplicated.
     #[serde(default)]
     id: Option<RunId>,
@@ -93,18 +99,29 @@ async fn start_run(
 ) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
     let body: StartBody = json_body(&body)?;
     // The view stamps the token's tenant.
-    let run = view
-        .start_run(StartRun {
-            workflow: body.workflow,
-            input: body.input,
-            id: body.id,
-            tags: body.tags,
-            search_attributes: body.search_attributes,
-            ..StartRun::default()
-        })
+    let start = StartRun {
+        workflow: body.workflow,
+        input: body.input,
+        id: body.id,
+        tags: body.tags,
+        search_attributes: body.search_attributes,
+        ..StartRun::default()
+    };
+    let Some(signal) = body.signal else {
+        let run = view.start_run(start).await.map_err(engine_error)?;
+        return Ok((StatusCode::CREATED, Json(run)));
+    };
+    // Signal-with-start: `201` when it started the run, `200` when the run was there.
+    let (run, started) = view
+        .signal_with_start(start, signal.name.trim(), signal.payload)
         .await
         .map_err(engine_error)?;
-    Ok((StatusCode::CREATED, Json(run)))
+    let status = if started {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(run)))
 }
 
 /// `GET /runs` query. Unknown parameters (a `namespace`, say) are ignored: the token decides.

@@ -10,6 +10,7 @@ mod handlers;
 mod headers;
 mod health;
 mod plans;
+mod publish;
 mod schedules;
 mod server_fns;
 mod sse;

@@ -7,8 +7,8 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use durable::model::{
-    Checkpoint, Namespace, Plan, Run, RunId, RunPage, RunQuery, Schedule, ScheduleId,
-    SchedulePatch, ScheduleSpec, Scope, TickRecord, UpdateId, Usage,
+    Checkpoint, EventOutcome, Namespace, Plan, PublishedEvent, Run, RunId, RunPage, RunQuery,
+    Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord, UpdateId, Usage,
 };
 use durable::store::{ScopedStore, SignalSent, StoreResult};
 use durable::{Control, Engine, EngineError, StartRun, UpdateOutcome};
@@ -98,6 +98,28 @@ impl TenantView {
             ..req
         };
         self.engine.start_run(req).await
+    }
+
+    /// Signal-with-start in the tenant: signals run `req.id`, starting it first (stamped with
+    /// the tenant) if it does not exist; the run and whether it was started.
+    pub async fn signal_with_start(
+        &self,
+        req: StartRun,
+        name: &str,
+        payload: Value,
+    ) -> Result<(Run, bool), EngineError> {
+        let req = StartRun {
+            namespace: Some(self.tenant.clone()),
+            ..req
+        };
+        self.engine
+            .signal_with_start(self.scope(), req, name, payload)
+            .await
+    }
+
+    /// Publishes `event` to the tenant.
+    pub async fn publish(&self, event: PublishedEvent) -> Result<EventOutcome, EngineError> {
+        self.engine.publish(self.scope(), event).await
     }
 
     /// Sends signal `name` with `payload` to run `id`, if it is the tenant's.

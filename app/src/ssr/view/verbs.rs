@@ -4,7 +4,7 @@
 //! Failures map as everywhere on the dashboard: the user's mistakes with the engine's message,
 //! anything else logged and answered as an internal error.
 
-use durable::model::RunId;
+use durable::model::{EventOutcome, PublishedEvent, RunId};
 use durable::store::SignalSent;
 use durable::{Control, UpdateOutcome};
 use serde_json::Value;
@@ -99,6 +99,15 @@ impl SessionView {
     ) -> Result<UpdateOutcome, AppError> {
         self.engine
             .update(self.scope(), id, name, argument, None)
+            .await
+            .map_err(engine_error)
+    }
+
+    /// Publishes `event` to this view's tenant (an operator's view, which is every tenant's,
+    /// is refused: the engine says to publish as the tenant).
+    pub async fn publish(&self, event: PublishedEvent) -> Result<EventOutcome, AppError> {
+        self.engine
+            .publish(self.scope(), event)
             .await
             .map_err(engine_error)
     }
