@@ -7,7 +7,8 @@
 //! `input.seconds`), `demo.approval` (waits for signal `approve`, or update `approve` with a
 //! non-empty `by`, and completes with its payload; query `state` says where it stands),
 //! `demo.parcel` (waits a day at most for event `parcel.delivered` with key `input.order`; and
-//! event `order.placed` starts a `demo.order` with its payload)
+//! event `order.placed` starts a `demo.order` with its payload), `demo.alert` (the dead-letter
+//! workflow of `demo.flaky`: a failed `demo.flaky` starts one)
 //! `demo.fanout` (gathers `input.n` child `demo.order` runs), `demo.tour` (every primitive in
 //! one run: a step, a timer, optionally a signal wait, a child and another step) and
 //! `demo.external` (one step, `billing.invoice`, that only an external worker serves).
@@ -250,6 +251,17 @@ pub fn registry() -> Registry {
         },
     );
     r.trigger("order.placed", "demo.order");
+    r.workflow(
+        "demo.alert",
+        1,
+        |_ctx: WorkflowContext, dead: Value| async move {
+            // A stand-in for paging someone: what died, kept as the output.
+            Ok::<_, WorkflowError>(
+                json!({ "alerted_about": dead["run_id"], "error": dead["error"] }),
+            )
+        },
+    );
+    r.dead_letter("demo.flaky", "demo.alert");
     r.workflow(
         "demo.flaky",
         1,

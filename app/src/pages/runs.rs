@@ -60,9 +60,14 @@ pub async fn list_runs(
     )
 }
 
-/// Starts a run of `workflow` with `input` (JSON) in the session's tenant and opens it.
+/// Starts a run of `workflow` with `input` (JSON) and an optional `timeout` (`30m`) in the
+/// session's tenant and opens it.
 #[server]
-pub async fn start_run(workflow: String, input: String) -> Result<(), AppError> {
+pub async fn start_run(
+    workflow: String,
+    input: String,
+    timeout: Option<String>,
+) -> Result<(), AppError> {
     crate::ssr::reply(async move {
         use durable::StartRun;
         use serde_json::Value;
@@ -76,12 +81,15 @@ pub async fn start_run(workflow: String, input: String) -> Result<(), AppError> 
         }
         let input: Value = serde_json::from_str(&input)
             .map_err(|e| AppError::Invalid(format!("the input is not valid JSON ({e}); fix it and start again")))?;
+        let timeout = StartRun::parse_timeout(timeout.as_deref().unwrap_or_default())
+            .map_err(crate::ssr::engine_error)?;
         // The view stamps the session's tenant, never a form field; an operator starts in
         // `default`.
         let run = view
             .start_run(StartRun {
                 workflow,
                 input,
+                timeout,
                 ..StartRun::default()
             })
             .await?;
@@ -413,6 +421,16 @@ fn StartRunForm(workflows: Vec<String>) -> impl IntoView {
                         >
                             "{}"
                         </textarea>
+                        <label class="mt-1 flex items-center gap-2 text-sm text-slate-600">
+                            "Timeout (optional)"
+                            <input
+                                name="timeout"
+                                placeholder="30m"
+                                size="8"
+                                class="rounded-md border border-slate-300 px-2 py-1 font-mono text-sm focus:outline-none focus:ring-2 focus:ring-indigo-500"
+                                data-testid="start-timeout"
+                            />
+                        </label>
                     </div>
                     <button
                         type="submit"

@@ -8,6 +8,7 @@
 //! [`EngineConfig`] says how they run.
 
 mod config;
+pub(crate) mod dead_letter;
 pub(crate) mod fast_path;
 pub(crate) mod loops;
 pub(crate) mod plans;

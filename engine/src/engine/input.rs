@@ -25,6 +25,27 @@ pub struct StartRun {
     pub tags: Vec<String>,
     /// Search attributes.
     pub search_attributes: Map<String, Value>,
+    /// How long the run may take, from its start: past it, it fails (code `run_timeout`)
+    /// wherever it waits. At least a second. A retried run has none.
+    pub timeout: Option<std::time::Duration>,
+}
+
+impl StartRun {
+    /// A run timeout as people write it (`30s`, `15m`, `2h`, `1d`), from a form, a flag or a
+    /// body; an empty one is none.
+    pub fn parse_timeout(raw: &str) -> Result<Option<std::time::Duration>, EngineError> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        let interval: crate::model::Interval = raw.parse().map_err(|_| {
+            bad(format!(
+                "`{raw}` is not a timeout: write a number and a unit, like `30s`, `15m`, `2h` or `1d`"
+            ))
+        })?;
+        let ms = u64::try_from(interval.as_millis()).unwrap_or(0);
+        Ok(Some(std::time::Duration::from_millis(ms)))
+    }
 }
 
 /// Refuses a start whose workflow is blank or whose input, tags or search attributes the
@@ -44,6 +65,14 @@ pub(super) fn check_start(req: &StartRun, limits: &InputLimits) -> Result<(), En
     check_payload(limits, "the input", &req.input)?;
     limits.check_tags(&req.tags)?;
     check_attributes(&req.search_attributes)?;
+    if req
+        .timeout
+        .is_some_and(|t| t < std::time::Duration::from_secs(1))
+    {
+        return Err(bad(
+            "a run's timeout must be at least a second (for example `30s` or `2h`)",
+        ));
+    }
     limits.check_attributes(req.search_attributes.iter())?;
     Ok(())
 }

@@ -45,6 +45,10 @@ impl Engine {
         new.tags = req.tags;
         new.search_attributes = req.search_attributes;
         new.concurrency = admitted.concurrency;
+        new.deadline_at = req.timeout.map(|t| {
+            let ms = i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
+            self.state.clock.now().saturating_add(ms)
+        });
         match self.create(new, origin, admitted.counted).await {
             Err(EngineError::Store(StoreError::Conflict(_))) => Err(EngineError::RunExists(id)),
             started => started,

@@ -402,6 +402,7 @@ fn start_request(tenant: &Namespace, body: &Value) -> Result<StartRun, Refusal> 
         id,
         tags,
         search_attributes,
+        timeout: None,
     })
 }
 

@@ -223,6 +223,10 @@ pub struct Run {
     /// only while fewer than the limit of its workflow's runs with its key are running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<ConcurrencySlot>,
+    /// When the run times out, if it was started with a timeout: past it, the run fails (code
+    /// `run_timeout`) wherever it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<Millis>,
 }
 
 impl Run {

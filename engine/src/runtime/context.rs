@@ -17,6 +17,12 @@ use crate::model::{
     Namespace, RetryPolicy, RunId, Saga, StepFailure, StepFlow,
 };
 
+/// The name of the checkpoint [`WorkflowContext::upsert_search_attributes`] records.
+pub const ATTRIBUTES_MARKER: &str = "durable.searchAttributes";
+
+/// The name of [`WorkflowContext::patched`]'s markers: `durable.patch.<id>`.
+pub const PATCH_MARKER: &str = "durable.patch.";
+
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
 /// run when it is created (see [`Operation`]); on replay a resolved position returns its recorded
 /// value instead of running again.
@@ -587,6 +593,72 @@ impl WorkflowContext {
                 WorkflowError::msg(format!("the ContinueAsNew input cannot be serialised: {e}"))
             }
         }
+    }
+
+    /// Whether this run takes the code after change `id`, to change a workflow inside one
+    /// version: `if ctx.patched("refund-first") { new } else { old }`. A run that reaches this
+    /// point with the change deployed records so (a marker at this position) and answers `true`
+    /// here on every replay; a run whose history went past this point before the change answers
+    /// `false`, takes no position, and replays the old path as it ran. Once no run that started
+    /// before the change is left, remove the old branch and keep the call (or bump the version).
+    pub fn patched(&self, id: &str) -> bool {
+        let name = format!("{PATCH_MARKER}{id}");
+        let at = self.clock.now();
+        let mut st = self.state();
+        let seq = st.next_seq;
+        match st.history.get(&seq) {
+            Some(cp) if cp.kind == CheckpointKind::SideEffect && cp.name == name => {
+                st.next_seq += 1;
+                true
+            }
+            // The history holds what the old code did here.
+            Some(_) => false,
+            None => {
+                st.next_seq += 1;
+                st.commands.push(Command::RecordStep {
+                    seq,
+                    name,
+                    output: Some(Value::Bool(true)),
+                    error: None,
+                    started_at: at,
+                    finished_at: at,
+                });
+                true
+            }
+        }
+    }
+
+    /// Sets search attributes of this run from inside it, merged over those it has (a `null`
+    /// value removes one): recorded at this position, and applied with this turn's commit, from
+    /// when on the run shows, and is filtered, by them. Each value must be a string, number,
+    /// boolean or null; the run's total is held to the server's `max_attributes` (over it, the
+    /// run fails, naming the limit).
+    pub fn upsert_search_attributes(
+        &self,
+        attributes: &serde_json::Map<String, Value>,
+    ) -> Result<(), StepError> {
+        let (seq, replay) = self.replay(CheckpointKind::SideEffect, ATTRIBUTES_MARKER);
+        if !matches!(replay, Replay::New) {
+            return Ok(());
+        }
+        for (key, value) in attributes {
+            if value.is_object() || value.is_array() {
+                return Err(StepError::fatal(format!(
+                    "search attribute `{key}` must be a string, number, boolean or null"
+                ))
+                .with_code("invalid_attributes"));
+            }
+        }
+        let at = self.clock.now();
+        self.state().commands.push(Command::RecordStep {
+            seq,
+            name: ATTRIBUTES_MARKER.to_owned(),
+            output: Some(Value::Object(attributes.clone())),
+            error: None,
+            started_at: at,
+            finished_at: at,
+        });
+        Ok(())
     }
 
     /// The current time, captured once: replays return the first value.

@@ -52,6 +52,8 @@ pub struct Registry {
     limits: HashMap<String, Concurrency>,
     /// The workflows each event name starts.
     triggers: BTreeMap<String, Vec<String>>,
+    /// The dead-letter workflow of each workflow that has one.
+    dead_letters: HashMap<String, String>,
 }
 
 impl Registry {
@@ -141,6 +143,21 @@ impl Registry {
     /// The workflows event `event` starts, in the order their triggers were declared.
     pub fn triggered_by(&self, event: &str) -> &[String] {
         self.triggers.get(event).map_or(&[], Vec::as_slice)
+    }
+
+    /// Starts workflow `hook` when a run of workflow `workflow` ends failed, dead or with a
+    /// compensation failed: once per such run, in its tenant, with `{"run_id", "workflow",
+    /// "status", "error", "input"}` as input and the search attribute `dead_letter_of` naming
+    /// it. A failing dead-letter run starts nothing more.
+    pub fn dead_letter(&mut self, workflow: &str, hook: &str) -> &mut Self {
+        self.dead_letters
+            .insert(workflow.to_owned(), hook.to_owned());
+        self
+    }
+
+    /// The dead-letter workflow of workflow `workflow`, if it has one.
+    pub fn dead_letter_of(&self, workflow: &str) -> Option<&str> {
+        self.dead_letters.get(workflow).map(String::as_str)
     }
 
     /// The concurrency limit of workflow `name`, if it has one.

@@ -227,6 +227,7 @@ fn start_request(spec: &ScheduleSpec, schedule: &Schedule, id: &RunId, tick: Mil
         id: Some(id.clone()),
         tags: Vec::new(),
         search_attributes: attributes,
+        timeout: None,
     }
 }
 

@@ -35,6 +35,8 @@ pub struct NewRun {
     pub continued_from: Option<RunId>,
     /// The workflow concurrency limit it starts under (top-level runs only).
     pub concurrency: Option<ConcurrencySlot>,
+    /// When the run times out, if it has a timeout: past it, it fails wherever it waits.
+    pub deadline_at: Option<Millis>,
 }
 
 impl NewRun {
@@ -60,6 +62,7 @@ impl NewRun {
             retry_of: None,
             continued_from: None,
             concurrency: None,
+            deadline_at: None,
         }
     }
 }
@@ -145,11 +148,14 @@ impl NewCheckpoint {
         started_at: Millis,
         finished_at: Millis,
     ) -> Self {
-        let kind = if name.starts_with("now#") || name == "sideEffect" {
-            CheckpointKind::SideEffect
-        } else {
-            CheckpointKind::LocalStep
-        };
+        // The engine's own markers (`durable.patch.<id>`, `durable.searchAttributes`) are side
+        // effects too: recorded values, not steps.
+        let kind =
+            if name.starts_with("now#") || name == "sideEffect" || name.starts_with("durable.") {
+                CheckpointKind::SideEffect
+            } else {
+                CheckpointKind::LocalStep
+            };
         NewCheckpoint {
             seq,
             kind,
@@ -227,6 +233,11 @@ pub struct TurnCommit {
     /// Runs (this run's children) to cancel: waiting ones end `cancelled`, running ones go
     /// `cancelling`.
     pub cancel_runs: Vec<RunId>,
+    /// The run's search attributes after the ones it set from inside this turn, if it set any.
+    pub search_attributes: Option<Map<String, Value>>,
+    /// The dead-letter run to start because this turn fails the run (its id already taken
+    /// means it was started before).
+    pub dead_letter: Option<NewRun>,
     /// The run's next state.
     pub outcome: TurnOutcome,
 }
@@ -253,6 +264,8 @@ impl TurnCommit {
             && self.timed_out_steps.is_empty()
             && self.children.is_empty()
             && self.cancel_runs.is_empty()
+            && self.search_attributes.is_none()
+            && self.dead_letter.is_none()
     }
 
     /// A commit with `outcome` and nothing else to persist.
@@ -266,6 +279,8 @@ impl TurnCommit {
             timed_out_steps: Vec::new(),
             children: Vec::new(),
             cancel_runs: Vec::new(),
+            search_attributes: None,
+            dead_letter: None,
             outcome,
         }
     }

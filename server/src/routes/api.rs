@@ -88,6 +88,8 @@ struct StartBody {
     /// Signal-with-start: send this signal to the run `id`, starting it first if it does not
     /// exist.
     signal: Option<SignalBody>,
+    /// How long the run may take (`30s`, `15m`, `2h`): past it, it fails with `run_timeout`.
+    timeout: Option<String>,
     /// An idempotency key: a second start with the same id is refused, not duplicated.
     #[serde(default)]
     id: Option<RunId>,
@@ -99,8 +101,13 @@ async fn start_run(
 ) -> Result<(StatusCode, Json<durable::model::Run>), ApiError> {
     let body: StartBody = json_body(&body)?;
     // The view stamps the token's tenant.
+    let timeout = match &body.timeout {
+        Some(raw) => StartRun::parse_timeout(raw).map_err(engine_error)?,
+        None => None,
+    };
     let start = StartRun {
         workflow: body.workflow,
+        timeout,
         input: body.input,
         id: body.id,
         tags: body.tags,

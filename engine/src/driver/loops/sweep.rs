@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::driver::dead_letter::dead_letter_run;
 use crate::driver::state::State;
 use crate::driver::turn::{flow, guard};
 use crate::model::{MAX_PAGE_SIZE, Millis, RunQuery, RunStatus, Scope, TenantEventKind};
@@ -39,6 +40,21 @@ pub(crate) async fn sweep_once(state: &State) -> Result<(), StoreError> {
     for run in &ended {
         tracing::warn!(run_id = %run.id, status = %run.status, "ended a run its drivers abandoned");
         state.emit(run, TenantEventKind::RunFailed, None);
+        if run.status == RunStatus::Dead
+            && let Some(error) = &run.error
+            && let Some(hook) = dead_letter_run(&state.registry, run, run.status, error)
+        {
+            // A second write after the bury (a turn that fails a run inserts its dead letter in
+            // the same commit): a process that stops between the two leaves it unstarted. Its
+            // id is derived from the run's, so it never starts twice.
+            match state.store.create_run(hook, now, None).await {
+                Ok(_) => state.queued(&run.namespace),
+                Err(StoreError::Conflict(_)) => {}
+                Err(e) => {
+                    tracing::error!(run_id = %run.id, error = %e, "the dead run's dead-letter workflow could not start");
+                }
+            }
+        }
     }
     if !ended.is_empty() {
         // Parents may have been settled.

@@ -6,8 +6,9 @@
 use super::persist::{Planned, prepare};
 use super::plan::plan;
 use crate::driver::state::State;
-use crate::model::{CheckpointKind, Run, StepResult};
+use crate::model::{CheckpointKind, Interval, Millis, Run, StepFailure, StepResult};
 use crate::runtime::turn::{TurnInput, run_turn};
+use crate::runtime::{Decision, DecisionStatus};
 use crate::store::{History, TurnCommit};
 
 /// Computes a turn of `run` replaying `history`, with `with_result` (already applied to
@@ -28,10 +29,22 @@ pub(crate) async fn compute(
         .await
         .of(&run.namespace)
         .max_nesting_depth;
+    let limits = &state.config.limits;
     let (commit, outgoing) = match state.registry.get(&run.workflow, run.workflow_version) {
+        // Past its timeout: it fails, whatever its code would do next.
+        _ if let Some(deadline) = run.deadline_at.filter(|at| *at <= now) => {
+            let decision = Decision {
+                status: DecisionStatus::Failed {
+                    error: timed_out(run, deadline),
+                },
+                commands: Vec::new(),
+                next_wake: None,
+            };
+            plan(run, decision, now, &state.registry, max_depth, limits)
+        }
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
         None => match super::remote::turn(state, run, history, now).await {
-            Ok(decision) => plan(run, decision, now, &state.registry, max_depth),
+            Ok(decision) => plan(run, decision, now, &state.registry, max_depth, limits),
             Err(block) => (TurnCommit::new(block), Vec::new()),
         },
         Some(workflow) => {
@@ -48,7 +61,7 @@ pub(crate) async fn compute(
                 now,
             };
             let decision = run_turn(workflow, input, state.clock.clone()).await;
-            plan(run, decision, now, &state.registry, max_depth)
+            plan(run, decision, now, &state.registry, max_depth, limits)
         }
     };
     let alike = replays_alike(&replayed, &commit);
@@ -64,6 +77,16 @@ pub(crate) async fn compute(
         after,
         early,
     }
+}
+
+/// The failure of `run`, whose timeout passed at `deadline`.
+fn timed_out(run: &Run, deadline: Millis) -> StepFailure {
+    let took = Interval::from_millis(deadline.saturating_sub(run.created_at).max(0));
+    StepFailure::new(format!(
+        "the run outlived its timeout of {took}; start it with a longer one, or retry it (a retried run has none)"
+    ))
+    .with_code("run_timeout")
+    .fatal()
 }
 
 /// Whether a turn that replayed `replayed` and makes `commit` would make it again if it had to

@@ -72,7 +72,8 @@ pub(crate) async fn with_first_turn(
     let view = claimed(&new, &claim, now);
     let plans = state.plans.current(&*state.store).await;
     let max_depth = plans.of(&view.namespace).max_nesting_depth;
-    let (commit, outgoing) = plan(&view, decision, now, &state.registry, max_depth);
+    let limits = &state.config.limits;
+    let (commit, outgoing) = plan(&view, decision, now, &state.registry, max_depth, limits);
     let alike = replays_alike(&History::default(), &commit);
     let (commit, mut after) =
         prepare(state, &view, History::default(), commit, outgoing, now).await;
@@ -175,5 +176,6 @@ fn claimed(new: &NewRun, claim: &Claim, now: Millis) -> Run {
         updated_at: now,
         finished_at: None,
         concurrency: new.concurrency.clone(),
+        deadline_at: new.deadline_at,
     }
 }

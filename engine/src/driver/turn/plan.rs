@@ -3,24 +3,30 @@
 //! to send once it commits. Pure: no store, no transport, no clock.
 
 use super::guard::Outgoing;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use crate::driver::dead_letter::dead_letter_run;
 use crate::model::{
-    CheckpointKind, CheckpointStatus, RemoteTask, Run, RunId, StepFailure, StepFlow, step_id,
+    CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, Run, RunId, RunStatus, StepFailure,
+    StepFlow, step_id,
 };
-use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
+use crate::runtime::{
+    ATTRIBUTES_MARKER, Command, Decision, DecisionStatus, Registry, child_run_id,
+};
 use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
 use crate::transport::naming::routing_token;
 
 /// Turns a decision into the durable commit and the tasks to dispatch after it. A child deeper
 /// than `max_depth` (the tenant's `max_nesting_depth`) is not started: it fails at once, and
-/// the parent sees that failure on its next turn.
+/// the parent sees that failure on its next turn. Search attributes the run set over `limits`
+/// fail it, naming the limit, and nothing it asked for leaves.
 pub(crate) fn plan(
     run: &Run,
     decision: Decision,
     now: i64,
     registry: &Registry,
     max_depth: Option<u32>,
+    limits: &InputLimits,
 ) -> (TurnCommit, Vec<Outgoing>) {
     // A child or call refused here resolved at once: the run turns again to see it failed.
     let mut refused_here = false;
@@ -32,6 +38,7 @@ pub(crate) fn plan(
     let mut timed_out_steps = Vec::new();
     let mut children = Vec::new();
     let mut cancel_runs = Vec::new();
+    let mut search_attributes = None;
     let mut tasks = Vec::new();
     for command in decision.commands {
         match command {
@@ -78,14 +85,29 @@ pub(crate) fn plan(
                 error,
                 started_at,
                 finished_at,
-            } => checkpoints.push(NewCheckpoint::recorded_step(
-                seq,
-                name,
-                output,
-                error,
-                started_at,
-                finished_at,
-            )),
+            } => {
+                if name == ATTRIBUTES_MARKER
+                    && let Some(Value::Object(set)) = &output
+                {
+                    let merged =
+                        search_attributes.get_or_insert_with(|| run.search_attributes.clone());
+                    for (key, value) in set {
+                        if value.is_null() {
+                            merged.remove(key);
+                        } else {
+                            merged.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+                checkpoints.push(NewCheckpoint::recorded_step(
+                    seq,
+                    name,
+                    output,
+                    error,
+                    started_at,
+                    finished_at,
+                ));
+            }
             Command::Sleep { seq, ms } => checkpoints.push(NewCheckpoint {
                 seq,
                 kind: CheckpointKind::Sleep,
@@ -217,13 +239,35 @@ pub(crate) fn plan(
             }
         }
     }
+    let over_limit = search_attributes
+        .as_ref()
+        .and_then(|set: &Map<String, Value>| {
+            let error = limits.check_attributes(set.iter()).err()?;
+            Some(
+                StepFailure::new(format!(
+                    "the run set search attributes over a limit: {error}"
+                ))
+                .with_code("invalid_attributes")
+                .fatal(),
+            )
+        });
+    if over_limit.is_some() {
+        search_attributes = None;
+        tasks.clear();
+        children.clear();
+    }
     let outcome = match decision.status {
+        _ if let Some(error) = over_limit => TurnOutcome::Fail(error),
         // A refused child is already resolved: the run's next turn sees it at once.
         DecisionStatus::Continue if refused_here => TurnOutcome::Suspend {
             wake_at: Some(decision.next_wake.map_or(now, |at| at.min(now))),
         },
+        // A run with a timeout wakes by it at the latest, and its turn then fails it.
         DecisionStatus::Continue => TurnOutcome::Suspend {
-            wake_at: decision.next_wake,
+            wake_at: match (decision.next_wake, run.deadline_at) {
+                (Some(at), Some(deadline)) => Some(at.min(deadline)),
+                (at, deadline) => at.or(deadline),
+            },
         },
         DecisionStatus::Completed { output } => TurnOutcome::Complete(output),
         DecisionStatus::Failed { error } => TurnOutcome::Fail(error),
@@ -245,7 +289,9 @@ pub(crate) fn plan(
             next.root_run_id = run.root_run_id.clone();
             next.nesting_depth = run.nesting_depth;
             next.tags = run.tags.clone();
-            next.search_attributes = run.search_attributes.clone();
+            next.search_attributes = search_attributes
+                .clone()
+                .unwrap_or_else(|| run.search_attributes.clone());
             next.continued_from = Some(run.id.clone());
             // Still under its workflow's limit, keyed by its new input (or, if that lacks the
             // key, by the old one): continuing must not escape it.
@@ -255,6 +301,13 @@ pub(crate) fn plan(
                 .or_else(|| run.concurrency.clone());
             TurnOutcome::Continue(Box::new(next))
         }
+    };
+    let dead_letter = match &outcome {
+        TurnOutcome::Fail(error) => dead_letter_run(registry, run, RunStatus::Failed, error),
+        TurnOutcome::CompensationFailed(error) => {
+            dead_letter_run(registry, run, RunStatus::CompensationFailed, error)
+        }
+        _ => None,
     };
     (
         TurnCommit {
@@ -266,6 +319,8 @@ pub(crate) fn plan(
             timed_out_steps,
             children,
             cancel_runs,
+            search_attributes,
+            dead_letter,
             outcome,
         },
         tasks,

@@ -160,6 +160,13 @@ pub(crate) trait TurnStatements: Settle {
     /// is noted); whether it was new.
     async fn insert_checkpoint(&mut self, id: &RunId, cp: &NewCheckpoint) -> StoreResult<bool>;
 
+    /// Replaces run `id`'s search attributes (and the rows filters use) with `attributes`.
+    async fn set_attributes(
+        &mut self,
+        id: &RunId,
+        attributes: &serde_json::Map<String, serde_json::Value>,
+    ) -> StoreResult<()>;
+
     /// One run by id, whatever its namespace (for writes that already checked visibility).
     async fn run_by_id(&mut self, id: &RunId) -> StoreResult<Option<Run>>;
 
@@ -230,6 +237,16 @@ pub(crate) async fn finish<S: TurnStatements>(
     if let TurnOutcome::Continue(next) = &commit.outcome {
         s.insert_run(next, now, true, None).await?;
     }
+    if let Some(hook) = &commit.dead_letter {
+        s.insert_run(hook, now, true, None).await?;
+    }
+    let run = match &commit.search_attributes {
+        Some(attributes) => {
+            s.set_attributes(id, attributes).await?;
+            s.run_by_id(id).await?.unwrap_or(run)
+        }
+        None => run,
+    };
     let cancelled = cancel_children(s, id, &commit.cancel_runs, now).await?;
     settle_ended(s, &run, now).await?;
     // A suspended run's history after a commit that only appends is derived by the caller.

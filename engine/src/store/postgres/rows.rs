@@ -88,6 +88,7 @@ pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
             get::<Option<i32>>(row, 23, "concurrency_limit")?.map(i64::from),
         ),
         admitted_attempt: get::<i32>(row, 24, "admitted_attempt")? as u32,
+        deadline_at: get(row, 25, "deadline_at")?,
     })
 }
 

@@ -186,6 +186,20 @@ impl TurnStatements for PgConnection {
         run_by_id(self, id).await
     }
 
+    async fn set_attributes(
+        &mut self,
+        id: &RunId,
+        attributes: &serde_json::Map<String, Value>,
+    ) -> StoreResult<()> {
+        sqlx::query("UPDATE runs SET search_attributes = $2 WHERE id = $1")
+            .bind(id.as_str())
+            .bind(Value::Object(attributes.clone()))
+            .execute(&mut *self)
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
     async fn cancel_child(
         &mut self,
         parent: &RunId,

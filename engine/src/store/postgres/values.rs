@@ -91,6 +91,7 @@ row_values! {
         finished_at: Option<Millis> as "BIGINT",
         concurrency_key: Option<String> as "TEXT",
         concurrency_limit: Option<i32> as "INT",
+        deadline_at: Option<Millis> as "BIGINT",
     }
 }
 
@@ -202,6 +203,7 @@ impl RunValues {
                 .concurrency
                 .as_ref()
                 .map(|c| i32::try_from(c.limit).unwrap_or(i32::MAX)),
+            deadline_at: run.deadline_at,
         }
     }
 }

@@ -337,7 +337,7 @@ pub(super) fn retry_run(
     now: Millis,
 ) -> StoreResult<Wrote<Option<Run>>> {
     let mut sql = Sql::new(
-        "UPDATE runs SET status = 'pending', admitted_attempt = attempt, error = NULL, \
+        "UPDATE runs SET status = 'pending', admitted_attempt = attempt, error = NULL, deadline_at = NULL, \
          output = NULL, finished_at = NULL, wake_at = NULL, needs_wake = 0, recoveries = 0, \
          locked_by = NULL, locked_until = NULL, \
          updated_at = ",

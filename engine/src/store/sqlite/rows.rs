@@ -83,6 +83,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> StoreResult<Run> {
             at(row, 23, "concurrency_limit")?,
         ),
         admitted_attempt: at::<i64>(row, 24, "admitted_attempt")? as u32,
+        deadline_at: at(row, 25, "deadline_at")?,
     })
 }
 
@@ -133,7 +134,7 @@ pub(super) fn insert_run(
         "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
          search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, continued_from, \
          created_at, updated_at, locked_by, locked_until, attempt, concurrency_key, \
-         concurrency_limit) VALUES (",
+         concurrency_limit, deadline_at) VALUES (",
     );
     sql.bind(run.id.as_str().to_owned())
         .push(", ")
@@ -174,6 +175,8 @@ pub(super) fn insert_run(
         .bind(run.concurrency.as_ref().map(|c| c.key.clone()))
         .push(", ")
         .bind(run.concurrency.as_ref().map(|c| i64::from(c.limit)))
+        .push(", ")
+        .bind(run.deadline_at)
         .push(")");
     if keep_existing {
         sql.push(" ON CONFLICT (id) DO NOTHING");

@@ -221,6 +221,34 @@ impl TurnStatements for Connection {
         run_by_id(self, id)
     }
 
+    async fn set_attributes(
+        &mut self,
+        id: &RunId,
+        attributes: &serde_json::Map<String, serde_json::Value>,
+    ) -> StoreResult<()> {
+        self.prepare_cached("UPDATE runs SET search_attributes = ? WHERE id = ?")
+            .map_err(db)?
+            .execute(params![to_json(attributes), id.as_str()])
+            .map_err(db)?;
+        // The rows list filters use keep the run's creation time, as at its insert.
+        self.prepare_cached("DELETE FROM run_attributes WHERE run_id = ?")
+            .map_err(db)?
+            .execute(params![id.as_str()])
+            .map_err(db)?;
+        let mut insert = self
+            .prepare_cached(
+                "INSERT INTO run_attributes (run_id, namespace, key, value, created_at) \
+                 SELECT id, namespace, ?, ?, created_at FROM runs WHERE id = ?",
+            )
+            .map_err(db)?;
+        for (key, value) in attributes {
+            insert
+                .execute(params![key, value.to_string(), id.as_str()])
+                .map_err(db)?;
+        }
+        Ok(())
+    }
+
     async fn cancel_child(
         &mut self,
         parent: &RunId,
