@@ -55,13 +55,6 @@ pub(super) fn check_start(req: &StartRun, limits: &InputLimits) -> Result<(), En
         return Err(bad("`workflow` must name a registered workflow"));
     }
     limits.check_name("the workflow name", &req.workflow)?;
-    if let Some(id) = &req.id
-        && derived(id.as_str())
-    {
-        return Err(bad(format!(
-            "run id `{id}` has the form of a child run (`<run>.child.<n>`) or a ContinueAsNew successor (`<run>:c<n>`), which the engine reserves for the runs it derives; choose another id"
-        )));
-    }
     check_payload(limits, "the input", &req.input)?;
     limits.check_tags(&req.tags)?;
     check_attributes(&req.search_attributes)?;
@@ -113,7 +106,7 @@ pub(crate) fn check_payload(
 
 /// Search attributes are flat: each a string, number, boolean or null, so they can be filtered
 /// and compared, under a name a filter can name.
-fn check_attributes(attributes: &Map<String, Value>) -> Result<(), EngineError> {
+pub(crate) fn check_attributes(attributes: &Map<String, Value>) -> Result<(), EngineError> {
     for (key, value) in attributes {
         if key.contains('\0') || holds_nul(value) {
             return Err(bad(format!(
@@ -130,12 +123,26 @@ fn check_attributes(attributes: &Map<String, Value>) -> Result<(), EngineError> 
     Ok(())
 }
 
-/// Whether `id` has the form of an id the engine derives from another run's: a run a caller
-/// started under it would be taken for that run's child or successor.
+/// Refuses a caller's run id of a form the engine derives for runs it starts itself.
+pub(super) fn check_chosen_id(req: &StartRun) -> Result<(), EngineError> {
+    match &req.id {
+        Some(id) if derived(id.as_str()) => Err(bad(format!(
+            "run id `{id}` has a form the engine reserves for the runs it starts itself (a child `<run>.child.<n>`, a ContinueAsNew successor `<run>:c<n>`, a dead letter `<run>.dead-letter` or `dlq_…`, an event's `evt_…`); choose another id"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `id` has the form of an id the engine derives: a run a caller started under it
+/// would be taken for another run's child, successor or dead letter, or would take the id an
+/// event's trigger (of any tenant: ids are global) starts its run under.
 fn derived(id: &str) -> bool {
     let digits = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
     id.rsplit_once(".child.").is_some_and(|(_, n)| digits(n))
         || id.rsplit_once(":c").is_some_and(|(_, n)| digits(n))
+        || id.ends_with(".dead-letter")
+        || id.starts_with("evt_")
+        || id.starts_with("dlq_")
 }
 
 fn holds_nul(value: &Value) -> bool {
@@ -205,10 +212,14 @@ mod tests {
             ("my.child-run", false),
             ("my.child.profile", false),
             ("run_a.child.3.child.1", true),
+            ("run_a.dead-letter", true),
+            ("evt_0123", true),
+            ("dlq_0123", true),
+            ("event_1", false),
         ] {
             let mut req = start(json!({}));
             req.id = Some(crate::model::RunId::parse(id).expect("id"));
-            assert_eq!(check_start_default(&req).is_err(), refused, "{id}");
+            assert_eq!(check_chosen_id(&req).is_err(), refused, "{id}");
         }
     }
 

@@ -17,6 +17,6 @@ pub use crate::driver::EngineConfig;
 pub use error::{EngineError, QuotaExceeded};
 pub use handlers::UpdateOutcome;
 pub use input::StartRun;
-pub(crate) use input::check_payload;
+pub(crate) use input::{check_attributes, check_payload};
 pub use lifecycle::Engine;
 pub use verbs::Control;

@@ -78,10 +78,15 @@ impl Engine {
                 search_attributes: attributes,
                 ..StartRun::default()
             };
-            match self.start_run(start).await {
+            match self.start_own(start).await {
                 Ok(run) => started.push(run.id),
-                // Started when the event was first published under its id.
-                Err(EngineError::RunExists(id)) => started.push(id),
+                // Started when the event was first published under its id (the id is a digest
+                // of the tenant's: no other tenant's run holds it).
+                Err(EngineError::RunExists(id))
+                    if self.state.store.get_run(scope, &id).await?.is_some() =>
+                {
+                    started.push(id)
+                }
                 Err(e) => return Err(e),
             }
         }

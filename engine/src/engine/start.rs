@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::input::{StartRun, check_payload, check_start};
+use super::input::{StartRun, check_chosen_id, check_payload, check_start};
 use super::{Control, Engine, EngineError};
 use crate::driver::turn::first::{self, IdOrigin, Started};
 use crate::driver::turn::remote;
@@ -18,6 +18,13 @@ impl Engine {
     /// newest version of it a live worker on the run's partition announces (its turns then run
     /// there).
     pub async fn start_run(&self, req: StartRun) -> Result<Run, EngineError> {
+        check_chosen_id(&req)?;
+        self.start_own(req).await
+    }
+
+    /// [`Engine::start_run`] for a run the engine starts itself (an event's trigger), whose id
+    /// may take a form reserved for the engine.
+    pub(crate) async fn start_own(&self, req: StartRun) -> Result<Run, EngineError> {
         check_start(&req, &self.state.config.limits)?;
         let registry = &self.state.registry;
         let namespace = req.namespace.unwrap_or_else(|| self.stamp_namespace());

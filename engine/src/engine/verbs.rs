@@ -73,7 +73,13 @@ impl Engine {
                 "signal-with-start needs the run's id: it signals the run of that id, starting it first if there is none".into(),
             ));
         };
-        check_signal_name(&self.state.config.limits, name)?;
+        // The signal is checked before the run is started, so a refused one starts nothing.
+        let limits = &self.state.config.limits;
+        check_signal_name(limits, name)?;
+        check_payload(limits, "the signal's payload", &payload)?;
+        if let Some(tenant) = scope.namespace() {
+            self.admit_payload(tenant, &payload).await?;
+        }
         let mut started = false;
         if self.state.store.get_run(scope, &id).await?.is_none() {
             match self.start_run(start).await {

@@ -21,7 +21,28 @@ pub enum CheckpointKind {
     SideEffect,
 }
 
+/// The name of the checkpoint `WorkflowContext::upsert_search_attributes` records.
+pub const ATTRIBUTES_MARKER: &str = "durable.searchAttributes";
+
+/// The name of `WorkflowContext::patched`'s markers: `durable.patch.<id>`.
+pub const PATCH_MARKER: &str = "durable.patch.";
+
 impl CheckpointKind {
+    /// What a value a turn recorded by name is: a side effect (a captured `now()`, a
+    /// `side_effect`, one of the engine's markers) or a local step's result. One rule for the
+    /// store and for a worker reading the wire's history, so replays agree.
+    pub fn of_recorded(name: &str) -> CheckpointKind {
+        if name.starts_with("now#")
+            || name == "sideEffect"
+            || name == ATTRIBUTES_MARKER
+            || name.starts_with(PATCH_MARKER)
+        {
+            CheckpointKind::SideEffect
+        } else {
+            CheckpointKind::LocalStep
+        }
+    }
+
     /// The stored name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -27,7 +27,9 @@ mod wire;
 
 pub use account::Role;
 pub use api_token::{ApiToken, TokenScope};
-pub use checkpoint::{Checkpoint, CheckpointKind, CheckpointStatus};
+pub use checkpoint::{
+    ATTRIBUTES_MARKER, Checkpoint, CheckpointKind, CheckpointStatus, PATCH_MARKER,
+};
 pub use compatibility::{Incompatibility, check_dispatch, parked_by_guard};
 pub use event::{TenantEvent, TenantEventKind};
 pub use flow::{Concurrency, ConcurrencySlot, KeyPointer, MAX_FLOW_KEY_CHARS, RateLimit, StepFlow};

@@ -13,15 +13,10 @@ use super::error::decode;
 use super::handlers::Handlers;
 use super::{Clock, Command, Operation, StepError, StepOptions, WorkflowError};
 use crate::model::{
-    BufferedSignal, COMPENSATE_SIGNAL, Checkpoint, CheckpointKind, CheckpointStatus, Millis,
-    Namespace, RetryPolicy, RunId, Saga, StepFailure, StepFlow,
+    ATTRIBUTES_MARKER, BufferedSignal, COMPENSATE_SIGNAL, Checkpoint, CheckpointKind,
+    CheckpointStatus, Millis, Namespace, PATCH_MARKER, RetryPolicy, RunId, Saga, StepFailure,
+    StepFlow,
 };
-
-/// The name of the checkpoint [`WorkflowContext::upsert_search_attributes`] records.
-pub const ATTRIBUTES_MARKER: &str = "durable.searchAttributes";
-
-/// The name of [`WorkflowContext::patched`]'s markers: `durable.patch.<id>`.
-pub const PATCH_MARKER: &str = "durable.patch.";
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
 /// run when it is created (see [`Operation`]); on replay a resolved position returns its recorded

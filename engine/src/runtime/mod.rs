@@ -19,9 +19,7 @@ mod worker;
 #[cfg(any(test, feature = "test-util"))]
 pub use clock::TestClock;
 pub use clock::{Clock, ClockSleep, SystemClock};
-pub use context::{
-    ATTRIBUTES_MARKER, Gather, PATCH_MARKER, StepContext, WorkflowContext, child_run_id,
-};
+pub use context::{Gather, StepContext, WorkflowContext, child_run_id};
 pub use decision::{Command, Decision, DecisionStatus};
 pub use error::{StepError, WorkflowError};
 pub use handlers::{HandlerError, HandlerKind, Handlers};

@@ -172,8 +172,7 @@ fn checkpoint(run_id: &RunId, entry: &Value) -> Option<Checkpoint> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let kind = match entry.get("kind")?.as_str()? {
-        "step" if name.starts_with("now#") || name == "sideEffect" => CheckpointKind::SideEffect,
-        "step" => CheckpointKind::LocalStep,
+        "step" => CheckpointKind::of_recorded(name),
         "call" => CheckpointKind::RemoteStep,
         "timer" => CheckpointKind::Sleep,
         "signal" => CheckpointKind::Signal,

@@ -148,14 +148,7 @@ impl NewCheckpoint {
         started_at: Millis,
         finished_at: Millis,
     ) -> Self {
-        // The engine's own markers (`durable.patch.<id>`, `durable.searchAttributes`) are side
-        // effects too: recorded values, not steps.
-        let kind =
-            if name.starts_with("now#") || name == "sideEffect" || name.starts_with("durable.") {
-                CheckpointKind::SideEffect
-            } else {
-                CheckpointKind::LocalStep
-            };
+        let kind = CheckpointKind::of_recorded(&name);
         NewCheckpoint {
             seq,
             kind,

@@ -233,5 +233,18 @@ async fn signal_with_start_starts_the_run_once_and_signals_it(backend: Backend) 
         matches!(crossed, Err(EngineError::RunExists(_))),
         "{crossed:?}"
     );
+    // A signal that would be refused starts nothing.
+    let bob = RunId::parse("inbox-bob").unwrap();
+    let mut refused = start();
+    refused.id = Some(bob.clone());
+    let refused = h
+        .engine
+        .signal_with_start(&acme, refused, "msg", json!("a\u{0}b"))
+        .await;
+    assert!(
+        matches!(refused, Err(EngineError::BadInput(_))),
+        "{refused:?}"
+    );
+    assert!(h.store.get_run(&Scope::All, &bob).await.unwrap().is_none());
     h.stop().await;
 }

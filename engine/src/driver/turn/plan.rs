@@ -6,13 +6,12 @@ use super::guard::Outgoing;
 use serde_json::{Map, Value};
 
 use crate::driver::dead_letter::dead_letter_run;
+use crate::engine::check_attributes;
 use crate::model::{
-    CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, Run, RunId, RunStatus, StepFailure,
-    StepFlow, step_id,
+    ATTRIBUTES_MARKER, CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, Run, RunId,
+    RunStatus, StepFailure, StepFlow, step_id,
 };
-use crate::runtime::{
-    ATTRIBUTES_MARKER, Command, Decision, DecisionStatus, Registry, child_run_id,
-};
+use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
 use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
 use crate::transport::naming::routing_token;
 
@@ -239,13 +238,22 @@ pub(crate) fn plan(
             }
         }
     }
+    // Held to what a start's attributes are held to: flat values, no NUL, the limits.
     let over_limit = search_attributes
         .as_ref()
         .and_then(|set: &Map<String, Value>| {
-            let error = limits.check_attributes(set.iter()).err()?;
+            let error = check_attributes(set)
+                .err()
+                .map(|e| e.to_string())
+                .or_else(|| {
+                    limits
+                        .check_attributes(set.iter())
+                        .err()
+                        .map(|e| e.to_string())
+                })?;
             Some(
                 StepFailure::new(format!(
-                    "the run set search attributes over a limit: {error}"
+                    "the run set search attributes it cannot keep: {error}"
                 ))
                 .with_code("invalid_attributes")
                 .fatal(),
@@ -293,6 +301,8 @@ pub(crate) fn plan(
                 .clone()
                 .unwrap_or_else(|| run.search_attributes.clone());
             next.continued_from = Some(run.id.clone());
+            // A timeout bounds the whole chain, as it bounds one run.
+            next.deadline_at = run.deadline_at;
             // Still under its workflow's limit, keyed by its new input (or, if that lacks the
             // key, by the old one): continuing must not escape it.
             next.concurrency = registry

@@ -219,8 +219,14 @@ pub(crate) async fn finish<S: TurnStatements>(
     }
     for seq in &commit.timed_out_signals {
         let timed_out = Resolution::Failed(S::json(&signal_timed_out()));
-        s.resolve_pending(id, i64::from(*seq), CheckpointKind::Signal, timed_out, now)
+        let resolved = s
+            .resolve_pending(id, i64::from(*seq), CheckpointKind::Signal, timed_out, now)
             .await?;
+        if resolved == 0 {
+            // An event reached the wait meanwhile: this turn took the timeout path on a stale
+            // view; discard it, and the next turn takes the event.
+            return Ok(None);
+        }
     }
     for seq in &commit.timed_out_steps {
         time_out_step(s, id, *seq, now).await?;
