@@ -242,6 +242,13 @@ impl State {
     /// Publishes the run's current status to its tenant, without waiting for the broker (see
     /// [`Publisher`]).
     pub fn emit(&self, run: &Run, kind: TenantEventKind, seq: Option<u32>) {
+        tracing::debug!(
+            tenant = %run.namespace,
+            run_id = %run.id,
+            workflow = %run.workflow,
+            status = %run.status,
+            "run moved"
+        );
         let event = TenantEvent {
             kind,
             namespace: run.namespace.clone(),

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use tracing::Instrument;
+
 use super::input::{StartRun, check_chosen_id, check_payload, check_start};
 use super::{Control, Engine, EngineError};
 use crate::driver::turn::first::{self, IdOrigin, Started};
@@ -115,11 +117,15 @@ impl Engine {
                 // A task of its own, so that a caller that gives up (a client hanging up) cannot
                 // stop it halfway: once its first steps left, the start is carried through.
                 let state = state.clone();
-                let started =
-                    tokio::spawn(
-                        async move { first::with_first_turn(&state, new, id, slot).await },
-                    )
-                    .await;
+                // The first turn runs the workflow's code: in the run's span, as later turns.
+                let span = tracing::info_span!(
+                    "run",
+                    tenant = %new.namespace,
+                    run_id = %new.id,
+                    workflow = %new.workflow
+                );
+                let first = async move { first::with_first_turn(&state, new, id, slot).await };
+                let started = tokio::spawn(first.instrument(span)).await;
                 match started {
                     Ok(started) => match started? {
                         Started::Run(run) => return Ok(run),

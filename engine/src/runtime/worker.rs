@@ -7,6 +7,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::cancel::Cancellations;
 use super::{Clock, Registry, StepContext};
@@ -134,6 +135,18 @@ impl Worker {
                     clock.clone(),
                     cancellations.clone(),
                 );
+                // Every log line of the step, its handler's included, names its run and tenant.
+                let tenant = task
+                    .group
+                    .rsplit_once('@')
+                    .map_or("default", |(_, partition)| partition)
+                    .to_owned();
+                let span = tracing::info_span!(
+                    "step",
+                    tenant = %tenant,
+                    run_id = %task.run_id,
+                    step = %task.name
+                );
                 running.spawn(async move {
                     let mut task = task;
                     // Settled once the result is sent: a worker that dies first leaves the
@@ -149,7 +162,7 @@ impl Worker {
                     }
                     drop(receipt);
                     drop(permit);
-                });
+                }.instrument(span));
                 while running.try_join_next().is_some() {}
             }
             // Let in-flight handlers finish and report, so their work is not repeated.

@@ -193,6 +193,10 @@ impl Drop for Server {
     }
 }
 
+/// Among a server's `envs`, not an environment variable: the file its stderr (its logs) goes
+/// to.
+pub const STDERR_TO: &str = "test:stderr-to";
+
 fn spawn(dir: &Path, port: u16, role: &str, envs: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(BIN);
     cmd.arg(role)
@@ -203,7 +207,12 @@ fn spawn(dir: &Path, port: u16, role: &str, envs: &[(&str, String)]) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     for (k, v) in envs {
-        cmd.env(k, v);
+        if *k == STDERR_TO {
+            let file = std::fs::File::create(v).expect("create the stderr file");
+            cmd.stderr(Stdio::from(file));
+        } else {
+            cmd.env(k, v);
+        }
     }
     cmd.spawn().expect("spawn durable")
 }

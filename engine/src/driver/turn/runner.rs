@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use super::execute::{compute, compute_ahead};
 use super::persist::{Planned, TurnEnd, persist_turn};
 use super::record::{Recorded, record_claiming};
@@ -36,7 +38,8 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
     // Listed before the task starts, so a result of the run that arrives meanwhile is held.
     let id = run.id.clone();
     state.in_flight.begin(&id);
-    tokio::spawn(async move {
+    let span = run_span(&run);
+    let turns = async move {
         let (mut run, mut next) = match first {
             FirstTurn::Claimed(history) => {
                 // A parked run's recheck is not news unless it moves on.
@@ -99,7 +102,19 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
         // slot and then applies what is queued.
         state.requeue(state.in_flight.end(&id));
         drop(slot);
-    });
+    };
+    tokio::spawn(turns.instrument(span));
+}
+
+/// The span a run's turns run in: every log line of the run's turns, its workflow code and
+/// its local steps included, carries its tenant, id and workflow.
+pub(crate) fn run_span(run: &Run) -> tracing::Span {
+    tracing::info_span!(
+        "run",
+        tenant = %run.namespace,
+        run_id = %run.id,
+        workflow = %run.workflow
+    )
 }
 
 /// What a turn replays and how it is persisted.
