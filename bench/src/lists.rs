@@ -1,6 +1,7 @@
 //! The dashboard's reads at scale, side by side on both backends: 1,000,000 runs across 100
-//! tenants; the runs list's first page, a filtered page (status + workflow + tag) and the
-//! facets, for one tenant and for the operator.
+//! tenants; the runs list's first page, a filtered page (status + workflow + tag), the facets
+//! for one tenant and for the operator, and what the operator's loads and a `/metrics` scrape
+//! read.
 //!
 //! `cargo run --release -p durable-bench --bin lists [-- RUNS [POSTGRES_ADMIN_URL]]`
 //! (PostgreSQL defaults to `postgres://postgres@127.0.0.1:5432/postgres`; a database is created
@@ -127,7 +128,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (label, scope, samples) in [
         ("tenant: facets", &tenant, SAMPLES),
-        ("operator: facets", &Scope::All, 10),
+        ("operator: facets", &Scope::All, SAMPLES),
     ] {
         let mut row = format!("| {label} |");
         for (_, store) in &backends {
@@ -141,6 +142,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         println!("{row}");
     }
+    // What the operator's view and a `/metrics` scrape read besides the facets.
+    let mut row = "| operator: loads + run counts + totals |".to_owned();
+    for (_, store) in &backends {
+        let mut times = Vec::with_capacity(SAMPLES);
+        for _ in 0..SAMPLES {
+            let t = Instant::now();
+            store
+                .namespace_loads(&Scope::All, 1_700_000_000_000)
+                .await?;
+            store.run_counts(&Scope::All).await?;
+            store.run_totals(&Scope::All).await?;
+            times.push(t.elapsed());
+        }
+        row.push_str(&cells(&mut times));
+    }
+    println!("{row}");
     let mut row = "| tenant: value facets of `region` |".to_owned();
     for (_, store) in &backends {
         let mut times = Vec::with_capacity(SAMPLES);

@@ -35,6 +35,8 @@ pub mod fair;
 #[cfg(feature = "engine")]
 pub mod gateway;
 #[cfg(feature = "engine")]
+pub mod metrics;
+#[cfg(feature = "engine")]
 pub mod runtime;
 #[cfg(feature = "engine")]
 pub mod schedules;

@@ -437,6 +437,15 @@ pub struct WorkerArgs {
     /// Steps run at once.
     #[arg(long, env = "DURABLE_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,
+    /// Serve this worker's `/metrics` on this address (`0.0.0.0:9464`, say), for the operator
+    /// token in `DURABLE_METRICS_TOKEN`.
+    #[arg(long, env = "DURABLE_METRICS_BIND", requires = "metrics_token")]
+    pub metrics_bind: Option<SocketAddr>,
+    /// The operator token (`durable token issue --operator`) this worker's `/metrics` answers:
+    /// a store-less worker cannot look tokens up, so it is given the one to accept (issue a new
+    /// one and restart the worker to change it).
+    #[arg(long, env = "DURABLE_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -487,9 +496,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 (None, None) => Namespace::default_ns(),
             };
+            let metrics = match (args.metrics_bind, args.metrics_token) {
+                (Some(bind), Some(token)) => {
+                    if !durable::gateway::is_well_formed_token(&token) {
+                        bail!(
+                            "DURABLE_METRICS_TOKEN is not an API token: give it the operator \
+                             token `durable token issue --operator` prints (dtk_…)"
+                        );
+                    }
+                    Some((bind, token))
+                }
+                _ => None,
+            };
             roles::worker(roles::WorkerRole {
                 tenant,
                 concurrency: args.concurrency.max(1),
+                metrics,
                 redis: durable::transport::RedisConfig {
                     namespace: namespaced,
                     ..args.cluster.redis("worker")?

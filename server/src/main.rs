@@ -7,6 +7,7 @@ mod database;
 mod demo;
 mod error;
 mod live;
+mod metrics;
 mod public_url;
 mod publish;
 mod roles;

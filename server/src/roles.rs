@@ -16,7 +16,7 @@ use anyhow::Context;
 use app::ssr::AppState;
 use durable::gateway::RunRequestResponder;
 use durable::model::InputLimits;
-use durable::model::Namespace;
+use durable::model::{Namespace, Scope};
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::transport::{MemoryTransport, Partitions, RedisConfig, RedisTransport, Transport};
 use durable::{Engine, EngineConfig};
@@ -24,6 +24,7 @@ use leptos::config::get_configuration;
 use tokio::sync::watch;
 
 use crate::database::{Database, open_store};
+use crate::metrics::Metrics;
 use crate::public_url::PublicUrl;
 use crate::routes::{self, TenantViews};
 use crate::sessions::session_layer;
@@ -62,12 +63,27 @@ pub struct WorkerRole {
     pub concurrency: usize,
     /// The cluster's Redis; with a namespace, that of the namespaced control plane it serves.
     pub redis: RedisConfig,
+    /// Where to serve `/metrics`, and the operator token it answers.
+    pub metrics: Option<(SocketAddr, String)>,
 }
 
 /// Runs a store-less tenant worker until SIGINT/SIGTERM: it consumes the tenant's step queues
 /// (`<name>@<tenant>` on the shared prefix, or `<name>` under a namespaced control plane's
 /// `<prefix>-<tenant>`) and announces itself so dashboards list it.
 pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
+    if let Some((bind, token)) = cfg.metrics {
+        let recorder = crate::metrics::install()?;
+        let listener = tokio::net::TcpListener::bind(bind).await.with_context(|| {
+            format!("cannot serve /metrics on {bind}; set DURABLE_METRICS_BIND to a free address")
+        })?;
+        tracing::info!("serving /metrics on http://{bind}");
+        tokio::spawn(async move {
+            let router = crate::metrics::worker_router(recorder, token);
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!(error = %e, "the /metrics listener stopped");
+            }
+        });
+    }
     let transport = RedisTransport::connect(cfg.redis)
         .await
         .context("connecting to Redis")?;
@@ -105,6 +121,7 @@ pub use durable::url::redact;
 
 /// Runs the standalone server until SIGINT/SIGTERM, then drains in-flight work.
 pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
+    let recorder = crate::metrics::install()?;
     let Database { store, accounts } = open_store(&cfg.database_url).await?;
     let fallback = if cfg.demo {
         secret::Fallback::Generate
@@ -196,6 +213,14 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         shutdown: Shutdown(stop_rx),
         live: crate::live::LiveHub::new(engine.transport().clone()),
         public_url: cfg.public_url.clone(),
+        metrics: Metrics::new(
+            recorder,
+            engine.store().clone(),
+            match &cfg.namespace {
+                Some(ns) => Scope::Only(ns.clone()),
+                None => Scope::All,
+            },
+        ),
     };
     let router = routes::router(state, sessions);
     let listener = tokio::net::TcpListener::bind(cfg.bind)

@@ -10,6 +10,7 @@ use leptos::prelude::LeptosOptions;
 use tokio::sync::watch;
 
 use crate::live;
+use crate::metrics::Metrics;
 use crate::public_url::PublicUrl;
 use crate::routes::TenantViews;
 
@@ -28,6 +29,8 @@ pub struct ServerState {
     pub live: live::LiveHub,
     /// Where browsers reach the dashboard, when configured: the CSRF check's origin.
     pub public_url: Option<PublicUrl>,
+    /// What `/metrics` renders.
+    pub metrics: Metrics,
 }
 
 /// Flips to `true` at shutdown, so long-lived responses (live streams) end and the server can
@@ -50,6 +53,12 @@ impl FromRef<ServerState> for AppState {
 impl FromRef<ServerState> for live::LiveHub {
     fn from_ref(state: &ServerState) -> Self {
         state.live.clone()
+    }
+}
+
+impl FromRef<ServerState> for Metrics {
+    fn from_ref(state: &ServerState) -> Self {
+        state.metrics.clone()
     }
 }
 

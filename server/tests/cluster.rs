@@ -556,3 +556,103 @@ async fn an_untenanted_worker_serves_the_default_partition_and_says_it_is_rust()
     assert_eq!(pid, Some(worker.pid().as_str()), "{log}");
     engine.shutdown().await;
 }
+
+/// Every role serves `/metrics`: a store-less tenant worker answers the operator token it was
+/// started with (and 401 to anything else) with its own step timings, and the control plane on
+/// PostgreSQL counts the same runs, exactly, from the counts its store keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_and_its_control_plane_each_serve_their_metrics_to_an_operator() {
+    let Some(Cluster {
+        env, control_plane, ..
+    }) = Cluster::start(&[]).await
+    else {
+        return;
+    };
+    let operator = control_plane.operator_token();
+    let port = common::free_port();
+    let mut worker_env = env.clone();
+    worker_env.push(("DURABLE_METRICS_BIND", format!("127.0.0.1:{port}")));
+    worker_env.push(("DURABLE_METRICS_TOKEN", operator.clone()));
+    let _worker = WorkerProcess::start("acme", &worker_env);
+    let said = refused(
+        &["worker", "--tenant", "acme"],
+        &[
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+            ("DURABLE_METRICS_BIND", "127.0.0.1:0"),
+            ("DURABLE_METRICS_TOKEN", "hunter2"),
+        ],
+    );
+    assert!(said.contains("durable token issue --operator"), "{said}");
+
+    let client = reqwest::Client::new();
+    let acme = control_plane.token("acme");
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let run = start_run(
+            &client,
+            &control_plane,
+            &acme,
+            json!({ "workflow": "demo.order", "input": { "item": format!("m-{i}"), "delay_ms": 0 } }),
+        )
+        .await;
+        ids.push(run["id"].as_str().expect("id").to_owned());
+    }
+    for id in &ids {
+        let last = wait_status(&client, &control_plane, &acme, id, "completed").await;
+        assert_eq!(last["run"]["status"], "completed", "{last}");
+    }
+
+    let worker_metrics = format!("http://127.0.0.1:{port}/metrics");
+    let another = control_plane.operator_token();
+    for token in [None, Some(&*another), Some(&*acme)] {
+        let mut get = client.get(&worker_metrics);
+        if let Some(token) = token {
+            get = get.bearer_auth(token);
+        }
+        let answer = get.send().await.expect("GET the worker's /metrics");
+        assert_eq!(answer.status(), 401, "{token:?}");
+    }
+    let ran = common::scrape(&client, &worker_metrics, &operator).await;
+    assert_eq!(
+        common::metric_value(
+            &ran,
+            "durable_worker_step_seconds_count",
+            &[
+                ("tenant", "acme"),
+                ("step", "order.ship"),
+                ("outcome", "completed")
+            ]
+        ),
+        Some(2.0),
+        "the worker times each step it ran"
+    );
+
+    let counted = common::scrape(&client, &control_plane.url("/metrics"), &operator).await;
+    let of = |name: &str, labels: &[(&str, &str)]| common::metric_value(&counted, name, labels);
+    assert_eq!(
+        of(
+            "durable_runs_started_total",
+            &[("tenant", "acme"), ("workflow", "demo.order")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        of(
+            "durable_runs",
+            &[
+                ("tenant", "acme"),
+                ("workflow", "demo.order"),
+                ("status", "completed")
+            ]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        of(
+            "durable_step_duration_seconds_count",
+            &[("tenant", "acme"), ("step", "order.ship")]
+        ),
+        Some(2.0),
+        "the control plane times the steps its remote workers ran"
+    );
+}

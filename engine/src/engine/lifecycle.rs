@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use super::{EngineConfig, EngineError};
 use crate::driver::loops::results::Requeued;
-use crate::driver::loops::{claim, lease, redispatch, replies, results, sweep};
+use crate::driver::loops::{claim, counts, lease, redispatch, replies, results, sweep};
 use crate::driver::state::State;
 use crate::model::{Millis, Namespace, TenantEventKind};
 use crate::runtime::{Clock, Registry, SystemClock};
@@ -95,6 +95,7 @@ impl Engine {
         let handles = vec![
             tokio::spawn(sweep::sweep_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(claim::claim_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(counts::counts_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(results::results_loop(
                 s.clone(),
                 results,

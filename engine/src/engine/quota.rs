@@ -85,7 +85,7 @@ fn check_payload_size(tenant: &Namespace, plan: &Plan, payload: &Value) -> Resul
         // Serializing cannot fail for a `Value`; its length is what the store keeps.
         let bytes = serde_json::to_vec(payload).map_or(0, |b| b.len()) as u64;
         if bytes > ceiling {
-            return Err(EngineError::QuotaExceeded(QuotaExceeded {
+            return Err(refused(QuotaExceeded {
                 tenant: tenant.clone(),
                 limit: Limit::MaxPayloadBytes,
                 ceiling,
@@ -102,10 +102,16 @@ fn over(
     ceiling: u32,
     retry_after_ms: Option<i64>,
 ) -> EngineError {
-    EngineError::QuotaExceeded(QuotaExceeded {
+    refused(QuotaExceeded {
         tenant: tenant.clone(),
         limit,
         ceiling: u64::from(ceiling),
         retry_after_ms,
     })
+}
+
+/// A start refused by its tenant's plan, counted in the throttling metric.
+fn refused(exceeded: QuotaExceeded) -> EngineError {
+    crate::metrics::throttled(&exceeded.tenant, exceeded.limit.field());
+    EngineError::QuotaExceeded(exceeded)
 }

@@ -65,18 +65,7 @@ pub async fn check(
     bearer: &str,
     now: Millis,
 ) -> Result<ApiToken, ApiTokenError> {
-    let (id, secret) = bearer
-        .strip_prefix(API_TOKEN_PREFIX)
-        .and_then(|rest| rest.split_once('_'))
-        .filter(|(id, secret)| {
-            id.len() == 16
-                && secret.len() == 64
-                && id
-                    .bytes()
-                    .chain(secret.bytes())
-                    .all(|b| b.is_ascii_hexdigit())
-        })
-        .ok_or(ApiTokenError::Malformed)?;
+    let (id, secret) = parts(bearer).ok_or(ApiTokenError::Malformed)?;
     let Some((token, stored_hash)) = tokens.token(id).await? else {
         return Err(ApiTokenError::Unknown);
     };
@@ -90,6 +79,33 @@ pub async fn check(
         return Err(ApiTokenError::Expired);
     }
     Ok(token)
+}
+
+/// Whether `token` has the shape `durable token issue` prints.
+pub fn is_well_formed(token: &str) -> bool {
+    parts(token).is_some()
+}
+
+/// Whether `bearer` is `configured`: a token a process was given at start rather than one it
+/// can look up (a store-less worker's `/metrics`). Compared as digests, in full, so the time
+/// taken says nothing of how much of it matched.
+pub fn is_configured(configured: &str, bearer: &str) -> bool {
+    same(&digest(configured), &digest(bearer))
+}
+
+/// A token's id and secret, if it has their shape.
+fn parts(token: &str) -> Option<(&str, &str)> {
+    token
+        .strip_prefix(API_TOKEN_PREFIX)
+        .and_then(|rest| rest.split_once('_'))
+        .filter(|(id, secret)| {
+            id.len() == 16
+                && secret.len() == 64
+                && id
+                    .bytes()
+                    .chain(secret.bytes())
+                    .all(|b| b.is_ascii_hexdigit())
+        })
 }
 
 fn digest(secret: &str) -> String {

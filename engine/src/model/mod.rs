@@ -47,8 +47,8 @@ pub use published_event::{
     PublishedEvent, event_signal,
 };
 pub use query::{
-    AttributeFilter, Cursor, Facets, MAX_FACET_VALUES, MAX_PAGE_SIZE, RunPage, RunQuery,
-    RunQueryError, StatusCount, ValueCount,
+    AttributeFilter, Cursor, Facets, MAX_FACET_VALUES, MAX_PAGE_SIZE, RunCount, RunPage, RunQuery,
+    RunQueryError, RunTotals, StatusCount, ValueCount,
 };
 pub use receipt::{Receipt, Settle};
 pub use retry::RetryPolicy;

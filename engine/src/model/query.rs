@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{InputError, InputLimits, Millis, Run, RunId, RunStatus};
+use super::{InputError, InputLimits, Millis, Namespace, Run, RunId, RunStatus};
 
 /// The largest page a list call returns.
 pub const MAX_PAGE_SIZE: u32 = 200;
@@ -230,6 +230,36 @@ pub struct RunPage {
     pub runs: Vec<Run>,
     /// Pass this back to get the next page; absent on the last page.
     pub next_cursor: Option<Cursor>,
+}
+
+/// How many runs of one workflow of one tenant are in one status: a `durable_runs` gauge's
+/// sample, read from the counts the store keeps with every change (never a scan of runs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCount {
+    /// The tenant.
+    pub namespace: Namespace,
+    /// The workflow.
+    pub workflow: String,
+    /// The status.
+    pub status: RunStatus,
+    /// How many runs.
+    pub count: u64,
+}
+
+/// How many runs of one workflow of one tenant ever started and ever finished in each final
+/// status: the `durable_runs_started_total` and `durable_runs_finished_total` counters, kept by
+/// the store with every change (so exact across control planes and restarts, and never
+/// lowered when finished runs are deleted).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTotals {
+    /// The tenant.
+    pub namespace: Namespace,
+    /// The workflow.
+    pub workflow: String,
+    /// Runs started.
+    pub started: u64,
+    /// Runs that reached each final status (a retried run can reach one more than once).
+    pub finished: Vec<StatusCount>,
 }
 
 /// How many runs are in one status (a facet).

@@ -153,7 +153,14 @@ impl Worker {
                     // task to another, as the same job.
                     let receipt = std::mem::take(&mut task.receipt);
                     let reply_to = task.reply_to.clone();
+                    let step = task.name.clone();
+                    let began = std::time::Instant::now();
                     let mut result = execute(&registry, &*clock, cancellations, task).await;
+                    let outcome = match result.outcome {
+                        StepOutcome::Completed { .. } => "completed",
+                        StepOutcome::Failed { .. } => "failed",
+                    };
+                    crate::metrics::worker_step(&tenant, &step, outcome, began.elapsed());
                     // The transport settles the task with the result, in one step if it can.
                     result.receipt = receipt.clone();
                     // Unanswered, the task goes back (the receipt's default).

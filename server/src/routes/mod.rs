@@ -1,9 +1,9 @@
 //! HTTP routes: the dashboard (Leptos pages and server functions, session-authenticated), its
-//! live event stream, the JSON API under `/api/v1` (bearer tenant tokens) and `/healthz`. This
-//! file only lists them; what handlers share is [`crate::state`], sessions are
-//! [`crate::sessions`], and who is asking is [`crate::auth`]. API handlers reach runs only
-//! through a [`tenant::TenantView`]; dashboard server functions only through an
-//! [`app::ssr::SessionView`].
+//! live event stream, the JSON API under `/api/v1` (bearer tenant tokens), `/healthz` and
+//! `/metrics` (an operator token). This file only lists them; what handlers share is
+//! [`crate::state`], sessions are [`crate::sessions`], and who is asking is [`crate::auth`]. API
+//! handlers reach runs only through a [`tenant::TenantView`]; dashboard server functions only
+//! through an [`app::ssr::SessionView`].
 
 mod api;
 mod handlers;
@@ -79,6 +79,7 @@ fn router_with<S: SessionStore + Clone>(
         .merge(dashboard)
         .nest("/api/v1", api::router(body_limit))
         .route("/healthz", get(health::healthz))
+        .route("/metrics", get(crate::metrics::metrics))
         .with_state(state)
         .layer(middleware::from_fn_with_state(https, headers::secure))
         .layer(TraceLayer::new_for_http())

@@ -19,6 +19,7 @@ use tower_sessions::Session;
 use super::tenant::TenantView;
 use crate::error::{ApiError, internal};
 use crate::live::LiveHub;
+use crate::metrics::SseClient;
 use crate::state::Shutdown;
 
 /// How often a dashboard stream checks that its session still holds: the longest a revoked
@@ -87,14 +88,15 @@ async fn stream(
             () = revoked => {}
         }
     };
-    let events = futures::stream::unfold(frames, |mut frames| async move {
+    let client = SseClient::open();
+    let events = futures::stream::unfold((frames, client), |(mut frames, client)| async move {
         let event = match frames.recv().await {
             Ok(frame) => Event::default().data(&*frame),
             // This client fell behind: tell it to re-read instead of trusting its copy.
             Err(RecvError::Lagged(n)) => Event::default().data(json!({ "resync": n }).to_string()),
             Err(RecvError::Closed) => return None,
         };
-        Some((Ok(event), frames))
+        Some((Ok(event), (frames, client)))
     })
     .take_until(ended);
     let events: BoxedEvents = Box::pin(events);

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -402,4 +403,64 @@ impl Drop for PythonWorker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One sample of an exposition: its metric name, its labels and its value.
+#[derive(Debug)]
+pub struct Sample {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// The samples of a Prometheus text exposition (label values here never hold `,` or `"`).
+pub fn metric_samples(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').expect("a value");
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (name, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .map(|pair| {
+                    let (k, v) = pair.split_once('=').expect("a label");
+                    (k.to_owned(), v.trim_matches('"').to_owned())
+                })
+                .collect();
+            Sample {
+                name: name.to_owned(),
+                labels,
+                value: value.parse().unwrap_or_else(|e| panic!("{e}: {line}")),
+            }
+        })
+        .collect()
+}
+
+/// The value of `name` with exactly these labels, if present.
+pub fn metric_value(all: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let wanted: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    all.iter()
+        .find(|s| s.name == name && s.labels == wanted)
+        .map(|s| s.value)
+}
+
+/// `GET url` (a `/metrics`) with `token`, which must answer 200 in the Prometheus text format.
+pub async fn scrape(client: &reqwest::Client, url: &str, token: &str) -> Vec<Sample> {
+    let answer = client
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("GET /metrics");
+    assert_eq!(answer.status(), 200);
+    let kind = answer.headers()["content-type"].to_str().expect("ascii");
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    metric_samples(&answer.text().await.expect("body"))
 }

@@ -2,6 +2,7 @@
 //! works only inside the engine's scope (an operator engine's scope is every namespace).
 //!
 //! - [`claim`]: claims due runs and starts their turns.
+//! - [`counts`]: folds the run counts' deltas into their totals.
 //! - [`results`]: applies step results, on the sticky path when it can.
 //! - [`redispatch`]: sends again the steps whose dispatch may be lost.
 //! - [`sweep`]: buries runs their drivers abandoned, wakes parked runs.
@@ -9,6 +10,7 @@
 //! - [`replies`]: what workers send back about remote work (decisions, beats, step events).
 
 pub(crate) mod claim;
+pub(crate) mod counts;
 pub(crate) mod lease;
 pub(crate) mod redispatch;
 pub(crate) mod replies;

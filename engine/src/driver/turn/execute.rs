@@ -6,6 +6,7 @@
 use super::persist::{Planned, prepare};
 use super::plan::plan;
 use crate::driver::state::State;
+use crate::metrics;
 use crate::model::{CheckpointKind, Interval, Millis, Run, StepFailure, StepResult};
 use crate::runtime::turn::{TurnInput, run_turn};
 use crate::runtime::{Decision, DecisionStatus};
@@ -19,9 +20,18 @@ pub(crate) async fn compute(
     history: History,
     with_result: Option<StepResult>,
 ) -> Planned {
+    let began = std::time::Instant::now();
     // What the turn replays; after a commit that only appends, the history it suspends with is
     // this plus the new checkpoints, and the store does not read it back.
     let replayed = history.clone();
+    // The step whose result this turn persists (a sticky turn), as it is recorded.
+    let finished_step = with_result.as_ref().and_then(|result| {
+        replayed
+            .checkpoints
+            .iter()
+            .find(|c| c.seq == result.seq)
+            .map(metrics::StepTimes::from)
+    });
     let now = state.clock.now();
     let max_depth = state
         .plans
@@ -71,8 +81,10 @@ pub(crate) async fn compute(
     } else {
         Vec::new()
     };
+    metrics::turn_computed(&run.namespace, &run.workflow, began.elapsed());
     Planned {
         with_result,
+        finished_step,
         commit,
         after,
         early,

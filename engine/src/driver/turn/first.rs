@@ -8,14 +8,16 @@
 //! instead, their results find no run and are dropped, and the caller hears the error).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::execute::{compute_ahead, replays_alike};
-use super::persist::{TurnEnd, abandon, after_commit, dispatch_early, prepare};
+use super::persist::{TurnEnd, abandon, after_commit, dispatch_early, local_steps, prepare};
 use super::plan::plan;
 use super::runner::{FirstTurn, spawn_turns};
 use crate::driver::fast_path::ahead;
 use crate::driver::state::State;
 use crate::fair::{self, Slot};
+use crate::metrics;
 use crate::model::{Millis, Run, RunStatus, TenantEventKind};
 use crate::runtime::turn::{TurnInput, plan_turn};
 use crate::store::{Claim, History, NewRun, StoreError};
@@ -66,6 +68,7 @@ pub(crate) async fn with_first_turn(
         signals: Vec::new(),
         now,
     };
+    let began = Instant::now();
     let Some(decision) = plan_turn(workflow, input, state.clock.clone()).await else {
         return Ok(Started::Unplanned(new, slot));
     };
@@ -74,6 +77,8 @@ pub(crate) async fn with_first_turn(
     let max_depth = plans.of(&view.namespace).max_nesting_depth;
     let limits = &state.config.limits;
     let (commit, outgoing) = plan(&view, decision, now, &state.registry, max_depth, limits);
+    metrics::turn_computed(&new.namespace, &new.workflow, began.elapsed());
+    let local_steps = local_steps(&commit);
     let alike = replays_alike(&History::default(), &commit);
     let (commit, mut after) =
         prepare(state, &view, History::default(), commit, outgoing, now).await;
@@ -95,12 +100,15 @@ pub(crate) async fn with_first_turn(
     } else {
         None
     };
-    let write = fair::within(
-        state.lane(&new.namespace, &new.workflow),
-        state
+    let write = fair::within(state.lane(&new.namespace, &new.workflow), async {
+        let began = Instant::now();
+        let created = state
             .store
-            .create_run_and_commit(new.clone(), &claim, commit, state.clock.now()),
-    );
+            .create_run_and_commit(new.clone(), &claim, commit, state.clock.now())
+            .await;
+        metrics::committed(&new.namespace, began.elapsed());
+        created
+    });
     let ((created, ahead), ()) = tokio::join!(
         ahead::while_writing(state, &view, projected, write, async |history, result| {
             compute_ahead(state, &view, history, result).await
@@ -120,6 +128,9 @@ pub(crate) async fn with_first_turn(
         }
     };
     let run = committed.run.clone();
+    for step in &local_steps {
+        metrics::step_finished(&run.namespace, step);
+    }
     state.emit(&run, TenantEventKind::RunStarted, None);
     // Its tenant heard of the run as the first turn left it: a run that only suspended is not
     // announced again.

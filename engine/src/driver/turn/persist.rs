@@ -5,10 +5,12 @@
 //! computed ahead of the commit.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::driver::fast_path::ahead;
 use crate::driver::state::State;
 use crate::fair;
+use crate::metrics::{self, StepTimes};
 use crate::model::{
     CheckpointKind, Millis, RemoteTask, Run, RunId, RunStatus, StepResult, TenantEventKind,
 };
@@ -21,6 +23,8 @@ use super::guard::{self, Outgoing};
 pub(crate) struct Planned {
     /// The step result persisted with the turn (a sticky turn).
     pub(super) with_result: Option<StepResult>,
+    /// That step's checkpoint with the result applied, for its metrics once committed.
+    pub(super) finished_step: Option<StepTimes>,
     pub(super) commit: TurnCommit,
     pub(super) after: AfterCommit,
     /// The new remote steps that may leave before the commit, not sent yet.
@@ -66,14 +70,17 @@ pub(super) async fn persist_turn(
 ) -> Result<TurnEnd, StoreError> {
     let Planned {
         with_result,
+        finished_step,
         commit,
         after,
         early,
     } = planned;
     let now = state.clock.now();
+    let local_steps = local_steps(&commit);
     let write = fair::within(state.lane(&run.namespace, &run.workflow), async {
         let claim = state.claim();
-        match &with_result {
+        let began = Instant::now();
+        let written = match &with_result {
             None => {
                 state
                     .store
@@ -86,7 +93,9 @@ pub(super) async fn persist_turn(
                     .apply_result_and_commit(result, &claim, run.attempt, commit, now)
                     .await
             }
-        }
+        };
+        metrics::committed(&run.namespace, began.elapsed());
+        written
     });
     // The steps this commit creates leave while it is in flight: their trip to a worker and
     // back overlaps the commit. A result that beats the commit is held (see `fast_path::in_flight`), or
@@ -95,6 +104,12 @@ pub(super) async fn persist_turn(
         ahead::while_writing(state, run, after.projection(), write, turn_ahead),
         dispatch_early(state, &run.id, early)
     );
+    if matches!(written, Ok(Some(_))) {
+        let steps = local_steps.iter().chain(&finished_step);
+        for step in steps {
+            metrics::step_finished(&run.namespace, step);
+        }
+    }
     match settle(state, run, written, with_result, after).await {
         Ok(end) => Ok(after_commit(state, &run.id, end, ahead)),
         Err(e) => {
@@ -104,6 +119,21 @@ pub(super) async fn persist_turn(
             Err(e)
         }
     }
+}
+
+/// The local steps `commit` records (markers left out), for their metrics once committed.
+pub(super) fn local_steps(commit: &TurnCommit) -> Vec<StepTimes> {
+    commit
+        .checkpoints
+        .iter()
+        .filter(|c| c.kind == CheckpointKind::LocalStep && c.finished_at.is_some())
+        .map(|c| StepTimes {
+            name: c.name.clone(),
+            enqueued_at: c.enqueued_at,
+            started_at: c.started_at,
+            finished_at: c.finished_at,
+        })
+        .collect()
 }
 
 /// Sends the steps of run `id` that leave while their turn's commit is in flight (`early`):

@@ -2,8 +2,8 @@
 //! tenant filter cannot be forgotten (and [`crate::store::ScopedStore`] fixes it for a request).
 
 use crate::model::{
-    Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery, Scope, StatusCount,
-    ValueCount,
+    Checkpoint, Facets, Millis, NamespaceLoad, Run, RunCount, RunId, RunPage, RunQuery, RunTotals,
+    Scope, StatusCount, ValueCount,
 };
 use crate::store::StoreResult;
 use async_trait::async_trait;
@@ -19,6 +19,15 @@ pub trait RunReads: Send + Sync + 'static {
 
     /// How many runs are in each status (statuses with no runs are omitted).
     async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>>;
+
+    /// How many runs of each workflow of each namespace in `scope` are in each status (none are
+    /// left out as zero). Read from the counts the store keeps with every change of a run, so
+    /// it costs the same at a million runs as at ten.
+    async fn run_counts(&self, scope: &Scope) -> StoreResult<Vec<RunCount>>;
+
+    /// How many runs of each workflow of each namespace in `scope` ever started, and ever
+    /// reached each final status; kept like [`RunReads::run_counts`], and never lowered.
+    async fn run_totals(&self, scope: &Scope) -> StoreResult<Vec<RunTotals>>;
 
     /// Per namespace in `scope`: runs pending, running, suspended and blocked now, and runs
     /// that failed or died at or after `failed_since`. Namespaces with none of these are left

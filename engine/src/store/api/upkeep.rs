@@ -1,4 +1,5 @@
-//! The sweep's writes: burying runs their drivers abandoned and un-parking blocked runs.
+//! The sweep's writes: burying runs their drivers abandoned, un-parking blocked runs, and
+//! folding the run counts.
 
 use crate::model::{Millis, Run, Scope};
 use crate::store::StoreResult;
@@ -33,4 +34,9 @@ pub trait Upkeep: Send + Sync + 'static {
         served: &[(String, u32)],
         now: Millis,
     ) -> StoreResult<Vec<Run>>;
+
+    /// Folds the run counts' pending deltas into their totals, so reading them stays cheap. A
+    /// store that keeps its totals in place (SQLite's one writer) has nothing to fold; where
+    /// many processes write, one folds at a time and the others return at once.
+    async fn fold_counts(&self) -> StoreResult<()>;
 }

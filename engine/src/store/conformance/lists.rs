@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::support::{new_run, ns};
+use super::support::{attempt_of, lease, new_run, ns, suspend_on_step};
 use crate::model::{RunId, RunQuery, RunStatus, Scope};
 use crate::store::{NewRun, RunPatch, Store};
 
@@ -327,4 +327,195 @@ pub async fn families_and_loads_follow_the_scope(store: Arc<dyn Store>) {
         "a tenant's view holds only its own load"
     );
     assert_eq!(only_acme[0].namespace, ns("acme"));
+}
+
+/// The counts the store keeps (by tenant, workflow and status, and by tenant and tag) equal a
+/// count of the runs themselves after starts, claims, turns, status changes and retries, in
+/// every scope, before and after the deltas are folded.
+pub async fn counts_follow_every_change_of_a_run(store: Arc<dyn Store>) {
+    use std::collections::BTreeMap;
+
+    async fn tally(
+        store: &Arc<dyn Store>,
+        scope: &Scope,
+    ) -> BTreeMap<(String, String, String), u64> {
+        let mut counts = BTreeMap::new();
+        let mut query = RunQuery {
+            limit: 100,
+            ..RunQuery::default()
+        };
+        loop {
+            let page = store.list_runs(scope, &query).await.expect("list");
+            for run in &page.runs {
+                *counts
+                    .entry((
+                        run.namespace.to_string(),
+                        run.workflow.clone(),
+                        run.status.as_str().to_owned(),
+                    ))
+                    .or_default() += 1;
+            }
+            match page.next_cursor {
+                Some(c) => query.cursor = Some(c),
+                None => return counts,
+            }
+        }
+    }
+    async fn check(store: &Arc<dyn Store>, moment: &str) {
+        for scope in [
+            Scope::All,
+            Scope::Only(ns("acme")),
+            Scope::Only(ns("globex")),
+        ] {
+            for fold in [false, true] {
+                if fold {
+                    store.fold_counts().await.expect("fold");
+                }
+                let kept = store
+                    .run_counts(&scope)
+                    .await
+                    .expect("counts")
+                    .into_iter()
+                    .map(|c| {
+                        (
+                            (
+                                c.namespace.to_string(),
+                                c.workflow,
+                                c.status.as_str().to_owned(),
+                            ),
+                            c.count,
+                        )
+                    })
+                    .collect::<BTreeMap<_, _>>();
+                let counted = tally(store, &scope).await;
+                assert_eq!(kept, counted, "{moment}, {scope:?}, folded: {fold}");
+                let mut by_status = BTreeMap::<String, u64>::new();
+                for ((_, _, status), n) in &counted {
+                    *by_status.entry(status.clone()).or_default() += n;
+                }
+                let statuses = store
+                    .count_by_status(&scope)
+                    .await
+                    .expect("by status")
+                    .into_iter()
+                    .map(|c| (c.status.as_str().to_owned(), c.count))
+                    .collect::<BTreeMap<_, _>>();
+                assert_eq!(statuses, by_status, "{moment}, {scope:?}, folded: {fold}");
+            }
+        }
+    }
+
+    let tagged = |id: &str, namespace: &str, workflow: &str, tags: &[&str]| {
+        let mut run = new_run(id, namespace);
+        run.workflow = workflow.into();
+        run.tags = tags.iter().map(|t| (*t).to_owned()).collect();
+        run
+    };
+    for (id, namespace, workflow, tags) in [
+        ("c1", "acme", "a", &["x", "y"][..]),
+        ("c2", "acme", "a", &["x", "x"]),
+        ("c3", "acme", "b", &[]),
+        ("c4", "globex", "a", &["x"]),
+        ("c5", "globex", "a", &["z"]),
+    ] {
+        store
+            .create_run(tagged(id, namespace, workflow, tags), 10, None)
+            .await
+            .expect("create");
+    }
+    // A start that claims its run is inserted running.
+    store
+        .create_run(tagged("c6", "acme", "b", &["y"]), 10, Some(&lease("a")))
+        .await
+        .expect("start");
+    check(&store, "after the starts").await;
+    let tags = store
+        .facets(&Scope::Only(ns("acme")))
+        .await
+        .expect("facets")
+        .tags
+        .into_iter()
+        .map(|c| (c.value.as_str().unwrap_or_default().to_owned(), c.count))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        tags,
+        [("x".to_owned(), 2), ("y".to_owned(), 2)],
+        "a run counts once per tag, and only the tenant's runs count"
+    );
+
+    let id = |s: &str| RunId::parse(s).expect("id");
+    for (run, from, to) in [
+        ("c1", RunStatus::Pending, RunStatus::Failed),
+        ("c2", RunStatus::Pending, RunStatus::Cancelled),
+        ("c4", RunStatus::Pending, RunStatus::Completed),
+    ] {
+        let patch = RunPatch {
+            status: to,
+            error: None,
+        };
+        store
+            .update_run_if(&Scope::All, &id(run), &[from], patch, 20)
+            .await
+            .expect("update")
+            .expect("moved");
+    }
+    check(&store, "after status changes").await;
+
+    store
+        .retry_run(&Scope::All, &id("c1"), 30)
+        .await
+        .expect("retry")
+        .expect("retried");
+    let attempt = attempt_of(&store, &id("c6")).await;
+    store
+        .commit_turn(&lease("a"), &id("c6"), attempt, suspend_on_step(1), 40)
+        .await
+        .expect("commit")
+        .expect("committed");
+    check(&store, "after a retry and a turn").await;
+
+    // Totals only grow: c1 failed once (then was retried), c2 was cancelled, c4 completed.
+    for fold in [false, true] {
+        if fold {
+            store.fold_counts().await.expect("fold");
+        }
+        let totals = store
+            .run_totals(&Scope::All)
+            .await
+            .expect("totals")
+            .into_iter()
+            .map(|t| {
+                let finished = t
+                    .finished
+                    .iter()
+                    .map(|c| (c.status.as_str(), c.count))
+                    .collect::<Vec<_>>();
+                (t.namespace.to_string(), t.workflow, t.started, finished)
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(
+            totals,
+            [
+                (
+                    "acme".to_owned(),
+                    "a".to_owned(),
+                    2,
+                    vec![("failed", 1), ("cancelled", 1)]
+                ),
+                ("acme".to_owned(), "b".to_owned(), 2, vec![]),
+                (
+                    "globex".to_owned(),
+                    "a".to_owned(),
+                    2,
+                    vec![("completed", 1)]
+                ),
+            ],
+            "folded: {fold}"
+        );
+        let globex = store
+            .run_totals(&Scope::Only(ns("globex")))
+            .await
+            .expect("totals");
+        assert_eq!(globex.len(), 1, "a tenant's totals are its own");
+    }
 }

@@ -70,6 +70,7 @@ macro_rules! store_conformance {
             list_filters_apply,
             filters_and_facets_stay_inside_the_scope,
             families_and_loads_follow_the_scope,
+            counts_follow_every_change_of_a_run,
             // claims.rs
             leases_are_exclusive_until_they_expire,
             released_leases_are_claimable_at_once,

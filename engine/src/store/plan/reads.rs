@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{Namespace, NamespaceLoad, RunStatus, StatusCount};
+use crate::model::{Namespace, NamespaceLoad, RunCount, RunStatus, RunTotals, StatusCount};
 use crate::store::{StoreError, StoreResult};
 
 /// The remote steps out now that hold concurrency slots, of runs still live: the slots the sweep
@@ -33,6 +33,57 @@ pub(crate) fn status_counts(
         .collect::<StoreResult<Vec<_>>>()?;
     counts.sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
     Ok(counts)
+}
+
+/// `(namespace, workflow, status, count)` rows as [`RunCount`]s.
+pub(crate) fn run_counts(
+    rows: impl IntoIterator<Item = (String, String, String, i64)>,
+) -> StoreResult<Vec<RunCount>> {
+    rows.into_iter()
+        .map(|(namespace, workflow, status, n)| {
+            Ok(RunCount {
+                namespace: Namespace::from_stored(Some(&namespace)),
+                workflow,
+                status: status
+                    .parse::<RunStatus>()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                count: n.max(0) as u64,
+            })
+        })
+        .collect()
+}
+
+/// `(namespace, workflow, event, count)` rows as [`RunTotals`] by namespace and workflow:
+/// `event` is `started` or the final status runs reached.
+pub(crate) fn run_totals(
+    rows: impl IntoIterator<Item = (String, String, String, i64)>,
+) -> StoreResult<Vec<RunTotals>> {
+    let mut totals = BTreeMap::<(String, String), RunTotals>::new();
+    for (namespace, workflow, event, n) in rows {
+        let n = n.max(0) as u64;
+        let total = totals
+            .entry((namespace.clone(), workflow.clone()))
+            .or_insert_with(|| RunTotals {
+                namespace: Namespace::from_stored(Some(&namespace)),
+                workflow,
+                ..RunTotals::default()
+            });
+        if event == "started" {
+            total.started += n;
+        } else {
+            let status = event
+                .parse::<RunStatus>()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            total.finished.push(StatusCount { status, count: n });
+        }
+    }
+    let mut totals: Vec<RunTotals> = totals.into_values().collect();
+    for total in &mut totals {
+        total
+            .finished
+            .sort_by_key(|c| RunStatus::ALL.iter().position(|s| *s == c.status));
+    }
+    Ok(totals)
 }
 
 /// `(namespace, status, count)` rows as each namespace's load, by namespace: `failed` stands

@@ -66,8 +66,9 @@ use super::{
     StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
 };
 use crate::model::{
-    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage,
-    RunQuery, RunStatus, Scope, StatusCount, StepResult, StoredUpdate, UpdateId, ValueCount,
+    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunCount,
+    RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope, StatusCount, StepResult, StoredUpdate,
+    UpdateId, ValueCount,
 };
 
 /// The PostgreSQL [`Store`] and [`super::Accounts`].
@@ -286,6 +287,14 @@ impl RunReads for PgStore {
         reads::count_by_status(&self.pool, scope).await
     }
 
+    async fn run_counts(&self, scope: &Scope) -> StoreResult<Vec<RunCount>> {
+        reads::run_counts(&self.pool, scope).await
+    }
+
+    async fn run_totals(&self, scope: &Scope) -> StoreResult<Vec<RunTotals>> {
+        reads::run_totals(&self.pool, scope).await
+    }
+
     async fn namespace_loads(
         &self,
         scope: &Scope,
@@ -398,6 +407,10 @@ impl Upkeep for PgStore {
         in_tx!(self.pool, |conn| lifecycle::unblock_runs(
             conn, scope, served, now
         ))
+    }
+
+    async fn fold_counts(&self) -> StoreResult<()> {
+        reads::fold_counts(&self.pool).await
     }
 }
 

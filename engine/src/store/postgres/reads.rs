@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
-    Run, RunId, RunPage, RunQuery, Scope, StatusCount, ValueCount,
+    Run, RunCount, RunId, RunPage, RunQuery, RunTotals, Scope, StatusCount, ValueCount,
 };
 use crate::store::columns::qualified;
 use crate::store::plan::filters::{Filter, List};
@@ -93,10 +93,25 @@ pub(super) async fn list_runs(
     Ok(list.page(runs))
 }
 
+/// Runs by namespace, workflow and status: the folded totals and the deltas not yet folded,
+/// read in one snapshot (see `migrations/postgres/0018_run_counts.sql`).
+const RUN_COUNTS: &str = "(SELECT namespace, workflow, status, n FROM run_counts \
+    UNION ALL SELECT namespace, workflow, status, n FROM run_count_deltas) c";
+
+/// Runs started and finished by namespace and workflow, as [`RUN_COUNTS`].
+const RUN_TOTALS: &str = "(SELECT namespace, workflow, event, n FROM run_totals \
+    UNION ALL SELECT namespace, workflow, event, n FROM run_total_deltas) c";
+
+/// Runs by namespace and tag, as [`RUN_COUNTS`].
+const TAG_COUNTS: &str = "(SELECT namespace, tag, n FROM tag_counts \
+    UNION ALL SELECT namespace, tag, n FROM tag_count_deltas) c";
+
 pub(super) async fn count_by_status(pool: &PgPool, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
-    let mut sql = Sql::new("SELECT status, COUNT(*) AS n FROM runs WHERE TRUE");
+    let mut sql = Sql::new(format!(
+        "SELECT status, SUM(n)::BIGINT AS n FROM {RUN_COUNTS} WHERE TRUE"
+    ));
     push_scope(&mut sql, "namespace", scope);
-    sql.push(" GROUP BY status");
+    sql.push(" GROUP BY status HAVING SUM(n) <> 0");
     let rows = sql.build().fetch_all(pool).await.map_err(db)?;
     let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
     let rows = rows
@@ -111,20 +126,65 @@ pub(super) async fn count_by_status(pool: &PgPool, scope: &Scope) -> StoreResult
     reads::status_counts(rows)
 }
 
+pub(super) async fn run_counts(pool: &PgPool, scope: &Scope) -> StoreResult<Vec<RunCount>> {
+    reads::run_counts(four_columns(pool, scope, RUN_COUNTS, "status").await?)
+}
+
+pub(super) async fn run_totals(pool: &PgPool, scope: &Scope) -> StoreResult<Vec<RunTotals>> {
+    reads::run_totals(four_columns(pool, scope, RUN_TOTALS, "event").await?)
+}
+
+/// `(namespace, workflow, <key>, n)` summed from `counts` in `scope`, leaving out zeros.
+async fn four_columns(
+    pool: &PgPool,
+    scope: &Scope,
+    counts: &str,
+    key: &str,
+) -> StoreResult<Vec<(String, String, String, i64)>> {
+    let mut sql = Sql::new(format!(
+        "SELECT namespace, workflow, {key}, SUM(n)::BIGINT AS n FROM {counts} WHERE TRUE"
+    ));
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(format!(
+        " GROUP BY namespace, workflow, {key} HAVING SUM(n) <> 0"
+    ));
+    let rows = sql.build().fetch_all(pool).await.map_err(db)?;
+    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.try_get(0).map_err(corrupt)?,
+                row.try_get(1).map_err(corrupt)?,
+                row.try_get(2).map_err(corrupt)?,
+                row.try_get(3).map_err(corrupt)?,
+            ))
+        })
+        .collect()
+}
+
+/// Folds the count deltas into their totals; another process folding now makes it a no-op.
+pub(super) async fn fold_counts(pool: &PgPool) -> StoreResult<()> {
+    sqlx::query("SELECT fold_run_counts()")
+        .execute(pool)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
 pub(super) async fn namespace_loads(
     pool: &PgPool,
     scope: &Scope,
     failed_since: Millis,
 ) -> StoreResult<Vec<NamespaceLoad>> {
-    // Live statuses by the status index, recent failures by (status, finished_at); finished
+    // Live statuses from the counts, recent failures by (status, finished_at); finished
     // history is never walked.
-    let mut sql = Sql::new(
-        "SELECT namespace, status, COUNT(*) AS n FROM runs \
-         WHERE status IN ('pending', 'running', 'cancelling', 'suspended', 'blocked')",
-    );
+    let mut sql = Sql::new(format!(
+        "SELECT namespace, status, SUM(n)::BIGINT AS n FROM {RUN_COUNTS} \
+         WHERE status IN ('pending', 'running', 'cancelling', 'suspended', 'blocked')"
+    ));
     push_scope(&mut sql, "namespace", scope);
     sql.push(
-        " GROUP BY namespace, status UNION ALL \
+        " GROUP BY namespace, status HAVING SUM(n) <> 0 UNION ALL \
         SELECT namespace, 'failed', COUNT(*) FROM runs \
         WHERE status IN ('failed', 'dead') AND finished_at >= ",
     )
@@ -148,19 +208,21 @@ pub(super) async fn namespace_loads(
 }
 
 pub(super) async fn facets(pool: &PgPool, scope: &Scope) -> StoreResult<Facets> {
-    let mut sql = Sql::new("SELECT workflow, COUNT(*) AS n FROM runs WHERE TRUE");
+    let mut sql = Sql::new(format!(
+        "SELECT workflow, SUM(n)::BIGINT AS n FROM {RUN_COUNTS} WHERE TRUE"
+    ));
     push_scope(&mut sql, "namespace", scope);
-    sql.push(" GROUP BY workflow ORDER BY n DESC, workflow LIMIT ")
+    sql.push(" GROUP BY workflow HAVING SUM(n) <> 0 ORDER BY n DESC, workflow LIMIT ")
         .push_bind(MAX_FACET_VALUES as i64);
     let workflows = value_counts(
         sql.build().fetch_all(pool).await.map_err(db)?,
         Value::String,
     )?;
-    let mut sql = Sql::new(
-        "SELECT t, COUNT(*) AS n FROM runs, jsonb_array_elements_text(runs.tags) t WHERE TRUE",
-    );
-    push_scope(&mut sql, "runs.namespace", scope);
-    sql.push(" GROUP BY t ORDER BY n DESC, t LIMIT ")
+    let mut sql = Sql::new(format!(
+        "SELECT tag, SUM(n)::BIGINT AS n FROM {TAG_COUNTS} WHERE TRUE"
+    ));
+    push_scope(&mut sql, "namespace", scope);
+    sql.push(" GROUP BY tag HAVING SUM(n) <> 0 ORDER BY n DESC, tag LIMIT ")
         .push_bind(MAX_FACET_VALUES as i64);
     let tags = value_counts(
         sql.build().fetch_all(pool).await.map_err(db)?,

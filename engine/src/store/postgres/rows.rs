@@ -28,6 +28,7 @@ pub(super) fn db(e: sqlx::Error) -> StoreError {
             return StoreError::Refused(d.message().to_owned());
         }
     }
+    crate::metrics::store_error("postgres");
     StoreError::Unavailable(Box::new(e))
 }
 

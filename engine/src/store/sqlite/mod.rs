@@ -59,8 +59,9 @@ use super::{
     StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
 };
 use crate::model::{
-    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage,
-    RunQuery, RunStatus, Scope, StatusCount, StepResult, StoredUpdate, UpdateId, ValueCount,
+    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunCount,
+    RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope, StatusCount, StepResult, StoredUpdate,
+    UpdateId, ValueCount,
 };
 
 /// How many reader threads (and read connections) a store keeps.
@@ -265,6 +266,20 @@ impl RunReads for SqliteStore {
             .await
     }
 
+    async fn run_counts(&self, scope: &Scope) -> StoreResult<Vec<RunCount>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::run_counts(conn, &scope))
+            .await
+    }
+
+    async fn run_totals(&self, scope: &Scope) -> StoreResult<Vec<RunTotals>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| reads::run_totals(conn, &scope))
+            .await
+    }
+
     async fn namespace_loads(
         &self,
         scope: &Scope,
@@ -412,6 +427,11 @@ impl Upkeep for SqliteStore {
         self.writer
             .write(move |conn| lifecycle::unblock_runs(conn, &scope, &served, now))
             .await
+    }
+
+    async fn fold_counts(&self) -> StoreResult<()> {
+        // The triggers update the totals in place: nothing waits to be folded.
+        Ok(())
     }
 }
 

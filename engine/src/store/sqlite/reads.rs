@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
-    Run, RunId, RunPage, RunQuery, Scope, StatusCount, ValueCount,
+    Run, RunCount, RunId, RunPage, RunQuery, RunTotals, Scope, StatusCount, ValueCount,
 };
 use crate::store::columns::qualified;
 use crate::store::plan::filters::{Filter, List};
@@ -118,10 +118,39 @@ pub(super) fn list_runs(
 }
 
 pub(super) fn count_by_status(conn: &Connection, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
-    let mut sql = Sql::new("SELECT status, COUNT(*) AS n FROM runs WHERE 1 = 1");
+    let mut sql = Sql::new("SELECT status, SUM(n) AS n FROM run_counts WHERE 1 = 1");
     sql.scope("namespace", scope).push(" GROUP BY status");
     let rows = sql.all(conn, |row| Ok((col(row, "status")?, col(row, "n")?)))?;
     reads::status_counts(rows)
+}
+
+pub(super) fn run_counts(conn: &Connection, scope: &Scope) -> StoreResult<Vec<RunCount>> {
+    reads::run_counts(four_columns(conn, scope, "run_counts", "status")?)
+}
+
+pub(super) fn run_totals(conn: &Connection, scope: &Scope) -> StoreResult<Vec<RunTotals>> {
+    reads::run_totals(four_columns(conn, scope, "run_totals", "event")?)
+}
+
+/// `(namespace, workflow, <key>, n)` from table `counts` in `scope`.
+fn four_columns(
+    conn: &Connection,
+    scope: &Scope,
+    counts: &str,
+    key: &str,
+) -> StoreResult<Vec<(String, String, String, i64)>> {
+    let mut sql = Sql::new(format!(
+        "SELECT namespace, workflow, {key} AS k, n FROM {counts} WHERE n <> 0"
+    ));
+    sql.scope("namespace", scope);
+    sql.all(conn, |row| {
+        Ok((
+            col(row, "namespace")?,
+            col(row, "workflow")?,
+            col(row, "k")?,
+            col(row, "n")?,
+        ))
+    })
 }
 
 pub(super) fn namespace_loads(
@@ -129,8 +158,8 @@ pub(super) fn namespace_loads(
     scope: &Scope,
     failed_since: Millis,
 ) -> StoreResult<Vec<NamespaceLoad>> {
-    // Two index-driven scans: live statuses by (status, ...), recent failures by
-    // (status, finished_at); finished history is never walked.
+    // Live statuses from the counts, recent failures by (status, finished_at); finished
+    // history is never walked.
     let load = |row: &rusqlite::Row<'_>| {
         Ok((
             col::<Option<String>>(row, "ns")?,
@@ -139,7 +168,7 @@ pub(super) fn namespace_loads(
         ))
     };
     let mut sql = Sql::new(
-        "SELECT namespace AS ns, status, COUNT(*) AS n FROM runs \
+        "SELECT namespace AS ns, status, SUM(n) AS n FROM run_counts \
          WHERE status IN ('pending', 'running', 'cancelling', 'suspended', 'blocked')",
     );
     sql.scope("namespace", scope)
@@ -175,16 +204,14 @@ pub(super) fn facets(conn: &Connection, scope: &Scope) -> StoreResult<Facets> {
             count: col::<i64>(row, "n")? as u64,
         })
     };
-    let mut sql = Sql::new("SELECT workflow AS v, COUNT(*) AS n FROM runs WHERE 1 = 1");
+    let mut sql = Sql::new("SELECT workflow AS v, SUM(n) AS n FROM run_counts WHERE 1 = 1");
     sql.scope("namespace", scope)
         .push(" GROUP BY workflow ORDER BY n DESC, v LIMIT ")
         .bind(MAX_FACET_VALUES as i64);
     let workflows = sql.all(conn, count)?;
-    let mut sql = Sql::new(
-        "SELECT t.value AS v, COUNT(*) AS n FROM runs, json_each(runs.tags) t WHERE 1 = 1",
-    );
-    sql.scope("runs.namespace", scope)
-        .push(" GROUP BY t.value ORDER BY n DESC, v LIMIT ")
+    let mut sql = Sql::new("SELECT tag AS v, SUM(n) AS n FROM tag_counts WHERE 1 = 1");
+    sql.scope("namespace", scope)
+        .push(" GROUP BY tag ORDER BY n DESC, v LIMIT ")
         .bind(MAX_FACET_VALUES as i64);
     let tags = sql.all(conn, count)?;
     Ok(Facets {

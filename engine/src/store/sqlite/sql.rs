@@ -129,6 +129,9 @@ pub(super) fn db(e: rusqlite::Error) -> StoreError {
         }
         rusqlite::Error::IntegralValueOutOfRange(..)
         | rusqlite::Error::ToSqlConversionFailure(_) => StoreError::Refused(e.to_string()),
-        _ => StoreError::Unavailable(Box::new(e)),
+        _ => {
+            crate::metrics::store_error("sqlite");
+            StoreError::Unavailable(Box::new(e))
+        }
     }
 }

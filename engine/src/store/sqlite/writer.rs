@@ -260,6 +260,7 @@ fn commit_next(conn: &mut Connection, waiting: &mut Line, rx: &flume::Receiver<L
             break;
         }
     }
+    crate::metrics::batch_written("sqlite", answers.len());
     let end = match (&broken, any_kept) {
         (None, true) => conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
         (None, false) => conn.execute_batch("ROLLBACK").map_err(|e| e.to_string()),

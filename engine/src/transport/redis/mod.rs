@@ -49,6 +49,12 @@ use crate::model::{
     StepResult, TenantEvent, WorkerDescriptor, WorkerGroup,
 };
 
+/// A Redis call that failed, counted in the transport's error metric.
+fn unavailable(message: String) -> TransportError {
+    crate::metrics::transport_error("redis");
+    TransportError::Unavailable(message)
+}
+
 /// Tenant events a local subscriber may fall behind by before it is told it lagged.
 const LOCAL_EVENTS: usize = 4096;
 
@@ -158,25 +164,25 @@ impl RedisTransport {
     /// Connects and checks the server answers; fails fast with a message naming the URL (its
     /// password left out) when it does not.
     pub async fn connect(config: RedisConfig) -> TransportResult<Self> {
-        let unavailable = |e: redis::RedisError| {
-            TransportError::Unavailable(format!(
+        let unanswered = |e: redis::RedisError| {
+            unavailable(format!(
                 "Redis at {} does not answer ({e}); start it or fix REDIS_URL",
                 crate::url::redact(&config.url)
             ))
         };
         let client = redis::Client::open(config.url.as_str()).map_err(|e| {
-            TransportError::Unavailable(format!(
+            unavailable(format!(
                 "REDIS_URL `{}` is not a Redis URL ({e}); use redis://HOST:PORT",
                 crate::url::redact(&config.url)
             ))
         })?;
         let mut conn = ConnectionManager::new(client.clone())
             .await
-            .map_err(unavailable)?;
+            .map_err(unanswered)?;
         let _: String = redis::cmd("PING")
             .query_async(&mut conn)
             .await
-            .map_err(unavailable)?;
+            .map_err(unanswered)?;
         // Only characters an instance id may carry, so its results queue is one workers accept.
         let host: String = std::env::var("HOSTNAME")
             .unwrap_or_else(|_| "host".into())
@@ -268,9 +274,7 @@ impl RedisTransport {
             .add(&mut conn, &job)
             .await
             .map(|_| ())
-            .map_err(|e| {
-                TransportError::Unavailable(format!("adding a `{name}` job to {queue}: {e}"))
-            })
+            .map_err(|e| unavailable(format!("adding a `{name}` job to {queue}: {e}")))
     }
 
     async fn publish(&self, channel: &str, payload: String) -> TransportResult<()> {
@@ -281,7 +285,7 @@ impl RedisTransport {
             .query_async::<i64>(&mut conn)
             .await
             .map(|_| ())
-            .map_err(|e| TransportError::Unavailable(format!("publishing on {channel}: {e}")))
+            .map_err(|e| unavailable(format!("publishing on {channel}: {e}")))
     }
 
     /// Consumes `queues` and parses each job's data as `T`; a job that does not parse is logged
@@ -413,7 +417,7 @@ impl RedisTransport {
     async fn listen(&self, target: Target) -> TransportResult<mpsc::Receiver<Heard>> {
         pubsub::listen(self.shared.clone(), target)
             .await
-            .map_err(|e| TransportError::Unavailable(format!("subscribing on Redis: {e}")))
+            .map_err(|e| unavailable(format!("subscribing on Redis: {e}")))
     }
 }
 
@@ -427,7 +431,7 @@ impl StepQueues for RedisTransport {
         let queue = tasks_queue(&self.shared.p, &task.group);
         task.reply_to = self.shared.reply_queue.get().cloned();
         let data = serde_json::to_string(&task)
-            .map_err(|e| TransportError::Unavailable(format!("encoding a task: {e}")))?;
+            .map_err(|e| unavailable(format!("encoding a task: {e}")))?;
         // One job per try of a step: sent again while its job still waits or runs (a backlog,
         // a long step on an SDK worker, which holds BullMQ's lock on it), the job stays as it
         // is instead of a second copy running beside it.
@@ -466,7 +470,7 @@ impl StepQueues for RedisTransport {
         reply_to: Option<&str>,
     ) -> TransportResult<()> {
         let data = serde_json::to_string(&result)
-            .map_err(|e| TransportError::Unavailable(format!("encoding a result: {e}")))?;
+            .map_err(|e| unavailable(format!("encoding a result: {e}")))?;
         let p = &self.shared.p;
         let shared = results_queue(p);
         // Only a control plane's own results queue under this prefix: a task cannot send its
@@ -496,9 +500,7 @@ impl StepQueues for RedisTransport {
             .scripts
             .answer(&mut conn, &job, self.shared.holds.taken_key(), (task, take))
             .await
-            .map_err(|e| {
-                TransportError::Unavailable(format!("adding a result to {}: {e}", job.queue))
-            })?;
+            .map_err(|e| unavailable(format!("adding a result to {}: {e}", job.queue)))?;
         result.receipt.settled();
         Ok(())
     }
@@ -510,11 +512,7 @@ impl StepQueues for RedisTransport {
         let own = reply_queue(p, me);
         let owner = replies::Owner::claim(self.shared.clone())
             .await
-            .map_err(|e| {
-                TransportError::Unavailable(format!(
-                    "listing this control plane's results queue: {e}"
-                ))
-            })?;
+            .map_err(|e| unavailable(format!("listing this control plane's results queue: {e}")))?;
         let (tx, rx) = consumer::channel();
         owner.keep(tx.clone());
         recovery::keep(self.shared.clone(), tx.clone());
@@ -715,9 +713,9 @@ impl TenantEvents for RedisTransport {
             let _ = self.shared.local_events.send(event);
         }
         let mut conn = self.shared.conn.clone();
-        pipe.query_async::<()>(&mut conn).await.map_err(|e| {
-            TransportError::Unavailable(format!("publishing {count} tenant events: {e}"))
-        })
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| unavailable(format!("publishing {count} tenant events: {e}")))
     }
 
     async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>> {
@@ -766,7 +764,7 @@ impl ControlChannel for RedisTransport {
             .from
             .get_or_insert_with(|| self.shared.instance.clone());
         let payload = serde_json::to_string(&message)
-            .map_err(|e| TransportError::Unavailable(format!("encoding a control message: {e}")))?;
+            .map_err(|e| unavailable(format!("encoding a control message: {e}")))?;
         self.publish(&control_channel(&self.shared.p), payload)
             .await
     }
@@ -781,13 +779,13 @@ impl WorkerRegistry for RedisTransport {
     async fn worker_groups(&self, scope: &Scope) -> TransportResult<Vec<WorkerGroup>> {
         registry::groups(&self.shared, scope)
             .await
-            .map_err(|e| TransportError::Unavailable(format!("reading worker registrations: {e}")))
+            .map_err(|e| unavailable(format!("reading worker registrations: {e}")))
     }
 
     async fn worker_descriptors(&self, token: &str) -> TransportResult<Vec<WorkerDescriptor>> {
         registry::Directory::descriptors(&self.shared, token)
             .await
-            .map_err(|e| TransportError::Unavailable(format!("reading worker descriptors: {e}")))
+            .map_err(|e| unavailable(format!("reading worker descriptors: {e}")))
     }
 
     async fn publish_heartbeat(&self, mut beat: Heartbeat) -> TransportResult<()> {
@@ -796,7 +794,7 @@ impl WorkerRegistry for RedisTransport {
             .into_wire(&mut beat.group)
             .map_err(TransportError::Unsupported)?;
         let payload = serde_json::to_string(&beat)
-            .map_err(|e| TransportError::Unavailable(format!("encoding a heartbeat: {e}")))?;
+            .map_err(|e| unavailable(format!("encoding a heartbeat: {e}")))?;
         self.publish(&heartbeat_channel(&self.shared.p), payload)
             .await
     }
@@ -845,7 +843,7 @@ impl RunRequests for RedisTransport {
 
     async fn publish_run_reply(&self, reply: RunReply) -> TransportResult<()> {
         let payload = serde_json::to_string(&reply)
-            .map_err(|e| TransportError::Unavailable(format!("encoding a run reply: {e}")))?;
+            .map_err(|e| unavailable(format!("encoding a run reply: {e}")))?;
         self.publish(&run_reply_channel(&self.shared.p), payload)
             .await
     }

@@ -5,11 +5,11 @@
 use async_trait::async_trait;
 use redis::Script;
 
-use super::RedisTransport;
+use super::{RedisTransport, unavailable};
 use crate::fair::rate;
 use crate::model::{Millis, Namespace};
 use crate::transport::naming::rate_key;
-use crate::transport::{RateLimits, TransportError, TransportResult};
+use crate::transport::{RateLimits, TransportResult};
 
 /// KEYS[1] the allowance; ARGV: now (µs), one take's interval (µs), the window (µs). Returns
 /// -1 when taken, else the µs until one is free. The key expires once it is a window in the
@@ -49,7 +49,7 @@ impl RateLimits for RedisTransport {
             .arg(rate::WINDOW_US)
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| TransportError::Unavailable(format!("taking a rate allowance: {e}")))?;
+            .map_err(|e| unavailable(format!("taking a rate allowance: {e}")))?;
         Ok((wait_us >= 0).then(|| (wait_us + 999) / 1000))
     }
 }

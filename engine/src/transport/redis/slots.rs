@@ -68,7 +68,7 @@ impl Default for SlotScripts {
 }
 
 fn unavailable(what: &str, e: redis::RedisError) -> TransportError {
-    TransportError::Unavailable(format!("{what} a concurrency slot: {e}"))
+    super::unavailable(format!("{what} a concurrency slot: {e}"))
 }
 
 #[async_trait]

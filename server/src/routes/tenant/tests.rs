@@ -14,11 +14,13 @@ use durable::store::SignalSent;
 use durable::testing::TwoTenants;
 use durable::{Control, StartRun};
 use leptos::prelude::LeptosOptions;
+use metrics_exporter_prometheus::PrometheusBuilder;
 use serde_json::json;
 
 use super::{TenantView, TenantViews};
 use crate::error::ApiError;
 use crate::live::LiveHub;
+use crate::metrics::Metrics;
 use crate::state::{ServerState, Shutdown};
 
 fn ns(name: &str) -> Namespace {
@@ -45,6 +47,11 @@ impl World {
             shutdown: Shutdown(stop_rx),
             live: LiveHub::new(runs.transport.clone()),
             public_url: None,
+            metrics: Metrics::new(
+                PrometheusBuilder::new().build_recorder().handle(),
+                runs.engine.store().clone(),
+                Scope::All,
+            ),
         };
         World {
             acme: runs.acme.clone(),

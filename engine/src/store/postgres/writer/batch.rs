@@ -21,6 +21,7 @@ pub(super) async fn commit(
     mut conn: PoolConnection<Postgres>,
     mut batch: Vec<Box<dyn Job>>,
 ) -> Option<PoolConnection<Postgres>> {
+    crate::metrics::batch_written("postgres", batch.len());
     let alone = batch.len() == 1;
     if alone && batch[0].one_statement() {
         let mut job = batch.remove(0);
