@@ -44,12 +44,17 @@ if [ "${1:-}" = "test" ]; then
       sudo apt-get update -qq && sudo apt-get install -y -qq chromium
     fi
   fi
-  # The unmodified Python SDK worker from PyPI, for the interop tests.
+  # The unmodified Python SDK worker from PyPI, for the interop tests, and OpenTelemetry's
+  # Python SDK, with which a Python step joins its run's trace.
   venv="${DURABLE_PYVENV:-$HOME/.cache/durable/pyvenv}"
   if ! "$venv/bin/python" -c 'import durable_worker, bullmq' 2>/dev/null; then
     say "installing durable-worker[redis]==0.26.1 (PyPI) into $venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet 'durable-worker[redis]==0.26.1'
+  fi
+  if ! "$venv/bin/python" -c 'import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http' 2>/dev/null; then
+    say "installing opentelemetry-sdk and its OTLP/HTTP exporter (PyPI) into $venv"
+    "$venv/bin/pip" install --quiet 'opentelemetry-sdk==1.39.1' 'opentelemetry-exporter-otlp-proto-http==1.39.1'
   fi
   if [ ! -d end2end/node_modules/@playwright/test ]; then
     say "installing Playwright (it drives /usr/bin/chromium; no browser download)"

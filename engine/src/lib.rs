@@ -45,6 +45,8 @@ pub mod store;
 #[cfg(all(feature = "sqlite", feature = "test-util"))]
 pub mod testing;
 #[cfg(feature = "engine")]
+pub mod trace_context;
+#[cfg(feature = "engine")]
 pub mod transport;
 pub mod url;
 

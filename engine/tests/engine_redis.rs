@@ -530,6 +530,7 @@ async fn a_namespaced_python_worker_serves_a_namespaced_control_plane() {
             group: "billing.invoice@acme".into(),
             input: None,
             context: None,
+            traceparent: None,
             attempt: 1,
             reply_to: None,
             priority: None,

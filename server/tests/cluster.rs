@@ -329,6 +329,7 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
                 group: "order.charge".into(),
                 input: Some(json!({})),
                 context: None,
+                traceparent: None,
                 attempt: 1,
                 reply_to: None,
                 priority: None,

@@ -40,6 +40,8 @@ pub(crate) fn dead_letter_run(
     let mut attributes = Map::new();
     attributes.insert(DEAD_LETTER_OF.into(), Value::String(run.id.to_string()));
     new.search_attributes = attributes;
+    // In the failed run's trace.
+    new.traceparent = run.traceparent.clone();
     Some(new)
 }
 

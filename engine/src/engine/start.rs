@@ -10,10 +10,11 @@ use super::input::{StartRun, check_chosen_id, check_payload, check_start};
 use super::{Control, Engine, EngineError};
 use crate::driver::turn::first::{self, IdOrigin, Started};
 use crate::driver::turn::remote;
-use crate::driver::turn::runner::{FirstTurn, spawn_turns};
+use crate::driver::turn::runner::{FirstTurn, run_span, spawn_turns};
 use crate::fair;
 use crate::model::{Run, RunId, RunStatus, Scope, TenantEventKind};
 use crate::store::{History, NewRun, StoreError};
+use crate::trace_context;
 
 impl Engine {
     /// Starts a top-level run of the newest registered version of `req.workflow`, or of the
@@ -105,7 +106,31 @@ impl Engine {
     /// planned, the run is inserted already claimed and its first turn starts here at once;
     /// otherwise the claim loop is poked. A run `counted` against a concurrency ceiling or limit
     /// always waits for the claim loop, which starts it only while there is room under both.
-    async fn create(&self, new: NewRun, id: IdOrigin, counted: bool) -> Result<Run, EngineError> {
+    ///
+    /// The start is a span of its own: the run's trace (every turn, step and signal of it)
+    /// continues it, and it continues the caller's (the request's) when there is one.
+    async fn create(
+        &self,
+        mut new: NewRun,
+        id: IdOrigin,
+        counted: bool,
+    ) -> Result<Run, EngineError> {
+        let span = tracing::info_span!(
+            "start",
+            tenant = %new.namespace,
+            run_id = %new.id,
+            workflow = %new.workflow
+        );
+        new.traceparent = trace_context::traceparent(&span);
+        self.create_in_span(new, id, counted).instrument(span).await
+    }
+
+    async fn create_in_span(
+        &self,
+        new: NewRun,
+        id: IdOrigin,
+        counted: bool,
+    ) -> Result<Run, EngineError> {
         let state = &self.state;
         let slot = if counted {
             None
@@ -118,11 +143,11 @@ impl Engine {
                 // stop it halfway: once its first steps left, the start is carried through.
                 let state = state.clone();
                 // The first turn runs the workflow's code: in the run's span, as later turns.
-                let span = tracing::info_span!(
-                    "run",
-                    tenant = %new.namespace,
-                    run_id = %new.id,
-                    workflow = %new.workflow
+                let span = run_span(
+                    &new.namespace,
+                    &new.id,
+                    &new.workflow,
+                    new.traceparent.as_deref(),
                 );
                 let first = async move { first::with_first_turn(&state, new, id, slot).await };
                 let started = tokio::spawn(first.instrument(span)).await;

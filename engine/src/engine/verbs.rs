@@ -15,6 +15,7 @@ use crate::model::{
     StepFailure, TenantEventKind,
 };
 use crate::store::{RunPatch, SignalSent};
+use crate::trace_context;
 
 /// What a control verb (cancel, retry, retry with input) did.
 #[derive(Clone, Debug)]
@@ -50,6 +51,10 @@ impl Engine {
             .send_signal(scope, id, name, &payload, self.state.clock.now());
         let sent = self.as_caller(scope, "signals", send).await?;
         if let SignalSent::Delivered(run) = &sent {
+            // A mark in the run's trace: the signal it was sent.
+            let span = tracing::info_span!("signal", tenant = %run.namespace, run_id = %run.id, signal = name);
+            trace_context::continue_trace(&span, run.traceparent.as_deref());
+            span.in_scope(|| tracing::debug!("signal delivered"));
             self.state.queued(&run.namespace);
             self.state
                 .emit(run, TenantEventKind::for_status(run.status), None);

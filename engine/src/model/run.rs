@@ -227,6 +227,10 @@ pub struct Run {
     /// `run_timeout`) wherever it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at: Option<Millis>,
+    /// The W3C `traceparent` its trace continues: every turn, step and signal of the run joins
+    /// that trace. `None` when tracing was off when it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl Run {

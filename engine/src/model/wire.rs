@@ -23,9 +23,14 @@ pub struct RemoteTask {
     /// The step input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
-    /// Opaque context for the handler (carries the tenant).
+    /// Opaque context for the handler (carries the tenant, and the `traceparent` again: the
+    /// Python SDK hands its handlers only this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
+    /// The W3C trace context of the turn that sent it, when tracing is on: the worker's span of
+    /// the step continues that trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// 1 on the first try.
     pub attempt: u32,
     /// Where the result goes: the results queue of the control plane that sent the task, so

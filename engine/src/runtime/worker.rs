@@ -147,6 +147,8 @@ impl Worker {
                     run_id = %task.run_id,
                     step = %task.name
                 );
+                // In the run's trace, under the turn that sent it.
+                crate::trace_context::continue_trace(&span, task.traceparent.as_deref());
                 running.spawn(async move {
                     let mut task = task;
                     // Settled once the result is sent: a worker that dies first leaves the

@@ -7,11 +7,11 @@ use crate::model::ConcurrencySlot;
 pub(crate) const RUN_COLS: &str = "id, namespace, workflow, workflow_version, status, input, \
     output, error, tags, search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, \
     continued_from, attempt, wake_at, locked_by, locked_until, created_at, updated_at, finished_at, \
-    concurrency_key, concurrency_limit, admitted_attempt, deadline_at";
+    concurrency_key, concurrency_limit, admitted_attempt, deadline_at, traceparent";
 
 /// How many columns [`RUN_COLS`] names; a statement's own columns after them start here.
 #[cfg(any(test, feature = "postgres"))]
-pub(crate) const RUN_COL_COUNT: usize = 26;
+pub(crate) const RUN_COL_COUNT: usize = 27;
 
 /// A checkpoint's columns.
 pub(crate) const CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, \

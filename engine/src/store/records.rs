@@ -37,6 +37,9 @@ pub struct NewRun {
     pub concurrency: Option<ConcurrencySlot>,
     /// When the run times out, if it has a timeout: past it, it fails wherever it waits.
     pub deadline_at: Option<Millis>,
+    /// The W3C trace context the run's trace continues: the start request's, or the turn's
+    /// that started it (a child, a successor). `None` with tracing off.
+    pub traceparent: Option<String>,
 }
 
 impl NewRun {
@@ -63,6 +66,7 @@ impl NewRun {
             continued_from: None,
             concurrency: None,
             deadline_at: None,
+            traceparent: None,
         }
     }
 }

@@ -28,6 +28,7 @@ fn task(run: &str, name: &str, partition: Option<&Namespace>) -> RemoteTask {
         group: routing_token(name, partition),
         input: Some(json!({ "run": run })),
         context: None,
+        traceparent: None,
         attempt: 1,
         reply_to: None,
         priority: None,

@@ -82,5 +82,21 @@ fn router_with<S: SessionStore + Clone>(
         .route("/metrics", get(crate::metrics::metrics))
         .with_state(state)
         .layer(middleware::from_fn_with_state(https, headers::secure))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+}
+
+/// A request's span: it continues the caller's trace when the request carries a W3C
+/// `traceparent`, so a run started by a traced service joins that service's trace.
+fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "request",
+        method = %request.method(),
+        path = %request.uri().path()
+    );
+    let traceparent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok());
+    durable::trace_context::continue_trace(&span, traceparent);
+    span
 }

@@ -72,6 +72,7 @@ pub(crate) async fn send_again(
         name: cp.name,
         input: cp.input,
         context: Some(serde_json::json!({ "tenant": namespace })),
+        traceparent: None,
         attempt: cp.attempts.max(1),
         reply_to: None,
         priority: cp.priority,

@@ -188,5 +188,6 @@ fn claimed(new: &NewRun, claim: &Claim, now: Millis) -> Run {
         finished_at: None,
         concurrency: new.concurrency.clone(),
         deadline_at: new.deadline_at,
+        traceparent: new.traceparent.clone(),
     }
 }

@@ -15,6 +15,7 @@ use crate::model::{
     CheckpointKind, Millis, RemoteTask, Run, RunId, RunStatus, StepResult, TenantEventKind,
 };
 use crate::store::{Committed, History, RunPatch, StoreError, TurnCommit, TurnOutcome};
+use crate::trace_context;
 use crate::transport::naming::split_token;
 
 use super::guard::{self, Outgoing};
@@ -335,7 +336,8 @@ impl AfterCommit {
 pub(crate) async fn dispatch(state: &State, id: &RunId, tasks: Vec<RemoteTask>) {
     // Each in its tenant's lane: a transport that queues tasks for a shared worker serves them
     // by the tenant's weight.
-    let sends = tasks.into_iter().map(|task| {
+    let sends = tasks.into_iter().map(|mut task| {
+        trace_context::stamp(&mut task);
         let lane = state.lane(&split_token(&task.group).1, &task.name);
         fair::within(lane, state.transport.dispatch(task))
     });

@@ -215,6 +215,8 @@ pub(crate) fn plan(
                 child.parent_run_id = Some(run.id.clone());
                 child.root_run_id = run.root_run_id.clone();
                 child.nesting_depth = run.nesting_depth + 1;
+                // In its parent's trace.
+                child.traceparent = run.traceparent.clone();
                 children.push(child);
                 checkpoints.push(NewCheckpoint {
                     seq,
@@ -301,8 +303,9 @@ pub(crate) fn plan(
                 .clone()
                 .unwrap_or_else(|| run.search_attributes.clone());
             next.continued_from = Some(run.id.clone());
-            // A timeout bounds the whole chain, as it bounds one run.
+            // A timeout bounds the whole chain, as it bounds one run; one trace follows it.
             next.deadline_at = run.deadline_at;
+            next.traceparent = run.traceparent.clone();
             // Still under its workflow's limit, keyed by its new input (or, if that lacks the
             // key, by the old one): continuing must not escape it.
             next.concurrency = registry
@@ -390,6 +393,7 @@ fn outgoing(
         name,
         input: Some(input),
         context: Some(serde_json::json!({ "tenant": run.namespace })),
+        traceparent: None,
         attempt,
         reply_to: None,
         priority: flow.priority,

@@ -13,8 +13,9 @@ use super::persist::{Planned, TurnEnd, persist_turn};
 use super::record::{Recorded, record_claiming};
 use crate::driver::state::State;
 use crate::fair::Slot;
-use crate::model::{Run, StepResult, TenantEventKind, parked_by_guard};
+use crate::model::{Namespace, Run, RunId, StepResult, TenantEventKind, parked_by_guard};
 use crate::store::{History, StoreError};
+use crate::trace_context;
 
 /// How the first turn of [`spawn_turns`] starts.
 pub(crate) enum FirstTurn {
@@ -38,7 +39,12 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
     // Listed before the task starts, so a result of the run that arrives meanwhile is held.
     let id = run.id.clone();
     state.in_flight.begin(&id);
-    let span = run_span(&run);
+    let span = run_span(
+        &run.namespace,
+        &run.id,
+        &run.workflow,
+        run.traceparent.as_deref(),
+    );
     let turns = async move {
         let (mut run, mut next) = match first {
             FirstTurn::Claimed(history) => {
@@ -53,7 +59,11 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
             FirstTurn::Ahead(planned) => (run, Persist::Ahead(planned)),
         };
         loop {
-            match turn(&state, &run, next).await {
+            let attempt = run.attempt;
+            match turn(&state, &run, next)
+                .instrument(tracing::info_span!("turn", attempt))
+                .await
+            {
                 // Shutting down: the lease is released and a restart resumes the run.
                 Ok(TurnEnd::Again(again)) if state.is_accepting() => {
                     let (again, history) = *again;
@@ -107,14 +117,22 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
 }
 
 /// The span a run's turns run in: every log line of the run's turns, its workflow code and
-/// its local steps included, carries its tenant, id and workflow.
-pub(crate) fn run_span(run: &Run) -> tracing::Span {
-    tracing::info_span!(
+/// its local steps included, carries its tenant, id and workflow. It continues the run's trace
+/// (`traceparent`, its start's), wherever and whenever the turns run.
+pub(crate) fn run_span(
+    tenant: &Namespace,
+    id: &RunId,
+    workflow: &str,
+    traceparent: Option<&str>,
+) -> tracing::Span {
+    let span = tracing::info_span!(
         "run",
-        tenant = %run.namespace,
-        run_id = %run.id,
-        workflow = %run.workflow
-    )
+        tenant = %tenant,
+        run_id = %id,
+        workflow = %workflow
+    );
+    trace_context::continue_trace(&span, traceparent);
+    span
 }
 
 /// What a turn replays and how it is persisted.

@@ -90,6 +90,7 @@ pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
         ),
         admitted_attempt: get::<i32>(row, 24, "admitted_attempt")? as u32,
         deadline_at: get(row, 25, "deadline_at")?,
+        traceparent: get(row, 26, "traceparent")?,
     })
 }
 

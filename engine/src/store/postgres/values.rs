@@ -92,6 +92,7 @@ row_values! {
         concurrency_key: Option<String> as "TEXT",
         concurrency_limit: Option<i32> as "INT",
         deadline_at: Option<Millis> as "BIGINT",
+        traceparent: Option<String> as "TEXT",
     }
 }
 
@@ -204,6 +205,7 @@ impl RunValues {
                 .as_ref()
                 .map(|c| i32::try_from(c.limit).unwrap_or(i32::MAX)),
             deadline_at: run.deadline_at,
+            traceparent: run.traceparent.clone(),
         }
     }
 }

@@ -84,6 +84,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> StoreResult<Run> {
         ),
         admitted_attempt: at::<i64>(row, 24, "admitted_attempt")? as u32,
         deadline_at: at(row, 25, "deadline_at")?,
+        traceparent: at(row, 26, "traceparent")?,
     })
 }
 
@@ -134,7 +135,7 @@ pub(super) fn insert_run(
         "INSERT INTO runs (id, namespace, workflow, workflow_version, status, input, tags, \
          search_attributes, parent_run_id, root_run_id, nesting_depth, retry_of, continued_from, \
          created_at, updated_at, locked_by, locked_until, attempt, concurrency_key, \
-         concurrency_limit, deadline_at) VALUES (",
+         concurrency_limit, deadline_at, traceparent) VALUES (",
     );
     sql.bind(run.id.as_str().to_owned())
         .push(", ")
@@ -177,6 +178,8 @@ pub(super) fn insert_run(
         .bind(run.concurrency.as_ref().map(|c| i64::from(c.limit)))
         .push(", ")
         .bind(run.deadline_at)
+        .push(", ")
+        .bind(run.traceparent.clone())
         .push(")");
     if keep_existing {
         sql.push(" ON CONFLICT (id) DO NOTHING");

@@ -132,6 +132,7 @@ mod tests {
             group: group.into(),
             input: None,
             context: None,
+            traceparent: None,
             attempt: 1,
             reply_to: None,
             priority,
