@@ -37,6 +37,8 @@ pub mod gateway;
 #[cfg(feature = "engine")]
 pub mod metrics;
 #[cfg(feature = "engine")]
+pub mod retention;
+#[cfg(feature = "engine")]
 pub mod runtime;
 #[cfg(feature = "engine")]
 pub mod schedules;

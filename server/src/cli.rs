@@ -101,6 +101,9 @@ pub enum Command {
     /// Publish an event to a tenant: its runs waiting for it take it, and the workflows it
     /// triggers start.
     Event(crate::publish::EventArgs),
+    /// Delete the finished history tenants' plans no longer keep (`retention_days`), as every
+    /// control plane does once a minute; `--dry-run` only says what would go.
+    Prune(crate::prune::PruneArgs),
 }
 
 /// `durable tenant …`
@@ -158,6 +161,9 @@ pub struct PlanFields {
     /// The share of contended capacity (1 to 1000).
     #[arg(long, value_name = "N|none")]
     weight: Option<String>,
+    /// Days a finished run is kept before it is deleted (`none`: forever).
+    #[arg(long, value_name = "DAYS|none")]
+    retention_days: Option<String>,
 }
 
 impl PlanFields {
@@ -205,6 +211,11 @@ impl PlanFields {
             &mut plan.max_payload_bytes,
         )?;
         value("weight", &self.weight, &mut plan.weight)?;
+        value(
+            "retention-days",
+            &self.retention_days,
+            &mut plan.retention_days,
+        )?;
         plan.validate()?;
         Ok(plan)
     }
@@ -528,6 +539,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run_verb(&cli.db.url(), args).await,
         Command::Schedule(args) => crate::schedules::run(&cli.db.url(), args).await,
         Command::Event(args) => crate::publish::run(&cli.db.url(), args).await,
+        Command::Prune(args) => crate::prune::run(&cli.db.url(), args).await,
         Command::Token(command) => tokens::run(&cli.db.url(), command).await,
         Command::Tenant(TenantCommand::Plan(command)) => plan_command(&cli.db.url(), command).await,
     }

@@ -8,6 +8,7 @@ mod demo;
 mod error;
 mod live;
 mod metrics;
+mod prune;
 mod public_url;
 mod publish;
 mod roles;

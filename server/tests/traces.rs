@@ -207,7 +207,7 @@ async fn a_runs_trace_spans_the_caller_the_control_plane_and_the_python_worker()
     let named = |name: &str| ours.iter().filter(|s| s.name == name).count();
     assert!(named("request") >= 1, "the start request");
     assert_eq!(named("start"), 1, "the start, once");
-    assert!(named("turn") >= 3, "a turn of the run and of each child");
+    assert!(named("run") >= 3, "the turns of the run and of each child");
     for span in spans
         .iter()
         .filter(|s| s.name == "run" || s.name == "start")

@@ -7,18 +7,21 @@ use leptos::prelude::*;
 
 use crate::{AppError, PlanRow};
 
-/// Sets the plan of `tenant` (blank: the default plan) from the form's fields. Operators only.
-#[server(endpoint = "save_plan")]
-#[allow(clippy::too_many_arguments)]
-pub async fn save_plan(
-    tenant: String,
+/// A plan form's fields as typed (`fields[max_concurrent_runs]`, …): blank is unset.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct PlanInput {
     max_concurrent_runs: String,
     starts_per_minute: String,
     max_queued_runs: String,
     max_nesting_depth: String,
     max_payload_bytes: String,
     weight: String,
-) -> Result<(), AppError> {
+    retention_days: String,
+}
+
+/// Sets the plan of `tenant` (blank: the default plan) from the form's fields. Operators only.
+#[server(endpoint = "save_plan")]
+pub async fn save_plan(tenant: String, fields: PlanInput) -> Result<(), AppError> {
     crate::ssr::reply(
         async move {
             use durable::model::Namespace;
@@ -33,12 +36,13 @@ pub async fn save_plan(
                 }
             };
             let plan = Plan {
-                max_concurrent_runs: field("max concurrent runs", &max_concurrent_runs)?,
-                starts_per_minute: field("starts per minute", &starts_per_minute)?,
-                max_queued_runs: field("max queued runs", &max_queued_runs)?,
-                max_nesting_depth: field("max nesting depth", &max_nesting_depth)?,
-                max_payload_bytes: field("max payload bytes", &max_payload_bytes)?,
-                weight: field("weight", &weight)?,
+                max_concurrent_runs: field("max concurrent runs", &fields.max_concurrent_runs)?,
+                starts_per_minute: field("starts per minute", &fields.starts_per_minute)?,
+                max_queued_runs: field("max queued runs", &fields.max_queued_runs)?,
+                max_nesting_depth: field("max nesting depth", &fields.max_nesting_depth)?,
+                max_payload_bytes: field("max payload bytes", &fields.max_payload_bytes)?,
+                weight: field("weight", &fields.weight)?,
+                retention_days: field("retention days", &fields.retention_days)?,
             };
             view.set_plan(tenant.as_ref(), plan).await
         }
@@ -142,12 +146,13 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         ),
         None => (None, None, None),
     };
-    let (c, r, q, d, w) = (
+    let (c, r, q, d, w, k) = (
         u32s(|p| p.max_concurrent_runs),
         u32s(|p| p.starts_per_minute),
         u32s(|p| p.max_queued_runs),
         u32s(|p| p.max_nesting_depth),
         u32s(|p| p.weight),
+        u32s(|p| p.retention_days),
     );
     let fields = [
         field(
@@ -174,12 +179,15 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
             None,
         ),
         field("weight", "Weight", w.0, w.1, None),
+        field("retention_days", "History kept (days)", k.0, k.1, None),
     ];
     let inputs = fields
         .into_iter()
         .map(|Field { name, label, own, effective, used }| {
             let placeholder = if name == "weight" && effective.is_none() {
                 "1".to_owned()
+            } else if name == "retention_days" && effective.is_none() {
+                "forever".to_owned()
             } else {
                 default_of(own, effective)
             };
@@ -188,7 +196,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
                     {label}
                     <input
                         class="w-36 rounded-md border border-slate-300 px-2 py-1.5 text-sm tabular-nums focus:outline-none focus:ring-2 focus:ring-indigo-500"
-                        name=name
+                        name=format!("fields[{name}]")
                         inputmode="numeric"
                         pattern="[0-9]*"
                         value=own.map(|n| n.to_string()).unwrap_or_default()

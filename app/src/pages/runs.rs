@@ -147,7 +147,8 @@ fn FilterBar(#[prop(optional)] operator: bool) -> impl IntoView {
     }
 }
 
-/// A tenant's plan in force and what it uses of it, when the plan sets any ceiling.
+/// A tenant's plan in force: what it uses of its ceilings (when the plan sets any), and how
+/// long its finished runs are kept.
 #[component]
 fn PlanStrip(plan: crate::PlanRow) -> impl IntoView {
     let p = &plan.effective;
@@ -167,15 +168,24 @@ fn PlanStrip(plan: crate::PlanRow) -> impl IntoView {
     .into_iter()
     .flatten()
     .collect();
-    (!parts.is_empty()).then(|| {
+    let ceilings = (!parts.is_empty()).then(|| {
         view! {
-            <p class="rounded-md border border-slate-200 bg-white px-3 py-2 text-sm text-slate-700" data-testid="plan-usage">
-                <span class="font-medium">"Your plan: "</span>
-                {parts.join(" · ")}
-                ". Runs over the concurrency limit wait queued and start by themselves."
-            </p>
+            <span class="font-medium">"Your plan: "</span>
+            {parts.join(" · ")}
+            ". Runs over the concurrency limit wait queued and start by themselves. "
         }
-    })
+    });
+    let kept = match p.retention_days {
+        Some(1) => "Finished runs are kept for 1 day, then deleted.".to_owned(),
+        Some(days) => format!("Finished runs are kept for {days} days, then deleted."),
+        None => "Finished runs are kept until deleted: your plan sets no retention.".to_owned(),
+    };
+    view! {
+        <p class="rounded-md border border-slate-200 bg-white px-3 py-2 text-sm text-slate-700" data-testid="plan-usage">
+            {ceilings}
+            <span data-testid="plan-retention">{kept}</span>
+        </p>
+    }
 }
 
 #[component]

@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use super::{EngineConfig, EngineError};
 use crate::driver::loops::results::Requeued;
-use crate::driver::loops::{claim, counts, lease, redispatch, replies, results, sweep};
+use crate::driver::loops::{claim, counts, lease, redispatch, replies, results, retention, sweep};
 use crate::driver::state::State;
 use crate::model::{Millis, Namespace, TenantEventKind};
 use crate::runtime::{Clock, Registry, SystemClock};
@@ -107,6 +107,7 @@ impl Engine {
                 self.stop.subscribe(),
             )),
             tokio::spawn(lease::lease_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(retention::retention_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(replies::replies_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(crate::schedules::ticker_loop(
                 self.clone(),

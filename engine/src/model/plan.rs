@@ -28,7 +28,14 @@ pub struct Plan {
     /// The tenant's share of contended capacity relative to others (default 1).
     #[serde(default)]
     pub weight: Option<u32>,
+    /// How many days a finished run is kept (with its checkpoints and its children) before it
+    /// is deleted; unset keeps history forever.
+    #[serde(default)]
+    pub retention_days: Option<u32>,
 }
+
+/// The longest retention a plan may set: a century.
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
 
 /// The largest weight a plan may set: enough for any split, small enough that the fair queue's
 /// arithmetic never wraps.
@@ -46,6 +53,11 @@ pub enum PlanError {
         "`starts_per_minute` must be at least 1 (or null for no limit); to pause a tenant, set `max_concurrent_runs` to 0"
     )]
     ZeroRate,
+    /// A retention of 0 days or of more than [`MAX_RETENTION_DAYS`].
+    #[error(
+        "`retention_days` must be between 1 and {MAX_RETENTION_DAYS} (or null to keep history forever)"
+    )]
+    Retention,
 }
 
 impl Plan {
@@ -56,6 +68,12 @@ impl Plan {
         }
         if self.starts_per_minute == Some(0) {
             return Err(PlanError::ZeroRate);
+        }
+        if self
+            .retention_days
+            .is_some_and(|d| d == 0 || d > MAX_RETENTION_DAYS)
+        {
+            return Err(PlanError::Retention);
         }
         Ok(())
     }
@@ -69,6 +87,7 @@ impl Plan {
             max_nesting_depth: self.max_nesting_depth.or(default.max_nesting_depth),
             max_payload_bytes: self.max_payload_bytes.or(default.max_payload_bytes),
             weight: self.weight.or(default.weight),
+            retention_days: self.retention_days.or(default.retention_days),
         }
     }
 }

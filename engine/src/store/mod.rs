@@ -25,7 +25,9 @@ mod tokens;
 pub mod conformance;
 
 pub use accounts::{AccountChange, Accounts, LoginLimit, NewUser, Reservation, User};
-pub use api::{Dispatches, Events, Leases, Plans, RunControl, RunReads, Store, Turns, Upkeep};
+pub use api::{
+    Dispatches, Events, Leases, Plans, Retention, RunControl, RunReads, Store, Turns, Upkeep,
+};
 pub use error::{StoreError, StoreResult};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;

@@ -85,18 +85,22 @@ fn router_with<S: SessionStore + Clone>(
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
 }
 
-/// A request's span: it continues the caller's trace when the request carries a W3C
-/// `traceparent`, so a run started by a traced service joins that service's trace.
+/// A request's span, when the request carries a W3C `traceparent`: it continues the caller's
+/// trace, so a run started by a traced service joins that service's trace. Without one, no
+/// span (a start begins its run's trace itself): a span per request costs more than it tells.
 fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    let Some(traceparent) = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+    else {
+        return tracing::Span::none();
+    };
     let span = tracing::info_span!(
         "request",
         method = %request.method(),
         path = %request.uri().path()
     );
-    let traceparent = request
-        .headers()
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok());
-    durable::trace_context::continue_trace(&span, traceparent);
+    durable::trace_context::continue_trace(&span, Some(traceparent));
     span
 }

@@ -5,6 +5,7 @@
 //! - [`counts`]: folds the run counts' deltas into their totals.
 //! - [`results`]: applies step results, on the sticky path when it can.
 //! - [`redispatch`]: sends again the steps whose dispatch may be lost.
+//! - [`retention`]: deletes history older than its tenant's plan keeps it.
 //! - [`sweep`]: buries runs their drivers abandoned, wakes parked runs.
 //! - [`lease`]: renews the leases of runs turning here, and the driver's heartbeat.
 //! - [`replies`]: what workers send back about remote work (decisions, beats, step events).
@@ -15,4 +16,5 @@ pub(crate) mod lease;
 pub(crate) mod redispatch;
 pub(crate) mod replies;
 pub(crate) mod results;
+pub(crate) mod retention;
 pub(crate) mod sweep;

@@ -59,11 +59,7 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
             FirstTurn::Ahead(planned) => (run, Persist::Ahead(planned)),
         };
         loop {
-            let attempt = run.attempt;
-            match turn(&state, &run, next)
-                .instrument(tracing::info_span!("turn", attempt))
-                .await
-            {
+            match turn(&state, &run, next).await {
                 // Shutting down: the lease is released and a restart resumes the run.
                 Ok(TurnEnd::Again(again)) if state.is_accepting() => {
                     let (again, history) = *again;

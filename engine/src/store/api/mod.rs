@@ -14,6 +14,7 @@ mod events;
 mod leases;
 mod plans;
 mod reads;
+mod retention;
 mod turns;
 mod upkeep;
 
@@ -23,6 +24,7 @@ pub use events::Events;
 pub use leases::Leases;
 pub use plans::Plans;
 pub use reads::RunReads;
+pub use retention::Retention;
 pub use turns::Turns;
 pub use upkeep::Upkeep;
 
@@ -31,11 +33,29 @@ use super::Schedules;
 /// Runs and checkpoints, as every backend stores them: every capability at once, which is what
 /// an engine needs. Implemented for every type that has them all.
 pub trait Store:
-    RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans + Schedules + Events
+    RunReads
+    + Turns
+    + RunControl
+    + Leases
+    + Upkeep
+    + Dispatches
+    + Plans
+    + Schedules
+    + Events
+    + Retention
 {
 }
 
 impl<T> Store for T where
-    T: RunReads + Turns + RunControl + Leases + Upkeep + Dispatches + Plans + Schedules + Events
+    T: RunReads
+        + Turns
+        + RunControl
+        + Leases
+        + Upkeep
+        + Dispatches
+        + Plans
+        + Schedules
+        + Events
+        + Retention
 {
 }

@@ -15,6 +15,7 @@ mod dispatch;
 mod lists;
 mod plans;
 mod results;
+mod retention;
 mod runs;
 mod schedules;
 mod scopes;
@@ -31,6 +32,7 @@ pub use dispatch::*;
 pub use lists::*;
 pub use plans::*;
 pub use results::*;
+pub use retention::*;
 pub use runs::*;
 pub use schedules::*;
 pub use scopes::*;
@@ -109,6 +111,8 @@ macro_rules! store_conformance {
             runnable_runs_are_read_round_robin_between_tenants_and_workflows,
             runnable_runs_due_together_are_read_by_id,
             claims_under_a_ceiling_start_no_more_than_it_allows,
+            // retention.rs
+            pruning_deletes_only_expired_families_of_the_tenant,
             // schedules.rs
             schedules_are_kept_per_tenant_and_written_from_their_revision,
             due_schedules_are_claimed_once_per_claim

@@ -17,7 +17,8 @@
 //! - `events.rs`: a published event's delivery to the runs waiting for it;
 //! - `filters.rs`: a list query's filters and its page;
 //! - `reads.rs`: counts both stores aggregate alike;
-//! - `plans.rs`: how plans are keyed and a tenant's usage is counted.
+//! - `plans.rs`: how plans are keyed and a tenant's usage is counted;
+//! - `retention.rs`: which runs a deletion of expired history may take.
 
 pub(crate) mod events;
 pub(crate) mod filters;
@@ -25,5 +26,6 @@ pub(crate) mod lifecycle;
 pub(crate) mod plans;
 pub(crate) mod reads;
 pub(crate) mod result;
+pub(crate) mod retention;
 pub(crate) mod settle;
 pub(crate) mod turn;

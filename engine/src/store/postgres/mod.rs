@@ -22,6 +22,7 @@
 //! - `settle.rs`: resolving waits: step retries, pending checkpoints, a parent's wait;
 //! - `lifecycle.rs`: claims, leases, sweeps, dispatch beats, control verbs and signals;
 //! - `reads.rs`: scoped reads;
+//! - `retention.rs`: deleting expired run families;
 //! - `accounts.rs`: dashboard users and settings;
 //! - `rows.rs`: row mapping and the statements several operations share;
 //! - `sql.rs`: building statements (`$n` placeholders).
@@ -38,6 +39,7 @@ mod merged;
 mod plans;
 mod reads;
 mod result;
+mod retention;
 mod rows;
 mod schedules;
 mod settle;
@@ -62,13 +64,13 @@ use super::plan;
 use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
-    RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied, StoreError,
-    StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
+    Retention, RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied,
+    StoreError, StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
 };
 use crate::model::{
-    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunCount,
-    RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope, StatusCount, StepResult, StoredUpdate,
-    UpdateId, ValueCount,
+    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run,
+    RunCount, RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope, StatusCount, StepResult,
+    StoredUpdate, UpdateId, ValueCount,
 };
 
 /// The PostgreSQL [`Store`] and [`super::Accounts`].
@@ -375,6 +377,22 @@ impl Leases for PgStore {
 
     async fn release_leases(&self, owner: &str, now: Millis) -> StoreResult<u64> {
         lifecycle::release_leases(&self.pool, owner, now).await
+    }
+}
+
+#[async_trait]
+impl Retention for PgStore {
+    async fn prune_runs(
+        &self,
+        tenant: &Namespace,
+        finished_before: Millis,
+        families: u32,
+    ) -> StoreResult<u64> {
+        retention::prune_runs(&self.pool, tenant, finished_before, families).await
+    }
+
+    async fn prunable_runs(&self, tenant: &Namespace, finished_before: Millis) -> StoreResult<u64> {
+        retention::prunable_runs(&self.pool, tenant, finished_before).await
     }
 }
 

@@ -20,6 +20,7 @@
 //! - `settle.rs`: resolving waits: step retries, pending checkpoints, a parent's wait;
 //! - `lifecycle.rs`: claims, leases, sweeps, dispatch beats, control verbs and signals;
 //! - `reads.rs`: scoped reads;
+//! - `retention.rs`: deleting expired run families;
 //! - `accounts.rs`: dashboard users and settings;
 //! - `rows.rs`: row mapping and the statements several operations share;
 //! - `sql.rs`: building statements (`?` placeholders).
@@ -31,6 +32,7 @@ mod plans;
 mod readers;
 mod reads;
 mod result;
+mod retention;
 mod rows;
 mod schedules;
 mod settle;
@@ -55,13 +57,13 @@ use super::plan;
 use super::plan::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
-    RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied, StoreError,
-    StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
+    Retention, RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied,
+    StoreError, StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
 };
 use crate::model::{
-    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunCount,
-    RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope, StatusCount, StepResult, StoredUpdate,
-    UpdateId, ValueCount,
+    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run,
+    RunCount, RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope, StatusCount, StepResult,
+    StoredUpdate, UpdateId, ValueCount,
 };
 
 /// How many reader threads (and read connections) a store keeps.
@@ -392,6 +394,28 @@ impl Leases for SqliteStore {
         let owner = owner.to_owned();
         self.writer
             .write(move |conn| lifecycle::release_leases(conn, &owner, now))
+            .await
+    }
+}
+
+#[async_trait]
+impl Retention for SqliteStore {
+    async fn prune_runs(
+        &self,
+        tenant: &Namespace,
+        finished_before: Millis,
+        families: u32,
+    ) -> StoreResult<u64> {
+        let tenant = tenant.clone();
+        self.writer
+            .write(move |conn| retention::prune_runs(conn, &tenant, finished_before, families))
+            .await
+    }
+
+    async fn prunable_runs(&self, tenant: &Namespace, finished_before: Millis) -> StoreResult<u64> {
+        let tenant = tenant.clone();
+        self.readers
+            .read(move |conn| retention::prunable_runs(conn, &tenant, finished_before))
             .await
     }
 }
