@@ -285,6 +285,12 @@ pub enum RunVerb {
         #[arg(long)]
         key: Option<String>,
     },
+    /// Print a run's whole history (the run and every checkpoint) as JSON, in the shape of
+    /// `GET /api/v1/runs/{id}/history` (`durable.run-history/1`).
+    History {
+        /// The run.
+        id: String,
+    },
     /// Cancel a run.
     Cancel {
         /// The run.
@@ -711,6 +717,18 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
                     run.status
                 ),
             };
+        }
+        RunVerb::History { id } => {
+            let id = id_of(&id)?;
+            let store = engine.store();
+            let Some(run) = store.get_run(&scope, &id).await? else {
+                bail!("no run {id} is visible here");
+            };
+            let checkpoints = store.checkpoints(&scope, &id).await?;
+            let history =
+                durable::model::RunHistory::new(run, checkpoints, crate::secret::now_ms());
+            println!("{}", serde_json::to_string_pretty(&history)?);
+            return Ok(());
         }
         RunVerb::Cancel { id } => ("cancel", engine.cancel(&scope, &id_of(&id)?).await?),
         RunVerb::Retry { id } => ("retry", engine.retry(&scope, &id_of(&id)?).await?),

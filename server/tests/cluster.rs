@@ -185,16 +185,6 @@ async fn a_namespaced_control_plane_keeps_its_traffic_under_its_own_prefix() {
     drop((namespaced, partitioned, control_plane));
 }
 
-/// Logs `email` in on `server` as a browser without wasm does (a plain post of the login
-/// form to its own action) and returns the session cookie it was given.
-async fn session_cookie(server: &Server, email: &str, password: &str) -> String {
-    let action = server.login_action().await;
-    let answer = common::post_login_form(server, &action, email, password, &[]).await;
-    common::set_session_cookie(&answer)
-        .and_then(|v| v.split(';').next().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no session after logging in: {}", answer.status()))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
     let Some(Cluster {
@@ -362,7 +352,7 @@ async fn each_tenants_runs_execute_only_on_its_own_worker_pool() {
         .lines()
         .find_map(|l| l.strip_prefix("password: "))
         .expect("a generated password");
-    let cookie = session_cookie(&control_plane, operator, password).await;
+    let cookie = common::session_cookie(&control_plane, operator, password).await;
     let page = client
         .get(control_plane.url("/operator"))
         .header(reqwest::header::COOKIE, &cookie)

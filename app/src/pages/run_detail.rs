@@ -212,6 +212,15 @@ fn DetailBody(me: Me, view: RunView, draft: QueryDraft) -> impl IntoView {
                     <span data-testid="run-status">
                         <StatusBadge status=run.status />
                     </span>
+                    <a
+                        class="ml-auto rounded-md border border-slate-300 px-2 py-1 text-xs font-medium text-slate-700 hover:bg-slate-50 focus:outline-none focus:ring-2 focus:ring-indigo-500"
+                        href=format!("/runs/{}/history.json", run.id)
+                        rel="external"
+                        download=format!("{}.history.json", run.id)
+                        data-testid="export-history"
+                    >
+                        "Export history (JSON)"
+                    </a>
                 </div>
                 <dl class="mt-3 grid grid-cols-2 gap-x-6 gap-y-1 text-sm md:grid-cols-4">
                     <Field label="Workflow" value=format!("{} v{}", run.workflow, run.workflow_version) />

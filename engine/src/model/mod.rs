@@ -10,6 +10,7 @@ mod flow;
 mod gateway;
 mod handshake;
 mod health;
+mod history;
 mod limits;
 mod namespace;
 mod plan;
@@ -39,6 +40,7 @@ pub use handshake::{
     v1_capabilities,
 };
 pub use health::{NamespaceLoad, WorkerGroup};
+pub use history::{HISTORY_FORMAT, RunHistory};
 pub use limits::{InputError, InputLimits};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use plan::{Limit, MAX_WEIGHT, Plan, PlanError, Usage};

@@ -10,7 +10,7 @@ use axum::middleware;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use durable::model::{
-    AttributeFilter, Cursor, Millis, RunDetail, RunId, RunPage, RunQuery, RunStatus,
+    AttributeFilter, Cursor, InputLimits, Millis, RunDetail, RunId, RunPage, RunQuery, RunStatus,
 };
 use durable::store::SignalSent;
 use durable::{Control, StartRun};
@@ -30,6 +30,7 @@ pub fn router(body_limit: usize) -> Router<ServerState> {
     Router::new()
         .route("/runs", post(start_run).get(list_runs))
         .route("/runs/{id}", get(get_run))
+        .merge(super::export::router())
         .route("/runs/{id}/signal", post(signal_run))
         .route("/runs/{id}/cancel", post(cancel_run))
         .route("/runs/{id}/retry", post(retry_run))
@@ -64,7 +65,7 @@ async fn no_such_route(uri: axum::http::Uri) -> (StatusCode, Json<Value>) {
 }
 
 /// A run id from the URL, or a `400` saying what is wrong with it.
-fn run_id(raw: &str) -> Result<RunId, ApiError> {
+pub(super) fn run_id(raw: &str) -> Result<RunId, ApiError> {
     RunId::parse(raw).map_err(|e| ApiError::BadRequest(e.to_string()))
 }
 
@@ -131,9 +132,10 @@ async fn start_run(
     Ok((status, Json(run)))
 }
 
-/// `GET /runs` query. Unknown parameters (a `namespace`, say) are ignored: the token decides.
+/// `GET /runs` query (and `GET /runs/export`'s, without `limit` and `cursor`). Unknown
+/// parameters (a `namespace`, say) are ignored: the token decides.
 #[derive(Debug, Deserialize)]
-struct ListParams {
+pub(super) struct ListParams {
     status: Option<String>,
     workflow: Option<String>,
     tag: Option<String>,
@@ -151,55 +153,62 @@ struct ListParams {
     cursor: Option<String>,
 }
 
+impl ListParams {
+    /// The list query these ask for, checked against `limits`.
+    pub(super) fn query(self, limits: &InputLimits) -> Result<RunQuery, ApiError> {
+        let bad = |e: &dyn std::fmt::Display| ApiError::BadRequest(e.to_string());
+        let status = self
+            .status
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse::<RunStatus>())
+            .transpose()
+            .map_err(|e| bad(&e))?;
+        let limit = match self.limit.filter(|s| !s.is_empty()) {
+            None => 0,
+            Some(raw) => {
+                let n = raw.parse::<u32>().map_err(|_| {
+                    ApiError::BadRequest(format!("limit `{raw}` is not a number: use 1 to 200"))
+                })?;
+                RunQuery::check_limit(n).map_err(|e| bad(&e))?
+            }
+        };
+        let cursor = self
+            .cursor
+            .filter(|s| !s.is_empty())
+            .map(|c| Cursor::parse(&c))
+            .transpose()
+            .map_err(|e| bad(&e))?;
+        let query = RunQuery {
+            status,
+            workflow: self.workflow.filter(|s| !s.is_empty()),
+            tag: self.tag.filter(|s| !s.is_empty()),
+            attribute: self
+                .attr
+                .filter(|s| !s.is_empty())
+                .map(|raw| AttributeFilter::parse(&raw))
+                .transpose()
+                .map_err(|e| bad(&e))?,
+            created_from: self.created_from,
+            created_until: self.created_until,
+            family: self
+                .id
+                .filter(|s| !s.is_empty())
+                .map(|raw| RunId::parse(&raw))
+                .transpose()
+                .map_err(|e| bad(&e))?,
+            limit,
+            cursor,
+        };
+        query.check(limits).map_err(|e| bad(&e))?;
+        Ok(query)
+    }
+}
+
 async fn list_runs(
     view: TenantView,
     Query(params): Query<ListParams>,
 ) -> Result<Json<RunPage>, ApiError> {
-    let status = params
-        .status
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<RunStatus>())
-        .transpose()
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let limit = match params.limit.filter(|s| !s.is_empty()) {
-        None => 0,
-        Some(raw) => {
-            let n = raw.parse::<u32>().map_err(|_| {
-                ApiError::BadRequest(format!("limit `{raw}` is not a number: use 1 to 200"))
-            })?;
-            RunQuery::check_limit(n).map_err(|e| ApiError::BadRequest(e.to_string()))?
-        }
-    };
-    let cursor = params
-        .cursor
-        .filter(|s| !s.is_empty())
-        .map(|c| Cursor::parse(&c))
-        .transpose()
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let query = RunQuery {
-        status,
-        workflow: params.workflow.filter(|s| !s.is_empty()),
-        tag: params.tag.filter(|s| !s.is_empty()),
-        attribute: params
-            .attr
-            .filter(|s| !s.is_empty())
-            .map(|raw| AttributeFilter::parse(&raw))
-            .transpose()
-            .map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        created_from: params.created_from,
-        created_until: params.created_until,
-        family: params
-            .id
-            .filter(|s| !s.is_empty())
-            .map(|raw| RunId::parse(&raw))
-            .transpose()
-            .map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        limit,
-        cursor,
-    };
-    query
-        .check(view.limits())
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let query = params.query(view.limits())?;
     let page = view.list_runs(&query).await.map_err(store_error)?;
     Ok(Json(page))
 }

@@ -6,6 +6,7 @@
 //! through an [`app::ssr::SessionView`].
 
 mod api;
+mod export;
 mod handlers;
 mod headers;
 mod health;
@@ -56,6 +57,7 @@ fn router_with<S: SessionStore + Clone>(
             shell(options.clone())
         })
         .route("/events", get(sse::dashboard_events))
+        .route("/runs/{id}/history.json", get(export::download_history))
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             ServerState,
             _,

@@ -464,3 +464,13 @@ pub async fn scrape(client: &reqwest::Client, url: &str, token: &str) -> Vec<Sam
     assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
     metric_samples(&answer.text().await.expect("body"))
 }
+
+/// Logs `email` in on `server` as a browser without wasm does (a plain post of the login
+/// form to its own action) and returns the session cookie it was given.
+pub async fn session_cookie(server: &Server, email: &str, password: &str) -> String {
+    let action = server.login_action().await;
+    let answer = post_login_form(server, &action, email, password, &[]).await;
+    set_session_cookie(&answer)
+        .and_then(|v| v.split(';').next().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no session after logging in: {}", answer.status()))
+}

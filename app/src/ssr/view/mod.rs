@@ -72,6 +72,12 @@ impl SessionView {
         Self::build(&state, user, narrowing)
     }
 
+    /// The view of `user` (a session's, read by a plain handler rather than a server function),
+    /// scoped as [`SessionView::open`] scopes it.
+    pub fn of_user(state: &AppState, user: User) -> Result<Self, AppError> {
+        Self::build(state, user, None)
+    }
+
     /// The only place a dashboard store view is built: the scope comes from `user` (the
     /// session's) by [`session_scope`], never from the request.
     fn build(state: &AppState, user: User, narrowing: Option<&str>) -> Result<Self, AppError> {
