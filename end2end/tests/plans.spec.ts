@@ -23,6 +23,9 @@ test('an operator pauses a tenant with a ceiling of 0, its new run queues with t
   await hydrated(admin);
   // The tenant sees its own plan and usage on its runs page.
   await expect(admin.getByTestId('plan-usage')).toContainText('of 0 runs running at once');
+  await expect(admin.getByTestId('plan-retention')).toHaveText(
+    'Finished runs are kept until deleted: your plan sets no retention.',
+  );
   await admin.getByLabel('Workflow', { exact: true }).selectOption('demo.order');
   await admin.getByLabel('Input (JSON)').fill('{"item": "quota-e2e"}');
   await admin.getByRole('button', { name: 'Start run' }).click();
@@ -47,12 +50,8 @@ test('a tenant user cannot save a plan', async ({ page }) => {
   const response = await page.request.post('/api/save_plan', {
     form: {
       tenant: 'acme',
-      max_concurrent_runs: '1000',
-      starts_per_minute: '',
-      max_queued_runs: '',
-      max_nesting_depth: '',
-      max_payload_bytes: '',
-      weight: '',
+      'fields[max_concurrent_runs]': '1000',
+      'fields[retention_days]': '',
     },
   });
   expect(response.status()).toBe(403);

@@ -68,10 +68,15 @@ pub async fn expiries(store: &dyn Store, scope: &Scope, now: Millis) -> StoreRes
         .collect())
 }
 
-/// Deletes what `expiry` says is due, batch after batch until none is left; how many runs.
-pub async fn prune(store: &dyn Store, expiry: &Expiry) -> StoreResult<u64> {
+/// Deletes what `expiry` says is due, batch after batch until none is left or `go_on` says
+/// to stop (a process shutting down); how many runs.
+pub async fn prune(
+    store: &dyn Store,
+    expiry: &Expiry,
+    go_on: impl Fn() -> bool,
+) -> StoreResult<u64> {
     let mut deleted = 0;
-    loop {
+    while go_on() {
         let n = store
             .prune_runs(&expiry.tenant, expiry.finished_before, FAMILIES_PER_BATCH)
             .await?;
@@ -81,4 +86,5 @@ pub async fn prune(store: &dyn Store, expiry: &Expiry) -> StoreResult<u64> {
         }
         tokio::time::sleep(PAUSE).await;
     }
+    Ok(deleted)
 }

@@ -454,13 +454,13 @@ pub struct WorkerArgs {
     /// Steps run at once.
     #[arg(long, env = "DURABLE_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,
-    /// Serve this worker's `/metrics` on this address (`0.0.0.0:9464`, say), for the operator
-    /// token in `DURABLE_METRICS_TOKEN`.
+    /// Serve this worker's `/metrics` on this address (`0.0.0.0:9464`, say), for the bearer
+    /// secret in `DURABLE_METRICS_TOKEN`.
     #[arg(long, env = "DURABLE_METRICS_BIND", requires = "metrics_token")]
     pub metrics_bind: Option<SocketAddr>,
-    /// The operator token (`durable token issue --operator`) this worker's `/metrics` answers:
-    /// a store-less worker cannot look tokens up, so it is given the one to accept (issue a new
-    /// one and restart the worker to change it).
+    /// The secret (32 characters at least) a scraper sends as `Authorization: Bearer` to this
+    /// worker's `/metrics`. Not an API token: a tenant's worker may run on the tenant's hosts,
+    /// and a scrape secret there grants reading this worker's metrics, nothing else.
     #[arg(long, env = "DURABLE_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
     #[command(flatten)]
@@ -515,13 +515,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let metrics = match (args.metrics_bind, args.metrics_token) {
                 (Some(bind), Some(token)) => {
-                    if !durable::gateway::is_well_formed_token(&token) {
+                    if token.trim().chars().count() < 32 {
                         bail!(
-                            "DURABLE_METRICS_TOKEN is not an API token: give it the operator \
-                             token `durable token issue --operator` prints (dtk_…)"
+                            "DURABLE_METRICS_TOKEN is too short to be a secret: give it 32 \
+                             characters at least (`openssl rand -hex 32` prints one)"
                         );
                     }
-                    Some((bind, token))
+                    Some((bind, token.trim().to_owned()))
                 }
                 _ => None,
             };

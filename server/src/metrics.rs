@@ -158,8 +158,8 @@ pub async fn metrics(_: Operator, State(metrics): State<Metrics>) -> Result<Resp
     Ok(([(CONTENT_TYPE, EXPOSITION)], body).into_response())
 }
 
-/// A store-less worker's HTTP surface: `/metrics` alone, for the operator token it was given
-/// (it cannot look tokens up); 401 for anything else.
+/// A store-less worker's HTTP surface: `/metrics` alone, for the scrape secret it was given
+/// (`DURABLE_METRICS_TOKEN`); 401 for anything else.
 pub fn worker_router(handle: PrometheusHandle, token: String) -> Router {
     let token = Arc::new(token);
     Router::new().route(
@@ -177,7 +177,7 @@ pub fn worker_router(handle: PrometheusHandle, token: String) -> Router {
                 )
                     .into_response(),
                 _ => ApiError::Unauthorized(
-                    "send the operator token this worker was started with: `Authorization: Bearer <DURABLE_METRICS_TOKEN>`".into(),
+                    "send the scrape secret this worker was started with: `Authorization: Bearer <DURABLE_METRICS_TOKEN>`".into(),
                 )
                 .into_response(),
             }

@@ -63,7 +63,7 @@ pub struct WorkerRole {
     pub concurrency: usize,
     /// The cluster's Redis; with a namespace, that of the namespaced control plane it serves.
     pub redis: RedisConfig,
-    /// Where to serve `/metrics`, and the operator token it answers.
+    /// Where to serve `/metrics`, and the bearer secret it answers.
     pub metrics: Option<(SocketAddr, String)>,
 }
 

@@ -9,6 +9,7 @@ use crate::{AppError, PlanRow};
 
 /// A plan form's fields as typed (`fields[max_concurrent_runs]`, …): blank is unset.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct PlanInput {
     max_concurrent_runs: String,
     starts_per_minute: String,

@@ -81,13 +81,8 @@ pub async fn check(
     Ok(token)
 }
 
-/// Whether `token` has the shape `durable token issue` prints.
-pub fn is_well_formed(token: &str) -> bool {
-    parts(token).is_some()
-}
-
-/// Whether `bearer` is `configured`: a token a process was given at start rather than one it
-/// can look up (a store-less worker's `/metrics`). Compared as digests, in full, so the time
+/// Whether `bearer` is `configured`: a secret a process was given at start rather than a token
+/// it can look up (a store-less worker's `/metrics` scrape secret). Compared as digests, in full, so the time
 /// taken says nothing of how much of it matched.
 pub fn is_configured(configured: &str, bearer: &str) -> bool {
     same(&digest(configured), &digest(bearer))

@@ -16,8 +16,7 @@ use crate::model::{ReplyError, Run, RunId, WorkerGroup};
 
 pub use api_tokens::{
     API_TOKEN_PREFIX, ApiTokenError, check as check_api_token,
-    is_configured as is_configured_token, is_well_formed as is_well_formed_token,
-    issue as issue_api_token,
+    is_configured as is_configured_token, issue as issue_api_token,
 };
 pub use proxy::ProxyGateway;
 pub use responder::RunRequestResponder;

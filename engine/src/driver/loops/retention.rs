@@ -19,16 +19,16 @@ pub(crate) async fn retention_loop(state: Arc<State>, mut stop: watch::Receiver<
             _ = stop.changed() => return,
             () = state.pace(EVERY) => {}
         }
-        if let Err(e) = prune_once(&state).await {
+        if let Err(e) = prune_once(&state, &stop).await {
             tracing::warn!(error = %e, "deleting expired history failed; retrying next round");
         }
     }
 }
 
-/// One round over every tenant in the engine's scope.
-pub(crate) async fn prune_once(state: &State) -> StoreResult<()> {
+/// One round over every tenant in the engine's scope, until the engine stops.
+async fn prune_once(state: &State, stop: &watch::Receiver<bool>) -> StoreResult<()> {
     for expiry in expiries(&*state.store, &state.scope, state.clock.now()).await? {
-        let deleted = prune(&*state.store, &expiry).await?;
+        let deleted = prune(&*state.store, &expiry, || !*stop.borrow()).await?;
         if deleted > 0 {
             tracing::info!(tenant = %expiry.tenant, days = expiry.days, deleted, "deleted expired history");
         }

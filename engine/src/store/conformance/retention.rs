@@ -88,6 +88,14 @@ pub async fn pruning_deletes_only_expired_families_of_the_tenant(store: Arc<dyn 
     finish("g-old", RunStatus::Completed, 100).await;
     let started_before = store.run_totals(&Scope::All).await.expect("totals");
 
+    assert!(
+        !store
+            .checkpoints(&Scope::All, &id("old2.child.0"))
+            .await
+            .expect("read")
+            .is_empty(),
+        "the expired child has a checkpoint to lose"
+    );
     let acme = ns("acme");
     assert_eq!(
         store.prunable_runs(&acme, 1_000).await.expect("dry run"),

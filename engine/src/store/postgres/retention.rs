@@ -1,6 +1,6 @@
 //! Retention's statements: an expired family's runs deleted in one statement (their
-//! checkpoints and signals go with them, `ON DELETE CASCADE`); roots another control plane is
-//! deleting now are skipped, not waited for.
+//! checkpoints and signals go with them, `ON DELETE CASCADE`), in a repeatable-read
+//! transaction; roots another control plane is deleting now are skipped, not waited for.
 
 use sqlx::{PgPool, Row};
 
@@ -23,7 +23,16 @@ pub(super) async fn prune_runs(
         .push(" FOR UPDATE SKIP LOCKED) DELETE FROM runs WHERE id IN (");
     push_family(&mut sql);
     sql.push(")");
-    let done = sql.build().execute(pool).await.map_err(db)?;
+    // One snapshot for the check and the delete: a run of the family moved since (a retried
+    // child back to `pending`, say) makes the delete fail with a serialization error instead of
+    // taking a live run, and the next round looks again.
+    let mut tx = pool.begin().await.map_err(db)?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    let done = sql.build().execute(&mut *tx).await.map_err(db)?;
+    tx.commit().await.map_err(db)?;
     Ok(done.rows_affected())
 }
 
