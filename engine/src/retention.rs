@@ -5,10 +5,10 @@
 //! does it once a minute ([`crate::Engine::start`]); `durable prune` does it, or says what it
 //! would do, at once.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::model::{Millis, Namespace, Plan, Scope};
+use crate::driver::plans::PlanSet;
+use crate::model::{Millis, Namespace, Scope};
 use crate::store::{Store, StoreResult};
 
 /// Families deleted per statement.
@@ -34,16 +34,7 @@ pub struct Expiry {
 
 /// The tenants in `scope` that have runs and a retention, as of `now`.
 pub async fn expiries(store: &dyn Store, scope: &Scope, now: Millis) -> StoreResult<Vec<Expiry>> {
-    let mut default = Plan::default();
-    let mut own = HashMap::new();
-    for (tenant, plan) in store.plans().await? {
-        match tenant {
-            None => default = plan,
-            Some(tenant) => {
-                own.insert(tenant, plan);
-            }
-        }
-    }
+    let plans: PlanSet = store.plans().await?.into_iter().collect();
     let mut tenants: Vec<Namespace> = store
         .run_counts(scope)
         .await?
@@ -55,10 +46,7 @@ pub async fn expiries(store: &dyn Store, scope: &Scope, now: Millis) -> StoreRes
     Ok(tenants
         .into_iter()
         .filter_map(|tenant| {
-            let days = own
-                .get(&tenant)
-                .map_or_else(|| default.clone(), |plan: &Plan| plan.over(&default))
-                .retention_days?;
+            let days = plans.of(&tenant).retention_days?;
             Some(Expiry {
                 finished_before: now.saturating_sub(i64::from(days).saturating_mul(DAY_MS)),
                 tenant,

@@ -725,8 +725,8 @@ async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Result<()> {
                 bail!("no run {id} is visible here");
             };
             let checkpoints = store.checkpoints(&scope, &id).await?;
-            let history =
-                durable::model::RunHistory::new(run, checkpoints, crate::secret::now_ms());
+            let detail = durable::model::RunDetail { run, checkpoints };
+            let history = durable::model::RunHistory::new(detail, crate::secret::now_ms());
             println!("{}", serde_json::to_string_pretty(&history)?);
             return Ok(());
         }

@@ -44,6 +44,22 @@ impl PlanSet {
     }
 }
 
+/// The plans as the store lists them: the default (`None`) and each tenant's own.
+impl FromIterator<(Option<Namespace>, Plan)> for PlanSet {
+    fn from_iter<I: IntoIterator<Item = (Option<Namespace>, Plan)>>(rows: I) -> Self {
+        let mut set = PlanSet::default();
+        for (tenant, plan) in rows {
+            match tenant {
+                None => set.default = plan,
+                Some(tenant) => {
+                    set.tenants.insert(tenant, plan);
+                }
+            }
+        }
+        set
+    }
+}
+
 /// The plans, read at most once per [`FRESH_FOR`].
 #[derive(Default)]
 pub(crate) struct PlanBook {
@@ -88,18 +104,7 @@ impl PlanBook {
             return None;
         }
         let set = match read {
-            Ok(rows) => {
-                let mut set = PlanSet::default();
-                for (tenant, plan) in rows {
-                    match tenant {
-                        None => set.default = plan,
-                        Some(tenant) => {
-                            set.tenants.insert(tenant, plan);
-                        }
-                    }
-                }
-                Arc::new(set)
-            }
+            Ok(rows) => Arc::new(rows.into_iter().collect()),
             Err(e) => {
                 tracing::warn!(error = %e, "reading the tenants' plans failed; the last ones stay in force");
                 // Kept as if fresh: every ask would otherwise wait for a failing store.

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, Millis, Run};
+use super::{Checkpoint, Millis, Run, RunDetail};
 
 /// The shape's name and version: a change that breaks a reader of it gets a new number.
 pub const HISTORY_FORMAT: &str = "durable.run-history/1";
@@ -33,13 +33,13 @@ pub struct RunHistory {
 }
 
 impl RunHistory {
-    /// `run`'s history as of `now`.
-    pub fn new(run: Run, checkpoints: Vec<Checkpoint>, now: Millis) -> Self {
+    /// A run's history (its detail, as `GET /api/v1/runs/{id}` reads it) as of `now`.
+    pub fn new(detail: RunDetail, now: Millis) -> Self {
         RunHistory {
             format: HISTORY_FORMAT.to_owned(),
             exported_at: now,
-            run,
-            checkpoints,
+            run: detail.run,
+            checkpoints: detail.checkpoints,
         }
     }
 }

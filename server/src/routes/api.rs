@@ -215,13 +215,8 @@ async fn list_runs(
 
 async fn get_run(view: TenantView, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {
     let id = run_id(&id)?;
-    let run = view
-        .get_run(&id)
-        .await
-        .map_err(internal)?
-        .ok_or(ApiError::NotFound)?;
-    let checkpoints = view.checkpoints(&id).await.map_err(internal)?;
-    Ok(Json(RunDetail { run, checkpoints }))
+    let detail = view.detail(&id).await.map_err(internal)?;
+    Ok(Json(detail.ok_or(ApiError::NotFound)?))
 }
 
 /// `POST /runs/{id}/signal` body.

@@ -13,7 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use durable::model::{MAX_PAGE_SIZE, RunHistory, RunQuery};
+use durable::model::{MAX_PAGE_SIZE, RunDetail, RunHistory, RunQuery};
 use tower_sessions::Session;
 
 use super::api::{ListParams, run_id};
@@ -35,13 +35,11 @@ async fn run_history(
     Path(id): Path<String>,
 ) -> Result<Json<RunHistory>, ApiError> {
     let id = run_id(&id)?;
-    let run = view
-        .get_run(&id)
-        .await
-        .map_err(internal)?
-        .ok_or(ApiError::NotFound)?;
-    let checkpoints = view.checkpoints(&id).await.map_err(internal)?;
-    Ok(Json(RunHistory::new(run, checkpoints, now_ms())))
+    let detail = view.detail(&id).await.map_err(internal)?;
+    Ok(Json(RunHistory::new(
+        detail.ok_or(ApiError::NotFound)?,
+        now_ms(),
+    )))
 }
 
 /// `GET /runs/export`: every run the filters of `GET /runs` match (its `limit` and `cursor`
@@ -109,7 +107,7 @@ pub async fn download_history(
     let disposition = format!("attachment; filename=\"{id}.history.json\"");
     Ok((
         [(CONTENT_DISPOSITION, disposition)],
-        Json(RunHistory::new(run, checkpoints, now_ms())),
+        Json(RunHistory::new(RunDetail { run, checkpoints }, now_ms())),
     )
         .into_response())
 }

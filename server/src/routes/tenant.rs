@@ -7,8 +7,9 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use durable::model::{
-    Checkpoint, EventOutcome, Namespace, Plan, PublishedEvent, Run, RunId, RunPage, RunQuery,
-    Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord, UpdateId, Usage,
+    Checkpoint, EventOutcome, Namespace, Plan, PublishedEvent, Run, RunDetail, RunId, RunPage,
+    RunQuery, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord, UpdateId,
+    Usage,
 };
 use durable::store::{ScopedStore, SignalSent, StoreResult};
 use durable::{Control, Engine, EngineError, StartRun, UpdateOutcome};
@@ -89,6 +90,16 @@ impl TenantView {
     /// One of the tenant's runs' checkpoints (none for another tenant's run).
     pub async fn checkpoints(&self, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
         self.reads.checkpoints(id).await
+    }
+
+    /// One of the tenant's runs with its checkpoints: what a run's page and its exported
+    /// history are made of.
+    pub async fn detail(&self, id: &RunId) -> StoreResult<Option<RunDetail>> {
+        let Some(run) = self.get_run(id).await? else {
+            return Ok(None);
+        };
+        let checkpoints = self.checkpoints(id).await?;
+        Ok(Some(RunDetail { run, checkpoints }))
     }
 
     /// Starts `req` in the token's tenant; any namespace `req` names is replaced.
