@@ -49,12 +49,14 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=|| view! { <NotFound /> }>
                 <Route path=path!("/login") view=LoginPage />
-                <ParentRoute path=path!("") view=Layout>
-                    <Route path=path!("") view=RunsPage />
-                    <Route path=path!("operator") view=OperatorPage />
-                    <Route path=path!("tokens") view=TokensPage />
-                    <Route path=path!("schedules") view=SchedulesPage />
-                    // Async: wait for the run before sending headers, so a missing run is a real 404.
+                // Async: every page's data is read before the first byte is sent, so the HTML
+                // holds it (a page works with JavaScript off, and a missing run is a real 404)
+                // rather than arriving in streamed, script-inserted chunks.
+                <ParentRoute path=path!("") view=Layout ssr=SsrMode::Async>
+                    <Route path=path!("") view=RunsPage ssr=SsrMode::Async />
+                    <Route path=path!("operator") view=OperatorPage ssr=SsrMode::Async />
+                    <Route path=path!("tokens") view=TokensPage ssr=SsrMode::Async />
+                    <Route path=path!("schedules") view=SchedulesPage ssr=SsrMode::Async />
                     <Route path=path!("runs/:id") view=RunDetailPage ssr=SsrMode::Async />
                 </ParentRoute>
             </Routes>

@@ -93,3 +93,19 @@ pub fn respond_not_found() {
         resp.set_status(axum::http::StatusCode::NOT_FOUND);
     }
 }
+
+/// The error of a form posted without JavaScript, as a closure over the page's URL: the server
+/// answers such a post by redirecting back with the error in the query (`__err`, server_fn's
+/// progressive enhancement), and the page shows it where a hydrated form shows its own.
+pub fn posted_form_error() -> impl Fn() -> Option<String> + Copy + Send + Sync + 'static {
+    use leptos::prelude::With;
+    use leptos::server_fn::error::ServerFnUrlError;
+
+    let query = leptos_router::hooks::use_query_map();
+    move || {
+        query.with(|q| {
+            q.get("__err")
+                .map(|e| ServerFnUrlError::<AppError>::decode_err(&e).to_string())
+        })
+    }
+}

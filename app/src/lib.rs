@@ -16,8 +16,8 @@ mod views;
 pub use app::{App, shell};
 pub use error::AppError;
 pub use views::{
-    BulkPreview, Me, OperatorView, PlanRow, QuotaHold, RunView, RunsView, SchedulesView,
-    ShownSchedule,
+    ActivityView, BulkPreview, Me, OperatorView, PlanRow, QuotaHold, RunView, RunsView,
+    SchedulesView, ShownSchedule,
 };
 
 /// The browser entry point: attaches the client to the server-rendered HTML.

@@ -1,7 +1,8 @@
 //! View types that only the dashboard needs; run data itself uses `durable::model` unchanged.
 
 use durable::model::{
-    Facets, Namespace, NamespaceLoad, Plan, Role, Run, RunDetail, RunPage, Usage, WorkerGroup,
+    ActivityWindow, Facets, Namespace, NamespaceLoad, Plan, Role, Run, RunDetail, RunPage, Usage,
+    WorkerGroup,
 };
 use serde::{Deserialize, Serialize};
 
@@ -122,6 +123,28 @@ pub struct OperatorView {
     pub failed_since: durable::model::Millis,
     /// The default plan and every tenant's, with usage.
     pub plans: Vec<PlanRow>,
+    /// The loads as a bar chart per tenant: `<svg>` markup drawn on the server.
+    pub backlog_chart: String,
+}
+
+/// The activity charts of a page, drawn on the server (see `ssr::charts`), with the window's
+/// totals for the text beside them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActivityView {
+    /// The window drawn.
+    pub window: ActivityWindow,
+    /// Runs started, completed and failed over time: `<svg>` markup.
+    pub throughput: String,
+    /// Step run time percentiles over time: `<svg>` markup.
+    pub latency: String,
+    /// Runs started in the window.
+    pub started: u64,
+    /// Runs completed in the window.
+    pub completed: u64,
+    /// Runs failed in the window.
+    pub failed: u64,
+    /// Step results recorded in the window.
+    pub steps: u64,
 }
 
 /// Everything the schedules page shows.

@@ -32,10 +32,9 @@ pub const TRANSPORT_ERRORS: &str = "durable_transport_errors_total";
 /// Starts refused by a tenant's plan (a quota or a ceiling), by tenant and limit.
 pub const THROTTLED: &str = "durable_throttled_total";
 
-/// The buckets of the latency histograms, in seconds: 1 ms to a minute.
-pub const LATENCY_BUCKETS: [f64; 14] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0, 60.0,
-];
+/// The buckets of the latency histograms, in seconds: 1 ms to a minute (the dashboard's stored
+/// minutes use the same ones).
+pub use crate::model::LATENCY_BUCKETS;
 
 /// The buckets of the batch-size histogram.
 pub const BATCH_BUCKETS: [f64; 9] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];

@@ -60,6 +60,7 @@ pub fn Layout() -> impl IntoView {
     let me = Resource::new(|| (), |_| current_user());
     let logout = ServerAction::<Logout>::new();
     let logout_everywhere = ServerAction::<LogoutEverywhere>::new();
+    let posted = crate::error::posted_form_error();
     view! {
         <header class="border-b border-slate-200 bg-white">
             <div class="mx-auto flex max-w-6xl flex-wrap items-center gap-x-4 gap-y-2 px-4 py-3">
@@ -112,6 +113,9 @@ pub fn Layout() -> impl IntoView {
             </div>
         </header>
         <main class="mx-auto max-w-6xl px-4 py-6">
+            {move || posted().map(|e| view! {
+                <p class="mb-4 rounded-md bg-red-50 p-3 text-sm text-red-800" role="alert" data-testid="form-error">{e}</p>
+            })}
             <Outlet />
         </main>
     }

@@ -138,12 +138,14 @@ async fn release(accounts: &dyn durable::store::Accounts, attempt: &str) {
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let login = ServerAction::<Login>::new();
+    let posted = crate::error::posted_form_error();
     let error = move || {
         login
             .value()
             .get()
             .and_then(|r| r.err())
             .map(|e| e.to_string())
+            .or_else(posted)
     };
     view! {
         <Title text="Log in · durable" />

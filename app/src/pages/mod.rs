@@ -1,6 +1,7 @@
 //! One file per screen, each with the server functions it calls.
 
 pub mod actions;
+pub mod activity;
 pub mod bulk;
 pub mod filters;
 pub mod login;

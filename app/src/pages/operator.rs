@@ -1,10 +1,12 @@
 //! The operator's screen: every namespace's load (backlog, running, waiting, failed in the last
-//! hour), every live worker group, each namespace linking to its runs, and every tenant's plan.
+//! hour) as a chart and a table, every live worker group, each namespace linking to its runs,
+//! every tenant's plan, and the activity charts over every tenant.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::components::live::Live;
+use crate::pages::activity::ActivityPanel;
 use crate::pages::plans::{PlansSection, SavePlan};
 use crate::pages::runs::ErrorBox;
 use crate::{AppError, OperatorView};
@@ -29,6 +31,7 @@ pub async fn operator_overview() -> Result<OperatorView, AppError> {
             let tenants: Vec<_> = loads.iter().map(|l| l.namespace.clone()).collect();
             let plans = view.plan_rows(&tenants).await?;
             Ok(OperatorView {
+                backlog_chart: crate::ssr::charts::backlog_chart(&loads),
                 loads,
                 workers,
                 failed_since,
@@ -53,6 +56,7 @@ pub fn OperatorPage() -> impl IntoView {
         <Title text="Operator · durable" />
         <h1 class="text-lg font-semibold">"Operator view"</h1>
         <p class="text-sm text-slate-600">"Every namespace's load and the workers serving them."</p>
+        <ActivityPanel hrefs=Signal::stored(["/operator?window=hour".to_owned(), "/operator?window=day".to_owned()]) />
         <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || {
                 data.get()
@@ -114,6 +118,17 @@ fn OperatorBody(view: OperatorView, save: ServerAction<SavePlan>) -> impl IntoVi
         })
         .collect_view();
     view! {
+        <section class="mt-4 rounded-lg border border-slate-200 bg-white p-3" aria-label="Backlog per namespace">
+            <div class="flex flex-wrap items-baseline justify-between gap-2">
+                <h2 class="text-sm font-semibold">"Backlog per namespace"</h2>
+                <span class="flex gap-3 text-xs text-slate-600">
+                    <span><span class="mr-1 inline-block h-2 w-3 rounded-sm bg-amber-500"></span>"backlog (pending, blocked)"</span>
+                    <span><span class="mr-1 inline-block h-2 w-3 rounded-sm bg-indigo-500"></span>"running"</span>
+                    <span><span class="mr-1 inline-block h-2 w-3 rounded-sm bg-slate-400"></span>"waiting"</span>
+                </span>
+            </div>
+            <div class="mt-2 max-w-lg" inner_html=view.backlog_chart></div>
+        </section>
         <section class="mt-4" aria-label="Load per namespace">
             <h2 class="mb-2 text-sm font-semibold">"Load per namespace"</h2>
             {if loads_empty {

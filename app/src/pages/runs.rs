@@ -6,6 +6,7 @@ use leptos_router::hooks::use_query_map;
 use crate::components::live::Live;
 use crate::components::status::{StatusBadge, status_classes};
 use crate::components::time::{ago, utc};
+use crate::pages::activity::ActivityPanel;
 use crate::pages::bulk::BulkPanel;
 use crate::pages::filters::Filters;
 use crate::pages::publish::{PublishEvent, PublishPanel};
@@ -62,7 +63,7 @@ pub async fn list_runs(
 
 /// Starts a run of `workflow` with `input` (JSON) and an optional `timeout` (`30m`) in the
 /// session's tenant and opens it.
-#[server]
+#[server(endpoint = "start_run")]
 pub async fn start_run(
     workflow: String,
     input: String,
@@ -110,6 +111,11 @@ pub fn RunsPage() -> impl IntoView {
         |(q, _)| list_runs(Filters::from_query(&q), q.get("after"), q.get("bulk")),
     );
     let publish = ServerAction::<PublishEvent>::new();
+    let filters = Memo::new(move |_| query.with(Filters::from_query));
+    let chart_hrefs = Signal::derive(move || {
+        filters.with(|f| ["hour", "day"].map(|w| f.href_with(&[("window", w)])))
+    });
+    let chart_ns = Signal::derive(move || filters.with(|f| f.ns.clone()));
     view! {
         <Title text="Runs · durable" />
         <Transition fallback=|| view! { <p class="text-slate-500">"Loading runs…"</p> }>
@@ -121,6 +127,7 @@ pub fn RunsPage() -> impl IntoView {
                     })
             }}
         </Transition>
+        <ActivityPanel hrefs=chart_hrefs ns=chart_ns />
     }
 }
 

@@ -1,10 +1,11 @@
 //! Server-side plumbing shared by the server functions: the state they read, the session user,
-//! the one view of runs a session may reach, and password hashing.
+//! the one view of runs a session may reach, password hashing, and the charts drawn as SVG.
 //!
 //! Runs are reached only through a [`SessionView`], built in one place from the session's user
 //! ([`view`]); the engine inside [`AppState`] is private to that module, so a server function
 //! cannot read or act on the unscoped store by accident.
 
+pub mod charts;
 mod password;
 mod policy;
 mod reply;

@@ -14,6 +14,7 @@ pub(crate) mod loops;
 pub(crate) mod plans;
 mod publisher;
 pub(crate) mod state;
+pub(crate) mod step_tallies;
 pub(crate) mod turn;
 
 pub use config::EngineConfig;

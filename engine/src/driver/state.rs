@@ -13,14 +13,16 @@ use super::config::EngineConfig;
 use super::fast_path::{InFlight, ParkedRuns};
 use super::plans::PlanBook;
 use super::publisher::Publisher;
+use super::step_tallies::StepTallies;
 use super::turn::awaiting::Awaiting;
 use crate::fair::{Lane, Shares, Slot};
+use crate::metrics::StepTimes;
 use crate::model::{
     ControlMessage, ControlNotice, Millis, Namespace, Run, RunId, Scope, StepResult, TenantEvent,
     TenantEventKind,
 };
 use crate::runtime::{Clock, Registry};
-use crate::store::{Claim, Store};
+use crate::store::{Claim, Store, StoreResult};
 use crate::transport::Transport;
 
 /// What every loop of one engine shares.
@@ -62,6 +64,8 @@ pub(crate) struct State {
     events: Publisher,
     /// The tenants' plans: ceilings and weights.
     pub plans: PlanBook,
+    /// Step run times recorded here and not yet added to the store's activity minutes.
+    pub step_tallies: StepTallies,
 }
 
 impl State {
@@ -96,6 +100,7 @@ impl State {
             requeued,
             awaiting: Awaiting::default(),
             plans: PlanBook::default(),
+            step_tallies: StepTallies::default(),
             config,
         }
     }
@@ -206,6 +211,27 @@ impl State {
     pub async fn pace(&self, every: Duration) {
         let at = self.clock.now().saturating_add(millis(every));
         self.wait_until(at, Instant::now() + every).await;
+    }
+
+    /// A step of `tenant` whose result was recorded: its metrics, and its run time in the
+    /// activity minutes.
+    pub fn step_finished(&self, tenant: &Namespace, step: &StepTimes) {
+        crate::metrics::step_finished(tenant, step);
+        self.step_tallies.record(tenant, step);
+    }
+
+    /// Adds the step run times counted so far to the store's activity minutes; what the store
+    /// refuses is kept for the next call.
+    pub async fn add_step_tallies(&self) -> StoreResult<()> {
+        let tallies = self.step_tallies.take();
+        if tallies.is_empty() {
+            return Ok(());
+        }
+        let added = self.store.add_step_tallies(&tallies).await;
+        if added.is_err() {
+            self.step_tallies.restore(tallies, self.clock.now());
+        }
+        added
     }
 
     /// Hands results held for one run back to the results loop, which applies them in order.

@@ -9,7 +9,9 @@ use tokio::task::JoinHandle;
 
 use super::{EngineConfig, EngineError};
 use crate::driver::loops::results::Requeued;
-use crate::driver::loops::{claim, counts, lease, redispatch, replies, results, retention, sweep};
+use crate::driver::loops::{
+    activity, claim, counts, lease, redispatch, replies, results, retention, sweep,
+};
 use crate::driver::state::State;
 use crate::model::{Millis, Namespace, TenantEventKind};
 use crate::runtime::{Clock, Registry, SystemClock};
@@ -96,6 +98,7 @@ impl Engine {
             tokio::spawn(sweep::sweep_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(claim::claim_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(counts::counts_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(activity::activity_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(results::results_loop(
                 s.clone(),
                 results,
@@ -155,6 +158,10 @@ impl Engine {
             Err(e) => {
                 tracing::warn!(error = %e, "could not release leases; they expire on their own")
             }
+        }
+        // The last results applied above are in the charts too.
+        if let Err(e) = self.state.add_step_tallies().await {
+            tracing::warn!(error = %e, "could not add the last step run times to the activity minutes");
         }
     }
 

@@ -2,6 +2,7 @@
 //! wasm). No IO lives here.
 
 mod account;
+mod activity;
 mod api_token;
 mod checkpoint;
 mod compatibility;
@@ -27,6 +28,10 @@ mod waiting;
 mod wire;
 
 pub use account::Role;
+pub use activity::{
+    ACTIVITY_KEPT_MINUTES, ActivityMinute, ActivityPoint, ActivityWindow, LATENCY_BUCKETS,
+    LATENCY_SLOTS, StepTally, latency_slot, quantile, series,
+};
 pub use api_token::{ApiToken, TokenScope};
 pub use checkpoint::{
     ATTRIBUTES_MARKER, Checkpoint, CheckpointKind, CheckpointStatus, PATCH_MARKER,

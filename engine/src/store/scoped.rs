@@ -2,8 +2,8 @@ use std::sync::Arc;
 
 use super::{RunReads, StoreResult};
 use crate::model::{
-    Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run, RunId, RunPage, RunQuery, Scope,
-    StatusCount, ValueCount,
+    ActivityMinute, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run, RunId, RunPage,
+    RunQuery, Scope, StatusCount, ValueCount,
 };
 
 /// A read view of a store confined to one namespace.
@@ -72,5 +72,11 @@ impl ScopedStore {
     /// A visible run's checkpoints (empty for a run outside the view).
     pub async fn checkpoints(&self, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
         self.inner.checkpoints(&self.scope, id).await
+    }
+
+    /// This view's activity minutes from `since_minute` on (its tenant's, or every tenant's
+    /// together for an operator).
+    pub async fn activity(&self, since_minute: i64) -> StoreResult<Vec<ActivityMinute>> {
+        self.inner.activity(&self.scope, since_minute).await
     }
 }

@@ -1,7 +1,9 @@
 //! Reading runs through a [`SessionView`]: every read goes through its store view, so another
 //! tenant's run is simply not there.
 
-use durable::model::{Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery};
+use durable::model::{
+    ActivityMinute, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunId, RunPage, RunQuery,
+};
 
 use super::SessionView;
 use crate::AppError;
@@ -42,5 +44,11 @@ impl SessionView {
             .namespace_loads(failed_since)
             .await
             .map_err(internal)
+    }
+
+    /// The activity minutes of this view (its tenant's, or every tenant's together for an
+    /// operator not narrowed to one) from `since_minute` on, for the charts.
+    pub async fn activity(&self, since_minute: i64) -> Result<Vec<ActivityMinute>, AppError> {
+        self.reads.activity(since_minute).await.map_err(internal)
     }
 }

@@ -1,6 +1,7 @@
 //! The engine's long-running loops, one per file. Each runs until the engine's stop signal and
 //! works only inside the engine's scope (an operator engine's scope is every namespace).
 //!
+//! - [`activity`]: adds the step run times recorded here to the activity minutes.
 //! - [`claim`]: claims due runs and starts their turns.
 //! - [`counts`]: folds the run counts' deltas into their totals.
 //! - [`results`]: applies step results, on the sticky path when it can.
@@ -10,6 +11,7 @@
 //! - [`lease`]: renews the leases of runs turning here, and the driver's heartbeat.
 //! - [`replies`]: what workers send back about remote work (decisions, beats, step events).
 
+pub(crate) mod activity;
 pub(crate) mod claim;
 pub(crate) mod counts;
 pub(crate) mod lease;

@@ -129,7 +129,7 @@ pub(crate) async fn with_first_turn(
     };
     let run = committed.run.clone();
     for step in &local_steps {
-        metrics::step_finished(&run.namespace, step);
+        state.step_finished(&run.namespace, step);
     }
     state.emit(&run, TenantEventKind::RunStarted, None);
     // Its tenant heard of the run as the first turn left it: a run that only suspended is not

@@ -108,7 +108,7 @@ pub(super) async fn persist_turn(
     if matches!(written, Ok(Some(_))) {
         let steps = local_steps.iter().chain(&finished_step);
         for step in steps {
-            metrics::step_finished(&run.namespace, step);
+            state.step_finished(&run.namespace, step);
         }
     }
     match settle(state, run, written, with_result, after).await {

@@ -7,7 +7,6 @@
 use super::flow;
 use crate::driver::state::State;
 use crate::fair::{self, Lane};
-use crate::metrics;
 use crate::model::{CheckpointStatus, Namespace, Run, StepResult, TenantEventKind};
 use crate::store::History;
 
@@ -50,7 +49,7 @@ pub(crate) async fn record_claiming(
                 TenantEventKind::StepFailed
             };
             state.emit(&applied.run, kind, Some(applied.checkpoint.seq));
-            metrics::step_finished(&applied.run.namespace, &(&applied.checkpoint).into());
+            state.step_finished(&applied.run.namespace, &(&applied.checkpoint).into());
             if let Some(counter) = &applied.checkpoint.slot {
                 let (run, seq) = (&applied.run, applied.checkpoint.seq);
                 flow::release(state, &run.namespace, counter, &run.id, seq).await;

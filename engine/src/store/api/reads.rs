@@ -2,8 +2,8 @@
 //! tenant filter cannot be forgotten (and [`crate::store::ScopedStore`] fixes it for a request).
 
 use crate::model::{
-    Checkpoint, Facets, Millis, NamespaceLoad, Run, RunCount, RunId, RunPage, RunQuery, RunTotals,
-    Scope, StatusCount, ValueCount,
+    ActivityMinute, Checkpoint, Facets, Millis, NamespaceLoad, Run, RunCount, RunId, RunPage,
+    RunQuery, RunTotals, Scope, StatusCount, ValueCount,
 };
 use crate::store::StoreResult;
 use async_trait::async_trait;
@@ -46,4 +46,12 @@ pub trait RunReads: Send + Sync + 'static {
 
     /// A run's checkpoints in `seq` order; empty when the run is outside `scope`.
     async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>>;
+
+    /// The activity minutes of `scope` (one tenant, or every tenant together) from
+    /// `since_minute` on, oldest first; quiet minutes are left out. Runs started and finished
+    /// are kept by the store with every change (PostgreSQL's are at most a fold behind); step
+    /// run times are what the engines have added ([`Upkeep::add_step_tallies`]).
+    ///
+    /// [`Upkeep::add_step_tallies`]: crate::store::Upkeep::add_step_tallies
+    async fn activity(&self, scope: &Scope, since_minute: i64) -> StoreResult<Vec<ActivityMinute>>;
 }

@@ -1,7 +1,7 @@
-//! The sweep's writes: burying runs their drivers abandoned, un-parking blocked runs, and
-//! folding the run counts.
+//! The sweep's writes: burying runs their drivers abandoned, un-parking blocked runs, folding
+//! the run counts, and keeping the activity minutes.
 
-use crate::model::{Millis, Run, Scope};
+use crate::model::{Millis, Run, Scope, StepTally};
 use crate::store::StoreResult;
 use async_trait::async_trait;
 
@@ -39,4 +39,12 @@ pub trait Upkeep: Send + Sync + 'static {
     /// store that keeps its totals in place (SQLite's one writer) has nothing to fold; where
     /// many processes write, one folds at a time and the others return at once.
     async fn fold_counts(&self) -> StoreResult<()>;
+
+    /// Adds step results, counted by tenant, minute and run-time slot, to the activity minutes
+    /// (each tenant's and every tenant's together). Additive, so each engine adds what it
+    /// recorded and the minutes hold the cluster's sum.
+    async fn add_step_tallies(&self, tallies: &[StepTally]) -> StoreResult<()>;
+
+    /// Deletes the activity minutes before `before_minute`; returns how many rows went.
+    async fn prune_activity(&self, before_minute: i64) -> StoreResult<u64>;
 }

@@ -7,6 +7,7 @@
 //! Every case is re-exported here, so it is called as `conformance::<case>`.
 
 mod accounts;
+mod activity;
 mod blocked;
 mod claims;
 mod concurrent;
@@ -24,6 +25,7 @@ mod support;
 mod turns;
 
 pub use accounts::*;
+pub use activity::*;
 pub use blocked::*;
 pub use claims::*;
 pub use concurrent::*;
@@ -73,6 +75,8 @@ macro_rules! store_conformance {
             filters_and_facets_stay_inside_the_scope,
             families_and_loads_follow_the_scope,
             counts_follow_every_change_of_a_run,
+            // activity.rs
+            activity_minutes_count_runs_and_steps_by_tenant,
             // claims.rs
             leases_are_exclusive_until_they_expire,
             released_leases_are_claimable_at_once,

@@ -18,8 +18,10 @@
 //! - `filters.rs`: a list query's filters and its page;
 //! - `reads.rs`: counts both stores aggregate alike;
 //! - `plans.rs`: how plans are keyed and a tenant's usage is counted;
-//! - `retention.rs`: which runs a deletion of expired history may take.
+//! - `retention.rs`: which runs a deletion of expired history may take;
+//! - `activity.rs`: how the activity minutes are keyed, added to and read back.
 
+pub(crate) mod activity;
 pub(crate) mod events;
 pub(crate) mod filters;
 pub(crate) mod lifecycle;

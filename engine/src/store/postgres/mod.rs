@@ -23,6 +23,7 @@
 //! - `lifecycle.rs`: claims, leases, sweeps, dispatch beats, control verbs and signals;
 //! - `reads.rs`: scoped reads;
 //! - `retention.rs`: deleting expired run families;
+//! - `activity.rs`: the activity minutes the charts read;
 //! - `accounts.rs`: dashboard users and settings;
 //! - `rows.rs`: row mapping and the statements several operations share;
 //! - `sql.rs`: building statements (`$n` placeholders).
@@ -32,6 +33,7 @@
 //! row or as arrays), `testing.rs`.
 
 mod accounts;
+mod activity;
 mod events;
 mod fused;
 mod lifecycle;
@@ -68,9 +70,9 @@ use super::{
     StoreError, StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
 };
 use crate::model::{
-    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run,
-    RunCount, RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope, StatusCount, StepResult,
-    StoredUpdate, UpdateId, ValueCount,
+    AcceptedUpdate, ActivityMinute, BufferedSignal, Checkpoint, Facets, Millis, Namespace,
+    NamespaceLoad, Run, RunCount, RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope,
+    StatusCount, StepResult, StepTally, StoredUpdate, UpdateId, ValueCount,
 };
 
 /// The PostgreSQL [`Store`] and [`super::Accounts`].
@@ -316,6 +318,10 @@ impl RunReads for PgStore {
     async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
         reads::checkpoints(&self.pool, scope, id).await
     }
+
+    async fn activity(&self, scope: &Scope, since_minute: i64) -> StoreResult<Vec<ActivityMinute>> {
+        activity::activity(&self.pool, scope, since_minute).await
+    }
 }
 
 #[async_trait]
@@ -429,6 +435,14 @@ impl Upkeep for PgStore {
 
     async fn fold_counts(&self) -> StoreResult<()> {
         reads::fold_counts(&self.pool).await
+    }
+
+    async fn add_step_tallies(&self, tallies: &[StepTally]) -> StoreResult<()> {
+        activity::add_step_tallies(&self.pool, tallies).await
+    }
+
+    async fn prune_activity(&self, before_minute: i64) -> StoreResult<u64> {
+        activity::prune_activity(&self.pool, before_minute).await
     }
 }
 

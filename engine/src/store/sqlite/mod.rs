@@ -21,11 +21,13 @@
 //! - `lifecycle.rs`: claims, leases, sweeps, dispatch beats, control verbs and signals;
 //! - `reads.rs`: scoped reads;
 //! - `retention.rs`: deleting expired run families;
+//! - `activity.rs`: the activity minutes the charts read;
 //! - `accounts.rs`: dashboard users and settings;
 //! - `rows.rs`: row mapping and the statements several operations share;
 //! - `sql.rs`: building statements (`?` placeholders).
 
 mod accounts;
+mod activity;
 mod events;
 mod lifecycle;
 mod plans;
@@ -61,9 +63,9 @@ use super::{
     StoreError, StoreResult, TurnCommit, Turns, UpdateSent, Upkeep,
 };
 use crate::model::{
-    AcceptedUpdate, BufferedSignal, Checkpoint, Facets, Millis, Namespace, NamespaceLoad, Run,
-    RunCount, RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope, StatusCount, StepResult,
-    StoredUpdate, UpdateId, ValueCount,
+    AcceptedUpdate, ActivityMinute, BufferedSignal, Checkpoint, Facets, Millis, Namespace,
+    NamespaceLoad, Run, RunCount, RunId, RunPage, RunQuery, RunStatus, RunTotals, Scope,
+    StatusCount, StepResult, StepTally, StoredUpdate, UpdateId, ValueCount,
 };
 
 /// How many reader threads (and read connections) a store keeps.
@@ -313,6 +315,13 @@ impl RunReads for SqliteStore {
             .read(move |conn| reads::checkpoints(conn, &scope, &id))
             .await
     }
+
+    async fn activity(&self, scope: &Scope, since_minute: i64) -> StoreResult<Vec<ActivityMinute>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| activity::activity(conn, &scope, since_minute))
+            .await
+    }
 }
 
 #[async_trait]
@@ -456,6 +465,19 @@ impl Upkeep for SqliteStore {
     async fn fold_counts(&self) -> StoreResult<()> {
         // The triggers update the totals in place: nothing waits to be folded.
         Ok(())
+    }
+
+    async fn add_step_tallies(&self, tallies: &[StepTally]) -> StoreResult<()> {
+        let tallies = tallies.to_vec();
+        self.writer
+            .write(move |conn| activity::add_step_tallies(conn, &tallies))
+            .await
+    }
+
+    async fn prune_activity(&self, before_minute: i64) -> StoreResult<u64> {
+        self.writer
+            .write(move |conn| activity::prune_activity(conn, before_minute))
+            .await
     }
 }
 

@@ -1,0 +1,90 @@
+//! The activity minutes' statements: runs started and finished reach `run_minutes` when
+//! `fold_run_counts()` folds their deltas (`migrations/postgres/0021_activity.sql`); step
+//! tallies are added here, one statement per batch, in key order so engines adding at once
+//! lock shared rows in the same order.
+
+use sqlx::{PgPool, Row};
+
+use super::rows::db;
+use super::sql::Sql;
+use crate::model::{ActivityMinute, Scope, StepTally};
+use crate::store::plan::activity::{minutes, scope_key, step_rows};
+use crate::store::{StoreError, StoreResult};
+
+pub(super) async fn activity(
+    pool: &PgPool,
+    scope: &Scope,
+    since_minute: i64,
+) -> StoreResult<Vec<ActivityMinute>> {
+    let key = scope_key(scope);
+    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+    let runs = sqlx::query(
+        "SELECT minute, event, n FROM run_minutes WHERE namespace = $1 AND minute >= $2",
+    )
+    .bind(&key)
+    .bind(since_minute)
+    .fetch_all(pool)
+    .await
+    .map_err(db)?;
+    let runs = runs
+        .iter()
+        .map(|row| {
+            Ok((
+                row.try_get(0).map_err(corrupt)?,
+                row.try_get(1).map_err(corrupt)?,
+                row.try_get(2).map_err(corrupt)?,
+            ))
+        })
+        .collect::<StoreResult<Vec<(i64, String, i64)>>>()?;
+    let steps = sqlx::query(
+        "SELECT minute, slot::BIGINT, n FROM step_minutes WHERE namespace = $1 AND minute >= $2",
+    )
+    .bind(&key)
+    .bind(since_minute)
+    .fetch_all(pool)
+    .await
+    .map_err(db)?;
+    let steps = steps
+        .iter()
+        .map(|row| {
+            Ok((
+                row.try_get(0).map_err(corrupt)?,
+                row.try_get(1).map_err(corrupt)?,
+                row.try_get(2).map_err(corrupt)?,
+            ))
+        })
+        .collect::<StoreResult<Vec<(i64, i64, i64)>>>()?;
+    Ok(minutes(runs, steps))
+}
+
+pub(super) async fn add_step_tallies(pool: &PgPool, tallies: &[StepTally]) -> StoreResult<()> {
+    let rows = step_rows(tallies);
+    // A few hundred rows a batch keeps each statement's binds well under PostgreSQL's limit.
+    for chunk in rows.chunks(500) {
+        let mut sql = Sql::new("INSERT INTO step_minutes (namespace, minute, slot, n) ");
+        sql.push_values(chunk, |mut row, (namespace, minute, slot, n)| {
+            row.push_bind(namespace.clone())
+                .push_bind(*minute)
+                .push_bind(*slot as i16)
+                .push_bind(*n);
+        });
+        sql.push(
+            " ON CONFLICT (namespace, minute, slot) DO UPDATE SET n = step_minutes.n + EXCLUDED.n",
+        );
+        sql.build().execute(pool).await.map_err(db)?;
+    }
+    Ok(())
+}
+
+pub(super) async fn prune_activity(pool: &PgPool, before_minute: i64) -> StoreResult<u64> {
+    let mut gone = 0;
+    for table in ["run_minutes", "step_minutes"] {
+        let done = sqlx::query(&format!("DELETE FROM {table} WHERE minute < $1"))
+            .bind(before_minute)
+            .execute(pool)
+            .await
+            .map_err(db)?;
+        gone += done.rows_affected();
+    }
+    Ok(gone)
+}
