@@ -17,35 +17,41 @@ pub(super) async fn activity(
     since_minute: i64,
 ) -> StoreResult<Vec<ActivityMinute>> {
     let key = scope_key(scope);
-    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
-    let runs = sqlx::query(
+    let runs = three_columns(
+        pool,
         "SELECT minute, event, n FROM run_minutes WHERE namespace = $1 AND minute >= $2",
+        &key,
+        since_minute,
     )
-    .bind(&key)
-    .bind(since_minute)
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
-    let runs = runs
-        .iter()
-        .map(|row| {
-            Ok((
-                row.try_get(0).map_err(corrupt)?,
-                row.try_get(1).map_err(corrupt)?,
-                row.try_get(2).map_err(corrupt)?,
-            ))
-        })
-        .collect::<StoreResult<Vec<(i64, String, i64)>>>()?;
-    let steps = sqlx::query(
+    .await?;
+    let steps = three_columns(
+        pool,
         "SELECT minute, slot::BIGINT, n FROM step_minutes WHERE namespace = $1 AND minute >= $2",
+        &key,
+        since_minute,
     )
-    .bind(&key)
-    .bind(since_minute)
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
-    let steps = steps
-        .iter()
+    .await?;
+    Ok(minutes(runs, steps))
+}
+
+/// The rows of `sql`, a select of three columns bound to a namespace key and a first minute.
+async fn three_columns<K>(
+    pool: &PgPool,
+    sql: &'static str,
+    key: &str,
+    since_minute: i64,
+) -> StoreResult<Vec<(i64, K, i64)>>
+where
+    K: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    let corrupt = |e: sqlx::Error| StoreError::Corrupt(e.to_string());
+    let rows = sqlx::query(sql)
+        .bind(key)
+        .bind(since_minute)
+        .fetch_all(pool)
+        .await
+        .map_err(db)?;
+    rows.iter()
         .map(|row| {
             Ok((
                 row.try_get(0).map_err(corrupt)?,
@@ -53,8 +59,7 @@ pub(super) async fn activity(
                 row.try_get(2).map_err(corrupt)?,
             ))
         })
-        .collect::<StoreResult<Vec<(i64, i64, i64)>>>()?;
-    Ok(minutes(runs, steps))
+        .collect()
 }
 
 pub(super) async fn add_step_tallies(pool: &PgPool, tallies: &[StepTally]) -> StoreResult<()> {
