@@ -28,10 +28,27 @@ pub fn traceparent(span: &tracing::Span) -> Option<String> {
     })
 }
 
-/// Stamps `task` with the current span's `traceparent`, as its own field and in its handler's
-/// `context`; nothing outside a trace.
+/// The target of a span whose trace its root chose not to sample: the server's OpenTelemetry
+/// layer leaves this target out, so a run's turns and steps in an unsampled trace cost no span
+/// building (the log still gets their fields). Spans made with it must carry the same fields as
+/// their sampled twins.
+pub const UNSAMPLED: &str = "durable::unsampled";
+
+/// Whether `traceparent` names a trace its root chose not to sample (no `sampled` flag). A
+/// missing or malformed one is not: its span is made as usual.
+pub fn unsampled(traceparent: Option<&str>) -> bool {
+    traceparent
+        .and_then(parse)
+        .is_some_and(|context| !context.is_sampled())
+}
+
+/// Stamps `task` with the current span's `traceparent`, or, where that span is not traced (its
+/// trace unsampled), the one the task already carries (its run's), as its own field and in its
+/// handler's `context`; nothing outside a trace.
 pub(crate) fn stamp(task: &mut RemoteTask) {
-    let Some(traceparent) = traceparent(&tracing::Span::current()) else {
+    let Some(traceparent) =
+        traceparent(&tracing::Span::current()).or_else(|| task.traceparent.clone())
+    else {
         return;
     };
     if let Some(Value::Object(context)) = &mut task.context {
@@ -100,6 +117,18 @@ mod tests {
         ] {
             assert!(parse(bad).is_none(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_trace_without_the_sampled_flag_is_unsampled() {
+        assert!(unsampled(Some(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+        )));
+        assert!(!unsampled(Some(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        )));
+        assert!(!unsampled(None));
+        assert!(!unsampled(Some("garbage")));
     }
 
     #[test]

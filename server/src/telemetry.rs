@@ -9,7 +9,7 @@ use opentelemetry_otlp::{Protocol, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Level;
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
@@ -70,11 +70,16 @@ pub fn init() -> Result<Telemetry, TelemetryError> {
         };
     let traces = tracer_provider()?;
     // A run's spans are traced whatever `RUST_LOG` lets through to the log: only durable's
-    // own (start, run, turn, step, signal, request), at info.
+    // own (start, run, turn, step, signal, request), at info, and not those of a trace its
+    // root chose not to sample (`OTEL_TRACES_SAMPLER`): those are not built at all.
     let spans = traces.as_ref().map(|provider| {
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("durable"))
-            .with_filter(Targets::new().with_target("durable", Level::INFO))
+            .with_filter(
+                Targets::new()
+                    .with_target("durable", Level::INFO)
+                    .with_target(durable::trace_context::UNSAMPLED, LevelFilter::OFF),
+            )
             .boxed()
     });
     Registry::default().with(logs).with(spans).init();

@@ -2,7 +2,8 @@
 //! to an OTLP/HTTP receiver in this test; an unmodified Python SDK worker runs the steps, its
 //! handlers tracing with OpenTelemetry's Python SDK. A start that carries the caller's
 //! `traceparent` puts the start, every turn, the children's turns and every step the Python
-//! worker ran into the caller's trace; a signal joins the trace of the run it reaches.
+//! worker ran into the caller's trace; a signal joins the trace of the run it reaches; a trace
+//! its root did not sample is traced nowhere, and its steps start no trace of their own.
 
 mod common;
 
@@ -267,4 +268,47 @@ async fn a_runs_trace_spans_the_caller_the_control_plane_and_the_python_worker()
             .all(|s| s.trace_id == start.trace_id),
         "every turn of the approval is in its trace"
     );
+
+    // A caller's trace its root chose not to sample: the run and its steps are not traced
+    // anywhere, and no step starts a trace of its own.
+    let unsampled = "a3ce929d0e0e47364bf92f3577b34da6";
+    let marker = "0e0e47364bf92f3577b34da6a3ce929d";
+    for (trace, flags) in [(unsampled, "00"), (marker, "01")] {
+        let answer = client
+            .post(control_plane.url("/api/v1/runs"))
+            .bearer_auth(&acme)
+            .header(
+                "traceparent",
+                format!("00-{trace}-00f067aa0ba902b7-{flags}"),
+            )
+            .json(&json!({"workflow": "demo.fanout", "input": {"n": 2}}))
+            .send()
+            .await
+            .expect("start");
+        assert_eq!(answer.status(), 201);
+        let run: serde_json::Value = answer.json().await.expect("json");
+        let run = run["id"].as_str().expect("id").to_owned();
+        let last = wait_status(&client, &control_plane, &acme, &run, "completed").await;
+        assert_eq!(last["run"]["status"], "completed", "{last}");
+    }
+    // The marker's six Python steps arrive after anything the unsampled run could have sent.
+    let spans = collector
+        .until("the marker run's six Python steps", |spans| {
+            spans
+                .iter()
+                .filter(|s| s.service == "python-worker" && s.trace_id == marker)
+                .count()
+                >= 6
+        })
+        .await;
+    assert!(
+        !spans.iter().any(|s| s.trace_id == unsampled),
+        "a span of the unsampled trace was exported: {spans:#?}"
+    );
+    for span in spans.iter().filter(|s| s.service == "python-worker") {
+        assert!(
+            span.trace_id == caller || span.trace_id == marker,
+            "a Python step began a trace of its own: {span:?}"
+        );
+    }
 }

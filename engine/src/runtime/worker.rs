@@ -141,14 +141,26 @@ impl Worker {
                     .rsplit_once('@')
                     .map_or("default", |(_, partition)| partition)
                     .to_owned();
-                let span = tracing::info_span!(
-                    "step",
-                    tenant = %tenant,
-                    run_id = %task.run_id,
-                    step = %task.name
-                );
-                // In the run's trace, under the turn that sent it.
-                crate::trace_context::continue_trace(&span, task.traceparent.as_deref());
+                let traceparent = task.traceparent.as_deref();
+                let span = if crate::trace_context::unsampled(traceparent) {
+                    tracing::info_span!(
+                        target: crate::trace_context::UNSAMPLED,
+                        "step",
+                        tenant = %tenant,
+                        run_id = %task.run_id,
+                        step = %task.name
+                    )
+                } else {
+                    let span = tracing::info_span!(
+                        "step",
+                        tenant = %tenant,
+                        run_id = %task.run_id,
+                        step = %task.name
+                    );
+                    // In the run's trace, under the turn that sent it.
+                    crate::trace_context::continue_trace(&span, traceparent);
+                    span
+                };
                 running.spawn(async move {
                     let mut task = task;
                     // Settled once the result is sent: a worker that dies first leaves the

@@ -393,7 +393,9 @@ fn outgoing(
         name,
         input: Some(input),
         context: Some(serde_json::json!({ "tenant": run.namespace })),
-        traceparent: None,
+        // The run's trace; dispatch replaces it with the sending turn's span where that is
+        // traced (see `trace_context::stamp`).
+        traceparent: run.traceparent.clone(),
         attempt,
         reply_to: None,
         priority: flow.priority,

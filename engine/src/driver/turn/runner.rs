@@ -121,6 +121,16 @@ pub(crate) fn run_span(
     workflow: &str,
     traceparent: Option<&str>,
 ) -> tracing::Span {
+    if trace_context::unsampled(traceparent) {
+        // Same fields, for the log; the trace layer leaves this target out.
+        return tracing::info_span!(
+            target: trace_context::UNSAMPLED,
+            "run",
+            tenant = %tenant,
+            run_id = %id,
+            workflow = %workflow
+        );
+    }
     let span = tracing::info_span!(
         "run",
         tenant = %tenant,
