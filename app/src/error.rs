@@ -96,15 +96,26 @@ pub fn respond_not_found() {
 
 /// The error of a form posted without JavaScript, as a closure over the page's URL: the server
 /// answers such a post by redirecting back with the error in the query (`__err`, server_fn's
-/// progressive enhancement), and the page shows it where a hydrated form shows its own.
-pub fn posted_form_error() -> impl Fn() -> Option<String> + Copy + Send + Sync + 'static {
+/// progressive enhancement, with the form's server function in `__path`), and the page shows it
+/// where a hydrated form shows its own. `from` names the one server function whose errors this
+/// page shows (`None`: any of the dashboard's, under `/api/`). Anyone can link to a page with a
+/// made-up error, so it is shown as text, in the place and style of a form's error, never more.
+pub fn posted_form_error(
+    from: Option<&'static str>,
+) -> impl Fn() -> Option<String> + Copy + Send + Sync + 'static {
     use leptos::prelude::With;
     use leptos::server_fn::error::ServerFnUrlError;
 
     let query = leptos_router::hooks::use_query_map();
     move || {
         query.with(|q| {
-            q.get("__err")
+            let path = q.get("__path")?;
+            let ours = match from {
+                Some(from) => path == from,
+                None => path.starts_with("/api/"),
+            };
+            ours.then(|| q.get("__err"))
+                .flatten()
                 .map(|e| ServerFnUrlError::<AppError>::decode_err(&e).to_string())
         })
     }

@@ -101,10 +101,10 @@ impl From<&Checkpoint> for StepTimes {
 pub(crate) fn step_finished(tenant: &Namespace, step: &StepTimes) {
     let labels = [("tenant", tenant.to_string()), ("step", step.name.clone())];
     if let (Some(start), Some(end)) = (step.started_at, step.finished_at) {
-        histogram!(STEP_DURATION, &labels).record(seconds(end - start));
+        histogram!(STEP_DURATION, &labels).record(seconds(end.saturating_sub(start)));
     }
     if let (Some(queued), Some(start)) = (step.enqueued_at, step.started_at) {
-        histogram!(STEP_QUEUE, &labels).record(seconds(start - queued));
+        histogram!(STEP_QUEUE, &labels).record(seconds(start.saturating_sub(queued)));
     }
 }
 

@@ -24,6 +24,10 @@ CREATE TABLE step_minutes (
     PRIMARY KEY (namespace, minute, slot)
 );
 
+-- Pruning deletes by minute alone.
+CREATE INDEX run_minutes_minute ON run_minutes (minute);
+CREATE INDEX step_minutes_minute ON step_minutes (minute);
+
 -- Deltas written before this migration have no minute: they reach the totals only.
 ALTER TABLE run_total_deltas ADD COLUMN minute BIGINT;
 

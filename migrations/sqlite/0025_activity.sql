@@ -24,6 +24,10 @@ CREATE TABLE step_minutes (
     PRIMARY KEY (namespace, minute, slot)
 ) WITHOUT ROWID;
 
+-- Pruning deletes by minute alone.
+CREATE INDEX run_minutes_minute ON run_minutes (minute);
+CREATE INDEX step_minutes_minute ON step_minutes (minute);
+
 CREATE TRIGGER run_minutes_insert AFTER INSERT ON runs BEGIN
     INSERT INTO run_minutes (namespace, minute, event, n)
         VALUES (COALESCE(NULLIF(NEW.namespace, ''), 'default'), NEW.created_at / 60000, 'started', 1),

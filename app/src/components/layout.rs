@@ -60,7 +60,7 @@ pub fn Layout() -> impl IntoView {
     let me = Resource::new(|| (), |_| current_user());
     let logout = ServerAction::<Logout>::new();
     let logout_everywhere = ServerAction::<LogoutEverywhere>::new();
-    let posted = crate::error::posted_form_error();
+    let posted = crate::error::posted_form_error(None);
     view! {
         <header class="border-b border-slate-200 bg-white">
             <div class="mx-auto flex max-w-6xl flex-wrap items-center gap-x-4 gap-y-2 px-4 py-3">

@@ -58,9 +58,12 @@ pub fn ActivityPanel(
     let query = use_query_map();
     let window = move || query.with(|q| q.get("window")).unwrap_or_default();
     let tick = RwSignal::new(0u32);
+    // Started once hydrated (effects never run on the server), stopped when the panel goes.
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| {
-        let _ = set_interval_with_handle(move || tick.update(|t| *t += 1), REFRESH);
+        if let Ok(timer) = set_interval_with_handle(move || tick.update(|t| *t += 1), REFRESH) {
+            on_cleanup(move || timer.clear());
+        }
     });
     let charts = Resource::new(
         move || (window(), ns.get(), tick.get()),

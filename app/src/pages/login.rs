@@ -138,7 +138,8 @@ async fn release(accounts: &dyn durable::store::Accounts, attempt: &str) {
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let login = ServerAction::<Login>::new();
-    let posted = crate::error::posted_form_error();
+    let posted =
+        crate::error::posted_form_error(Some(<Login as leptos::server_fn::ServerFn>::PATH));
     let error = move || {
         login
             .value()

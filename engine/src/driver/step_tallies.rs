@@ -22,7 +22,7 @@ impl StepTallies {
         let (Some(start), Some(end)) = (step.started_at, step.finished_at) else {
             return;
         };
-        let slot = latency_slot((end - start).max(0) as f64 / 1000.0);
+        let slot = latency_slot(end.saturating_sub(start).max(0) as f64 / 1000.0);
         let minute = end.div_euclid(60_000);
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         counts

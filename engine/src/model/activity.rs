@@ -91,9 +91,6 @@ pub enum ActivityWindow {
 }
 
 impl ActivityWindow {
-    /// Every window, shortest first.
-    pub const ALL: [ActivityWindow; 2] = [ActivityWindow::Hour, ActivityWindow::Day];
-
     /// The window a `?window=` value names; anything else is the hour.
     pub fn parse(value: Option<&str>) -> Self {
         match value {

@@ -20,7 +20,8 @@ pub(crate) fn scope_key(scope: &Scope) -> String {
 }
 
 /// `(minute, event, n)` run rows and `(minute, slot, n)` step rows as minutes, oldest first.
-/// A slot out of range is counted in the last (a longer bucket list than this build knows).
+/// A slot past the last is counted in the last (a longer bucket list than this build knows), a
+/// negative one in the first.
 pub(crate) fn minutes(
     runs: impl IntoIterator<Item = (i64, String, i64)>,
     steps: impl IntoIterator<Item = (i64, i64, i64)>,

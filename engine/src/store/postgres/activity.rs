@@ -64,7 +64,9 @@ where
 
 pub(super) async fn add_step_tallies(pool: &PgPool, tallies: &[StepTally]) -> StoreResult<()> {
     let rows = step_rows(tallies);
-    // A few hundred rows a batch keeps each statement's binds well under PostgreSQL's limit.
+    // One transaction, so a failure adds nothing and the engine's retry adds it all once.
+    let mut tx = pool.begin().await.map_err(db)?;
+    // A few hundred rows a statement keeps each one's binds well under PostgreSQL's limit.
     for chunk in rows.chunks(500) {
         let mut sql = Sql::new("INSERT INTO step_minutes (namespace, minute, slot, n) ");
         sql.push_values(chunk, |mut row, (namespace, minute, slot, n)| {
@@ -76,20 +78,33 @@ pub(super) async fn add_step_tallies(pool: &PgPool, tallies: &[StepTally]) -> St
         sql.push(
             " ON CONFLICT (namespace, minute, slot) DO UPDATE SET n = step_minutes.n + EXCLUDED.n",
         );
-        sql.build().execute(pool).await.map_err(db)?;
+        sql.build().execute(&mut *tx).await.map_err(db)?;
     }
+    tx.commit().await.map_err(db)?;
     Ok(())
 }
 
+/// Deletes the minutes before `before_minute`; one engine at a time (the others return 0 at
+/// once), so a cluster's engines never delete the same rows together.
 pub(super) async fn prune_activity(pool: &PgPool, before_minute: i64) -> StoreResult<u64> {
+    let mut tx = pool.begin().await.map_err(db)?;
+    let mine: bool =
+        sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('durable.prune_activity'))")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+    if !mine {
+        return Ok(0);
+    }
     let mut gone = 0;
     for table in ["run_minutes", "step_minutes"] {
         let done = sqlx::query(&format!("DELETE FROM {table} WHERE minute < $1"))
             .bind(before_minute)
-            .execute(pool)
+            .execute(&mut *tx)
             .await
             .map_err(db)?;
         gone += done.rows_affected();
     }
+    tx.commit().await.map_err(db)?;
     Ok(gone)
 }
