@@ -14,8 +14,13 @@ wasm_opt="$PWD/node_modules/.bin/wasm-opt"
 # Builds the bundle of the checkout at $1 into $2 and prints its sizes under label $3.
 bundle() {
   local src=$1 out=$2 label=$3
+  # The flag cargo-leptos adds to a release build when the checkout asks for erased components.
+  local flags=""
+  if grep -q '^always-erase-components = true' "$src/Cargo.toml"; then
+    flags="--cfg erase_components"
+  fi
   local wasm
-  wasm=$(cd "$src" && cargo build --quiet -p app --lib --target wasm32-unknown-unknown \
+  wasm=$(cd "$src" && RUSTFLAGS="$flags" cargo build --quiet -p app --lib --target wasm32-unknown-unknown \
     --profile wasm-release --no-default-features --features hydrate \
     --message-format=json-render-diagnostics | python3 -c '
 import json, sys

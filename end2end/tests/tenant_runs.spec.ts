@@ -199,7 +199,8 @@ test('a viewer sees no actions and a forged one is refused; an admin cannot act 
 
 test('a request another site makes the browser send is refused (CSRF)', async ({ page }) => {
   await login(page, ACME_ADMIN);
-  await page.goto('/?workflow=demo.approval');
+  // A run still waiting (another spec may have cancelled the newest approval).
+  await page.goto('/?workflow=demo.approval&status=suspended');
   await hydrated(page);
   const row = page.locator('tr[data-run-id]').first();
   await expect(row).toBeVisible();
