@@ -45,6 +45,7 @@ pub trait Upkeep: Send + Sync + 'static {
     /// recorded and the minutes hold the cluster's sum.
     async fn add_step_tallies(&self, tallies: &[StepTally]) -> StoreResult<()>;
 
-    /// Deletes the activity minutes before `before_minute`; returns how many rows went.
+    /// Deletes the activity minutes before `before_minute`; returns how many rows went (0 where
+    /// another process is pruning them now: one prunes at a time).
     async fn prune_activity(&self, before_minute: i64) -> StoreResult<u64>;
 }

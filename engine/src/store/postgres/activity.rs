@@ -1,7 +1,7 @@
 //! The activity minutes' statements: runs started and finished reach `run_minutes` when
 //! `fold_run_counts()` folds their deltas (`migrations/postgres/0021_activity.sql`); step
-//! tallies are added here, one statement per batch, in key order so engines adding at once
-//! lock shared rows in the same order.
+//! tallies are added here, a batch in one transaction (500 rows a statement), in key order so
+//! engines adding at once lock shared rows in the same order.
 
 use sqlx::{PgPool, Row};
 
