@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use super::support::{new_run, ns};
-use crate::model::{ActivityMinute, LATENCY_SLOTS, RunId, RunStatus, Scope, StepTally};
-use crate::store::{RunPatch, Store};
+use super::support::{move_run, new_run, ns};
+use crate::model::{ActivityMinute, LATENCY_SLOTS, RunStatus, Scope, StepTally};
+use crate::store::Store;
 
 const MINUTE: i64 = 60_000;
 
@@ -13,7 +13,6 @@ const MINUTE: i64 = 60_000;
 /// a continued run is neither a completion nor a failure; tallies from two engines add up; a
 /// tenant reads only its own minutes; pruning deletes only the old ones.
 pub async fn activity_minutes_count_runs_and_steps_by_tenant(store: Arc<dyn Store>) {
-    let id = |s: &str| RunId::parse(s).expect("id");
     for (run, tenant) in [
         ("a1", "acme"),
         ("a2", "acme"),
@@ -30,20 +29,7 @@ pub async fn activity_minutes_count_runs_and_steps_by_tenant(store: Arc<dyn Stor
         .await
         .expect("create");
     let finish = async |run: &str, status: RunStatus, at: i64| {
-        store
-            .update_run_if(
-                &Scope::All,
-                &id(run),
-                &[RunStatus::Pending],
-                RunPatch {
-                    status,
-                    error: None,
-                },
-                at,
-            )
-            .await
-            .expect("update")
-            .expect("moved");
+        move_run(&store, run, &[RunStatus::Pending], status, at).await;
     };
     finish("a1", RunStatus::Completed, 3 * MINUTE).await;
     finish("a2", RunStatus::Failed, 3 * MINUTE + 59_999).await;

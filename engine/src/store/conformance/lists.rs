@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::support::{attempt_of, lease, new_run, ns, suspend_on_step};
+use super::support::{attempt_of, lease, move_run, new_run, ns, suspend_on_step};
 use crate::model::{RunId, RunQuery, RunStatus, Scope};
-use crate::store::{NewRun, RunPatch, Store};
+use crate::store::{NewRun, Store};
 
 /// Listing is newest first and pages with a keyset cursor without gaps or repeats.
 pub async fn pages_follow_the_keyset_order(store: Arc<dyn Store>) {
@@ -281,21 +281,7 @@ pub async fn families_and_loads_follow_the_scope(store: Arc<dyn Store>) {
             .create_run(new_run(id, "globex"), 50, None)
             .await
             .expect("globex run");
-        let patch = RunPatch {
-            status,
-            error: None,
-        };
-        store
-            .update_run_if(
-                &Scope::All,
-                &RunId::parse(id).expect("id"),
-                &[RunStatus::Pending],
-                patch,
-                at,
-            )
-            .await
-            .expect("update")
-            .expect("was pending");
+        move_run(&store, id, &[RunStatus::Pending], status, at).await;
     }
     let loads = store
         .namespace_loads(&Scope::All, 1_000)
@@ -449,15 +435,7 @@ pub async fn counts_follow_every_change_of_a_run(store: Arc<dyn Store>) {
         ("c2", RunStatus::Pending, RunStatus::Cancelled),
         ("c4", RunStatus::Pending, RunStatus::Completed),
     ] {
-        let patch = RunPatch {
-            status: to,
-            error: None,
-        };
-        store
-            .update_run_if(&Scope::All, &id(run), &[from], patch, 20)
-            .await
-            .expect("update")
-            .expect("moved");
+        move_run(&store, run, &[from], to, 20).await;
     }
     check(&store, "after status changes").await;
 

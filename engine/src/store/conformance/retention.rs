@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::support::{lease, new_run, ns, suspend_on_step};
+use super::support::{lease, move_run, new_run, ns, suspend_on_step};
 use crate::model::{RunId, RunStatus, Scope};
-use crate::store::{NewRun, RunPatch, Store};
+use crate::store::{NewRun, Store};
 
 /// Expired families of one tenant go, in batches, and nothing else does: not a family with a
 /// run still live or ended since, not a continued run whose successor lives, not another
@@ -14,21 +14,8 @@ use crate::store::{NewRun, RunPatch, Store};
 pub async fn pruning_deletes_only_expired_families_of_the_tenant(store: Arc<dyn Store>) {
     let id = |s: &str| RunId::parse(s).expect("id");
     let finish = async |run: &str, status: RunStatus, at: i64| {
-        let patch = RunPatch {
-            status,
-            error: None,
-        };
-        store
-            .update_run_if(
-                &Scope::All,
-                &id(run),
-                &[RunStatus::Pending, RunStatus::Running, RunStatus::Suspended],
-                patch,
-                at,
-            )
-            .await
-            .expect("update")
-            .expect("moved");
+        let live = [RunStatus::Pending, RunStatus::Running, RunStatus::Suspended];
+        move_run(&store, run, &live, status, at).await;
     };
     let child_of = |parent: &str, child: &str| NewRun {
         parent_run_id: Some(id(parent)),

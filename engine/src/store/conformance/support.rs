@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::model::{Namespace, Run, RunId, Scope, StepOutcome, StepResult};
-use crate::store::{Claim, NewCheckpoint, NewRun, Store, TurnCommit, TurnOutcome};
+use crate::model::{Millis, Namespace, Run, RunId, RunStatus, Scope, StepOutcome, StepResult};
+use crate::store::{Claim, NewCheckpoint, NewRun, RunPatch, Store, TurnCommit, TurnOutcome};
 
 /// The attempt `id` is at now: what a turn of the claim that holds it commits with. Shared
 /// with the integration tests, which commit turns as another control plane.
@@ -17,6 +17,26 @@ pub async fn attempt_of(store: &Arc<dyn Store>, id: &RunId) -> u32 {
         .expect("read")
         .expect("the run exists")
         .attempt
+}
+
+/// Moves run `id` from one of `from` to `to` at `at`, as a status change does, and expects it
+/// moved.
+pub(super) async fn move_run(
+    store: &Arc<dyn Store>,
+    id: &str,
+    from: &[RunStatus],
+    to: RunStatus,
+    at: Millis,
+) {
+    let patch = RunPatch {
+        status: to,
+        error: None,
+    };
+    store
+        .update_run_if(&Scope::All, &RunId::parse(id).expect("id"), from, patch, at)
+        .await
+        .expect("update")
+        .expect("moved");
 }
 
 /// Namespace `s`, which the tests spell validly.
