@@ -30,8 +30,7 @@ pub fn traceparent(span: &tracing::Span) -> Option<String> {
 
 /// The target of a span whose trace its root chose not to sample: the server's OpenTelemetry
 /// layer leaves this target out, so a run's turns and steps in an unsampled trace cost no span
-/// building (the log still gets their fields). Spans made with it must carry the same fields as
-/// their sampled twins.
+/// building (the log still gets their fields). [`span_in_trace!`] picks it.
 pub const UNSAMPLED: &str = "durable::unsampled";
 
 /// Whether `traceparent` names a trace its root chose not to sample (no `sampled` flag). A
@@ -41,6 +40,23 @@ pub fn unsampled(traceparent: Option<&str>) -> bool {
         .and_then(parse)
         .is_some_and(|context| !context.is_sampled())
 }
+
+/// An info span named `$name` with `$fields`, in the trace `$traceparent` names: continuing
+/// it, or, when its root did not sample it, under [`UNSAMPLED`] (no trace span is built; the
+/// log still gets the fields). Every span of a run's trace is made here.
+macro_rules! span_in_trace {
+    ($traceparent:expr, $name:literal, $($fields:tt)*) => {{
+        let traceparent: Option<&str> = $traceparent;
+        if $crate::trace_context::unsampled(traceparent) {
+            tracing::info_span!(target: $crate::trace_context::UNSAMPLED, $name, $($fields)*)
+        } else {
+            let span = tracing::info_span!($name, $($fields)*);
+            $crate::trace_context::continue_trace(&span, traceparent);
+            span
+        }
+    }};
+}
+pub(crate) use span_in_trace;
 
 /// Stamps `task` with the current span's `traceparent`, or, where that span is not traced (its
 /// trace unsampled), the one the task already carries (its run's), as its own field and in its

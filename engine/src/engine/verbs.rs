@@ -51,14 +51,8 @@ impl Engine {
             .send_signal(scope, id, name, &payload, self.state.clock.now());
         let sent = self.as_caller(scope, "signals", send).await?;
         if let SignalSent::Delivered(run) = &sent {
-            // A mark in the run's trace, when it is sampled: the signal it was sent.
-            let span = if trace_context::unsampled(run.traceparent.as_deref()) {
-                tracing::info_span!(target: trace_context::UNSAMPLED, "signal", tenant = %run.namespace, run_id = %run.id, signal = name)
-            } else {
-                let span = tracing::info_span!("signal", tenant = %run.namespace, run_id = %run.id, signal = name);
-                trace_context::continue_trace(&span, run.traceparent.as_deref());
-                span
-            };
+            // A mark in the run's trace: the signal it was sent.
+            let span = trace_context::span_in_trace!(run.traceparent.as_deref(), "signal", tenant = %run.namespace, run_id = %run.id, signal = name);
             span.in_scope(|| tracing::debug!("signal delivered"));
             self.state.queued(&run.namespace);
             self.state

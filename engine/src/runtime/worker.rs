@@ -141,26 +141,14 @@ impl Worker {
                     .rsplit_once('@')
                     .map_or("default", |(_, partition)| partition)
                     .to_owned();
-                let traceparent = task.traceparent.as_deref();
-                let span = if crate::trace_context::unsampled(traceparent) {
-                    tracing::info_span!(
-                        target: crate::trace_context::UNSAMPLED,
-                        "step",
-                        tenant = %tenant,
-                        run_id = %task.run_id,
-                        step = %task.name
-                    )
-                } else {
-                    let span = tracing::info_span!(
-                        "step",
-                        tenant = %tenant,
-                        run_id = %task.run_id,
-                        step = %task.name
-                    );
-                    // In the run's trace, under the turn that sent it.
-                    crate::trace_context::continue_trace(&span, traceparent);
-                    span
-                };
+                // In the run's trace, under the turn that sent it.
+                let span = crate::trace_context::span_in_trace!(
+                    task.traceparent.as_deref(),
+                    "step",
+                    tenant = %tenant,
+                    run_id = %task.run_id,
+                    step = %task.name
+                );
                 running.spawn(async move {
                     let mut task = task;
                     // Settled once the result is sent: a worker that dies first leaves the

@@ -121,24 +121,13 @@ pub(crate) fn run_span(
     workflow: &str,
     traceparent: Option<&str>,
 ) -> tracing::Span {
-    if trace_context::unsampled(traceparent) {
-        // Same fields, for the log; the trace layer leaves this target out.
-        return tracing::info_span!(
-            target: trace_context::UNSAMPLED,
-            "run",
-            tenant = %tenant,
-            run_id = %id,
-            workflow = %workflow
-        );
-    }
-    let span = tracing::info_span!(
+    trace_context::span_in_trace!(
+        traceparent,
         "run",
         tenant = %tenant,
         run_id = %id,
         workflow = %workflow
-    );
-    trace_context::continue_trace(&span, traceparent);
-    span
+    )
 }
 
 /// What a turn replays and how it is persisted.
