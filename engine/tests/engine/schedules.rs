@@ -155,9 +155,15 @@ async fn ticks_missed_while_no_control_plane_ran_fire_once_each_on_restart(backe
     let before = runs_of(&backend.store().await, "pulse").await.len();
     tokio::time::sleep(Duration::from_millis(3_000)).await;
     let second = backend.start(registry()).await;
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // The missed ticks and the next one, however slow the machine is right now (at most 10 s).
+    let store = backend.store().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while runs_of(&store, "pulse").await.len() < before + 4 && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     second.stop().await;
-    let runs = runs_of(&backend.store().await, "pulse").await;
+    let runs = runs_of(&store, "pulse").await;
     assert!(
         runs.len() >= before + 4,
         "{before} runs before the gap, {} after",
