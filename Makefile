@@ -35,11 +35,12 @@ setup:
 setup-test:
 	@./scripts/setup.sh test
 
+# --split: each page's code is a wasm chunk of its own (app/src/app.rs, `lazy_page!`).
 build:
-	cargo leptos build
+	cargo leptos build --split
 
 build-release:
-	cargo leptos build --release
+	cargo leptos build --release --split
 
 # PostgreSQL suites run against 127.0.0.1:5432 (DURABLE_TEST_POSTGRES to change it), Redis
 # suites against 127.0.0.1:6379 (DURABLE_TEST_REDIS). Without a server they are skipped with one

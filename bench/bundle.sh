@@ -1,44 +1,46 @@
 #!/usr/bin/env bash
-# The hydrate bundle's size, built as `cargo leptos build --release` builds it (the
-# `wasm-release` profile, wasm-bindgen, then wasm-opt -Oz with cargo-leptos's flags), without
-# building the release server. Prints the wasm's and the JS glue's sizes, raw and gzip -9.
+# The hydrate bundle's size, built as `make build-release` builds it (`cargo leptos build
+# --release --split`: the `wasm-release` profile, the lazy routes split into chunks of their
+# own, wasm-bindgen, wasm-opt -Oz), without building the release server. Prints, raw and
+# gzip -9: the main wasm and JS every page loads, and for each lazily loaded route what a first
+# visit to it fetches in all (the main wasm, the route's chunk and the chunks it shares).
 #
-#   bench/bundle.sh              # this checkout
+#   bench/bundle.sh                    # this checkout
 #   BUNDLE_REV=<rev> bench/bundle.sh   # also a past commit, built in a worktree, side by side
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/durable/target}"
 unset RUSTFLAGS
-wasm_opt="$PWD/node_modules/.bin/wasm-opt"
 
-# Builds the bundle of the checkout at $1 into $2 and prints its sizes under label $3.
+# Builds the bundle of the checkout at $1 into the site root $2 and prints its sizes under $3.
 bundle() {
-  local src=$1 out=$2 label=$3
-  # The flag cargo-leptos adds to a release build when the checkout asks for erased components.
-  local flags=""
-  if grep -q '^always-erase-components = true' "$src/Cargo.toml"; then
-    flags="--cfg erase_components"
-  fi
-  local wasm
-  wasm=$(cd "$src" && RUSTFLAGS="$flags" cargo build --quiet -p app --lib --target wasm32-unknown-unknown \
-    --profile wasm-release --no-default-features --features hydrate \
-    --message-format=json-render-diagnostics | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "app":
-        print(*[f for f in m["filenames"] if f.endswith(".wasm")])')
-  wasm-bindgen --target web --no-typescript --out-dir "$out" --out-name durable "$wasm"
-  "$wasm_opt" -Oz --enable-bulk-memory --enable-nontrapping-float-to-int \
-    "$out/durable_bg.wasm" -o "$out/durable_bg.wasm"
-  for f in durable_bg.wasm durable.js; do
-    printf '| %-10s | %-15s | %9d | %9d |\n' "$label" "$f" \
-      "$(stat -c %s "$out/$f")" "$(gzip -9 -c "$out/$f" | wc -c)"
-  done
+  local src=$1 site=$2 label=$3
+  (cd "$src" && LEPTOS_SITE_ROOT="$site" cargo leptos build --release --split --frontend-only \
+    >"$site.log" 2>&1) || { tail -20 "$site.log"; return 1; }
+  python3 - "$site/pkg" "$label" <<'PY'
+import gzip, json, os, re, sys
+pkg, label = sys.argv[1:]
+def size(name):
+    data = open(os.path.join(pkg, name), "rb").read()
+    return len(data), len(gzip.compress(data, 9))
+def row(what, raw, gz):
+    print(f"| {label:<10} | {what:<28} | {raw:>9} | {gz:>9} |")
+main = "durable_bg.wasm" if os.path.exists(os.path.join(pkg, "durable_bg.wasm")) else "durable.wasm"
+main_raw, main_gz = size(main)
+row("main wasm", main_raw, main_gz)
+row("main js", *size("durable.js"))
+manifest = os.path.join(pkg, "__wasm_split_manifest.json")
+if os.path.exists(manifest):
+    for split, chunks in sorted(json.load(open(manifest)).items()):
+        sizes = [size(c + ".wasm") for c in chunks]
+        route = re.sub(r"^_+|_view_\d+$", "", split)
+        row(f"{route} (+ main)", main_raw + sum(s[0] for s in sizes),
+            main_gz + sum(s[1] for s in sizes))
+PY
 }
 
-printf '| %-10s | %-15s | %9s | %9s |\n' build file bytes gzip
-printf '|%s|%s|%s|%s|\n' ------------ ----------------- ----------- -----------
+printf '| %-10s | %-28s | %9s | %9s |\n' build file bytes gzip
+printf '|%s|%s|%s|%s|\n' ------------ ------------------------------ ----------- -----------
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ -n "${BUNDLE_REV:-}" ]; then
@@ -46,7 +48,7 @@ if [ -n "${BUNDLE_REV:-}" ]; then
   # A target directory of its own: cargo would take the other checkout's artifacts for fresh
   # (a workspace's crates hash the same wherever it is checked out).
   CARGO_TARGET_DIR="$CARGO_TARGET_DIR/bundle-old" \
-    bundle "$work/old" "$work/old-pkg" "$(git rev-parse --short "$BUNDLE_REV")"
+    bundle "$work/old" "$work/old-site" "$(git rev-parse --short "$BUNDLE_REV")"
   git worktree remove --force "$work/old"
 fi
-bundle "$PWD" "$work/new-pkg" "this"
+bundle "$PWD" "$work/new-site" "this"

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{ParentRoute, Route, Router, Routes};
-use leptos_router::{SsrMode, path};
+use leptos_router::{Lazy, LazyRoute, SsrMode, lazy_route, path};
 
 use crate::components::layout::Layout;
 use crate::pages::login::LoginPage;
@@ -36,28 +36,21 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    // Effects never run during SSR: this marks the moment the page became interactive, which
-    // browser tests wait for before clicking.
-    Effect::new(move |_| {
-        if let Some(body) = document().body() {
-            let _ = body.set_attribute("data-hydrated", "true");
-        }
-    });
     view! {
         <Stylesheet id="leptos" href="/pkg/durable.css" />
         <Title text="durable" />
         <Router>
             <Routes fallback=|| view! { <NotFound /> }>
-                <Route path=path!("/login") view=LoginPage />
+                <Route path=path!("/login") view={Lazy::<LoginRoute>::new()} />
                 // Async: every page's data is read before the first byte is sent, so the HTML
                 // holds it (a page works with JavaScript off, and a missing run is a real 404)
                 // rather than arriving in streamed, script-inserted chunks.
                 <ParentRoute path=path!("") view=Layout ssr=SsrMode::Async>
-                    <Route path=path!("") view=RunsPage ssr=SsrMode::Async />
-                    <Route path=path!("operator") view=OperatorPage ssr=SsrMode::Async />
-                    <Route path=path!("tokens") view=TokensPage ssr=SsrMode::Async />
-                    <Route path=path!("schedules") view=SchedulesPage ssr=SsrMode::Async />
-                    <Route path=path!("runs/:id") view=RunDetailPage ssr=SsrMode::Async />
+                    <Route path=path!("") view={Lazy::<RunsRoute>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("operator") view={Lazy::<OperatorRoute>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("tokens") view={Lazy::<TokensRoute>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("schedules") view={Lazy::<SchedulesRoute>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("runs/:id") view={Lazy::<RunDetailRoute>::new()} ssr=SsrMode::Async />
                 </ParentRoute>
             </Routes>
         </Router>
@@ -77,3 +70,34 @@ fn NotFound() -> impl IntoView {
         </main>
     }
 }
+
+/// Makes `$page` a lazily loaded route: its code (views, their data types' deserializers, the
+/// forms' server functions) is a wasm chunk of its own that the browser fetches when it first
+/// shows the page, rather than part of the bundle every page loads (`cargo leptos build
+/// --split`; `bench/README.md`, "The hydrate bundle"). The page reads its own data, so the
+/// first client-side visit fetches the chunk and then the data; the server-rendered first load
+/// carries both.
+macro_rules! lazy_page {
+    ($route:ident, $page:ident) => {
+        #[doc = concat!("[`", stringify!($page), "`] as a lazily loaded route.")]
+        struct $route;
+
+        #[lazy_route]
+        impl LazyRoute for $route {
+            fn data() -> Self {
+                $route
+            }
+
+            fn view(_this: Self) -> AnyView {
+                view! { <$page /> }.into_any()
+            }
+        }
+    };
+}
+
+lazy_page!(LoginRoute, LoginPage);
+lazy_page!(RunsRoute, RunsPage);
+lazy_page!(OperatorRoute, OperatorPage);
+lazy_page!(TokensRoute, TokensPage);
+lazy_page!(SchedulesRoute, SchedulesPage);
+lazy_page!(RunDetailRoute, RunDetailPage);

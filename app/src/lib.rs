@@ -7,6 +7,7 @@
 
 mod app;
 mod components;
+mod data;
 mod error;
 mod pages;
 #[cfg(feature = "ssr")]
@@ -21,9 +22,23 @@ pub use views::{
 };
 
 /// The browser entry point: attaches the client to the server-rendered HTML.
+///
+/// Hydration is asynchronous: a page's code is a lazily loaded chunk (`app::lazy_page!`), which
+/// is fetched before that part of the page can hydrate. `data-hydrated` on `<body>` marks the
+/// moment the whole page is interactive; browser tests wait for it before clicking.
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
+    use leptos::prelude::document;
+
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(App);
+    let Some(body) = document().body() else {
+        return;
+    };
+    wasm_bindgen_futures::spawn_local(async move {
+        leptos::mount::hydrate_from_async(body.clone(), App)
+            .await
+            .forget();
+        let _ = body.set_attribute("data-hydrated", "true");
+    });
 }

@@ -1,3 +1,4 @@
+use crate::data;
 use leptos::prelude::*;
 use leptos_router::components::Outlet;
 
@@ -57,7 +58,7 @@ pub async fn logout_everywhere() -> Result<(), AppError> {
 #[component]
 pub fn Layout() -> impl IntoView {
     let live = provide_live();
-    let me = Resource::new(|| (), |_| current_user());
+    let me = data::resource(|| (), |_| current_user());
     let logout = ServerAction::<Logout>::new();
     let logout_everywhere = ServerAction::<LogoutEverywhere>::new();
     let posted = crate::error::posted_form_error(None);

@@ -4,6 +4,7 @@
 //! window is a link (`?window=day`), so it works without JavaScript; with it, the charts are
 //! re-read every 15 seconds.
 
+use crate::data;
 use durable::model::ActivityWindow;
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -65,7 +66,7 @@ pub fn ActivityPanel(
             on_cleanup(move || timer.clear());
         }
     });
-    let charts = Resource::new(
+    let charts = data::resource(
         move || (window(), ns.get(), tick.get()),
         |(window, ns, _)| activity_charts(window, ns),
     );

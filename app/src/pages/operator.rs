@@ -2,6 +2,7 @@
 //! hour) as a chart and a table, every live worker group, each namespace linking to its runs,
 //! every tenant's plan, and the activity charts over every tenant.
 
+use crate::data;
 use leptos::prelude::*;
 use leptos_meta::Title;
 
@@ -48,7 +49,7 @@ pub async fn operator_overview() -> Result<OperatorView, AppError> {
 pub fn OperatorPage() -> impl IntoView {
     let live = expect_context::<Live>();
     let save = ServerAction::<SavePlan>::new();
-    let data = Resource::new(
+    let data = data::resource(
         move || (live.version.get(), save.version().get()),
         |_| operator_overview(),
     );

@@ -1,3 +1,4 @@
+use crate::data;
 use durable::model::{Checkpoint, Waiting};
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -72,7 +73,7 @@ pub fn RunDetailPage() -> impl IntoView {
             _ => prev,
         }
     });
-    let detail = Resource::new(
+    let detail = data::resource(
         move || (id(), run_version.get()),
         |(id, _)| get_run_detail(id),
     );

@@ -1,3 +1,4 @@
+use crate::data;
 use durable::model::Run;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -106,7 +107,7 @@ pub async fn start_run(
 pub fn RunsPage() -> impl IntoView {
     let live = expect_context::<Live>();
     let query = use_query_map();
-    let runs = Resource::new(
+    let runs = data::resource(
         move || (query.get(), live.version.get()),
         |(q, _)| list_runs(Filters::from_query(&q), q.get("after"), q.get("bulk")),
     );

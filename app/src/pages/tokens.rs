@@ -2,6 +2,7 @@
 //! token's scope and state, revoke one. The tenant is always the session user's; operators
 //! manage tokens with `durable token` or the API. The forms work before the wasm loads.
 
+use crate::data;
 use durable::model::ApiToken;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -123,7 +124,7 @@ pub async fn revoke_token(id: String) -> Result<(), AppError> {
 pub fn TokensPage() -> impl IntoView {
     let issue = ServerAction::<IssueToken>::new();
     let revoke = ServerAction::<RevokeToken>::new();
-    let tokens = Resource::new(
+    let tokens = data::resource(
         move || (issue.version().get(), revoke.version().get()),
         |_| list_tokens(),
     );

@@ -1,6 +1,7 @@
 //! The form that creates a schedule or edits one: its cadence is checked on the server as it is
 //! typed, with the next fire times or what is wrong shown under it.
 
+use crate::data;
 use durable::model::{Cadence, Overlap, Schedule};
 use leptos::prelude::*;
 
@@ -105,7 +106,7 @@ pub fn ScheduleForm(
     save: ServerAction<SaveSchedule>,
     workflows: Vec<String>,
 ) -> impl IntoView {
-    let preview = Resource::new(
+    let preview = data::resource(
         move || (form.kind.get(), form.expression.get(), form.timezone.get()),
         |(kind, expression, timezone)| async move {
             if expression.trim().is_empty() {

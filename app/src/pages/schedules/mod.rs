@@ -7,6 +7,7 @@ mod api;
 mod form;
 mod table;
 
+use crate::data;
 use leptos::prelude::*;
 use leptos_meta::Title;
 
@@ -20,7 +21,7 @@ pub fn SchedulesPage() -> impl IntoView {
     let save = ServerAction::<SaveSchedule>::new();
     let act = ServerAction::<ActOnSchedule>::new();
     let form = FormState::new();
-    let schedules = Resource::new(
+    let schedules = data::resource(
         move || (save.version().get(), act.version().get()),
         |_| list_schedules(),
     );
