@@ -45,6 +45,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ -n "${BUNDLE_REV:-}" ]; then
   git worktree add -f --detach "$work/old" "$BUNDLE_REV" >/dev/null 2>&1
+  # cargo-leptos finds wasm-opt and tailwind in node_modules (scripts/setup.sh installs them).
+  ln -s "$PWD/node_modules" "$work/old/node_modules"
   # A target directory of its own: cargo would take the other checkout's artifacts for fresh
   # (a workspace's crates hash the same wherever it is checked out).
   CARGO_TARGET_DIR="$CARGO_TARGET_DIR/bundle-old" \
