@@ -11,6 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/durable/target}"
 unset RUSTFLAGS
+# The Makefile's settings for cargo-leptos (it would otherwise minify the JS in release).
+export LEPTOS_OUTPUT_NAME=durable LEPTOS_SITE_PKG_DIR=pkg LEPTOS_HASH_FILES=false LEPTOS_JS_MINIFY=false
+[ -d node_modules ] || { echo "node_modules is missing: run scripts/setup.sh first" >&2; exit 1; }
 
 # Builds the bundle of the checkout at $1 into the site root $2 and prints its sizes under $3.
 bundle() {
@@ -29,6 +32,9 @@ main = "durable_bg.wasm" if os.path.exists(os.path.join(pkg, "durable_bg.wasm"))
 main_raw, main_gz = size(main)
 row("main wasm", main_raw, main_gz)
 row("main js", *size("durable.js"))
+loader = "__wasm_split.______________________.js"
+if os.path.exists(os.path.join(pkg, loader)):
+    row("chunk loader js", *size(loader))
 manifest = os.path.join(pkg, "__wasm_split_manifest.json")
 if os.path.exists(manifest):
     for split, chunks in sorted(json.load(open(manifest)).items()):
@@ -42,15 +48,14 @@ PY
 printf '| %-10s | %-28s | %9s | %9s |\n' build file bytes gzip
 printf '|%s|%s|%s|%s|\n' ------------ ------------------------------ ----------- -----------
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'git worktree remove --force "$work/old" 2>/dev/null; git worktree prune; rm -rf "$work"' EXIT
 if [ -n "${BUNDLE_REV:-}" ]; then
-  git worktree add -f --detach "$work/old" "$BUNDLE_REV" >/dev/null 2>&1
+  git worktree add -f --detach "$work/old" "$BUNDLE_REV" >/dev/null
   # cargo-leptos finds wasm-opt and tailwind in node_modules (scripts/setup.sh installs them).
   ln -s "$PWD/node_modules" "$work/old/node_modules"
   # A target directory of its own: cargo would take the other checkout's artifacts for fresh
   # (a workspace's crates hash the same wherever it is checked out).
   CARGO_TARGET_DIR="$CARGO_TARGET_DIR/bundle-old" \
     bundle "$work/old" "$work/old-site" "$(git rev-parse --short "$BUNDLE_REV")"
-  git worktree remove --force "$work/old"
 fi
 bundle "$PWD" "$work/new-site" "this"

@@ -33,6 +33,7 @@ pub fn hydrate() {
 
     console_error_panic_hook::set_once();
     let Some(body) = document().body() else {
+        leptos::logging::error!("durable: the page has no <body> to hydrate");
         return;
     };
     wasm_bindgen_futures::spawn_local(async move {

@@ -49,7 +49,7 @@ pub async fn operator_overview() -> Result<OperatorView, AppError> {
 pub fn OperatorPage() -> impl IntoView {
     let live = expect_context::<Live>();
     let save = ServerAction::<SavePlan>::new();
-    let data = data::resource(
+    let overview = data::resource(
         move || (live.version.get(), save.version().get()),
         |_| operator_overview(),
     );
@@ -60,7 +60,7 @@ pub fn OperatorPage() -> impl IntoView {
         <ActivityPanel hrefs=Signal::stored(["/operator?window=hour".to_owned(), "/operator?window=day".to_owned()]) />
         <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || {
-                data.get()
+                overview.get()
                     .map(|r| match r {
                         Ok(view) => view! { <OperatorBody view save /> }.into_any(),
                         Err(e) => view! { <ErrorBox error=e /> }.into_any(),

@@ -1,6 +1,8 @@
 //! The security headers every response carries: no MIME sniffing, no referrer sent off-site,
 //! no framing, nothing stored by caches (pages and API answers hold a tenant's data; the
-//! static assets under `/pkg/` keep the file server's headers), and a Content-Security-Policy that allows
+//! static assets under `/pkg/` may be stored but are revalidated on every use, since the main
+//! wasm and its lazily loaded chunks keep their names across builds and must come from the
+//! same one), and a Content-Security-Policy that allows
 //! nothing for responses that are not pages (a page sets its own, with its nonce; see
 //! `app::ssr::page_policy`). Over HTTPS, `Strict-Transport-Security` keeps browsers on it.
 
@@ -28,9 +30,8 @@ pub async fn secure(State(https): State<bool>, request: Request, next: Next) -> 
             .entry(name)
             .or_insert(HeaderValue::from_static(value));
     }
-    if !cacheable {
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    }
+    let cache = if cacheable { "no-cache" } else { "no-store" };
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     if https {
         headers.insert(
             header::STRICT_TRANSPORT_SECURITY,
