@@ -13,7 +13,7 @@ use axum::response::Response;
 
 /// Adds the security headers to a response, leaving any the handler set itself.
 pub async fn secure(State(https): State<bool>, request: Request, next: Next) -> Response {
-    let cacheable = request.uri().path().starts_with("/pkg/");
+    let static_asset = request.uri().path().starts_with("/pkg/");
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     let defaults = [
@@ -30,7 +30,7 @@ pub async fn secure(State(https): State<bool>, request: Request, next: Next) -> 
             .entry(name)
             .or_insert(HeaderValue::from_static(value));
     }
-    let cache = if cacheable { "no-cache" } else { "no-store" };
+    let cache = if static_asset { "no-cache" } else { "no-store" };
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     if https {
         headers.insert(
