@@ -30,7 +30,7 @@ use durable::model::{CheckpointKind, CheckpointStatus, Namespace, RunId, RunStat
 use durable::runtime::{Clock, SystemClock};
 use durable::store::{PgStore, Plans, RunReads, postgres_testing};
 use durable::transport::RedisTransport;
-use durable::transport::redis_testing::{fresh_transport, python, scan_keys, test_url};
+use durable::transport::redis_testing::{fresh_transport, python, scan_keys, task_adds, test_url};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -187,8 +187,8 @@ async fn entries(transport: &RedisTransport, pattern: &str) -> Vec<(String, i64)
     out
 }
 
-/// The ids of the jobs an events stream says were added.
-async fn added_jobs(stream: &str) -> Vec<String> {
+/// Every event `stream` holds for `job`, with the time Redis stamped it (ms), in order.
+async fn job_events(stream: &str, job: &str) -> Vec<String> {
     let client = redis::Client::open(test_url()).expect("url");
     let mut conn = client
         .get_multiplexed_async_connection()
@@ -203,14 +203,15 @@ async fn added_jobs(stream: &str) -> Vec<String> {
         .expect("xrange");
     entries
         .into_iter()
-        .filter_map(|(_, fields)| {
-            let field = |name: &str| {
-                fields
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.clone())
-            };
-            (field("event").as_deref() == Some("added")).then(|| field("jobId"))?
+        .filter(|(_, fields)| fields.iter().any(|(k, v)| k == "jobId" && v == job))
+        .map(|(id, fields)| {
+            let at = id.split('-').next().unwrap_or(&id).to_owned();
+            let fields: Vec<String> = fields
+                .into_iter()
+                .filter(|(k, _)| k != "jobId")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            format!("{at} {}", fields.join(" "))
         })
         .collect()
 }
@@ -316,12 +317,15 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
     // At least one round of every action, in a shuffled order, for as long as asked.
     let chaos_started = Instant::now();
     let mut done: Vec<(Action, f64)> = Vec::new();
+    // When each action began (ms), for the evidence a failure prints.
+    let mut timeline: Vec<(Action, i64)> = Vec::new();
     while done.len() < ACTIONS.len() || chaos_started.elapsed() < Duration::from_secs(seconds) {
         let mut round = ACTIONS;
         round.shuffle(&mut rng);
         for action in round {
             tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..3000))).await;
             let began = Instant::now();
+            timeline.push((action, SystemClock.now()));
             cluster.act(action, &mut rng).await;
             done.push((action, began.elapsed().as_secs_f64()));
         }
@@ -440,21 +444,33 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
 
     // One job per try: no task job was added twice, as the redispatch of a step whose job was
     // lost would add it (its 30 s window would hide a loss from the checks above).
-    let mut added: HashMap<String, usize> = HashMap::new();
-    for stream in scan_keys(&transport, &format!("bull:{prefix}-tasks-*:events"))
-        .await
-        .expect("scan")
-    {
-        for job in added_jobs(&stream).await {
-            *added.entry(format!("{stream}/{job}")).or_default() += 1;
-        }
-    }
+    let added = task_adds(&transport).await.expect("task adds");
     let readded: Vec<_> = added.iter().filter(|(_, n)| **n > 1).collect();
     assert!(!added.is_empty(), "no task job was seen being added");
-    assert!(
-        readded.is_empty(),
-        "task jobs added again (seed {seed}): {readded:?}"
-    );
+    if !readded.is_empty() {
+        let mut evidence = String::new();
+        for (key, _) in &readded {
+            let (stream, job) = key.rsplit_once('/').expect("stream/job");
+            evidence.push_str(&format!("\n{key}:\n"));
+            for line in job_events(stream, job).await {
+                evidence.push_str(&format!("  {line}\n"));
+            }
+            let step = job.rsplit_once('@').map_or(job, |(step, _)| step);
+            for e in per_step.get(step).into_iter().flatten() {
+                evidence.push_str(&format!(
+                    "  executed at {} on {} ({})\n",
+                    e.started_ms,
+                    e.pid,
+                    if e.python { "python" } else { "rust" }
+                ));
+            }
+            evidence.push_str(&format!(
+                "  result recorded at {:?}\n",
+                completed_at.get(step)
+            ));
+        }
+        panic!("task jobs added again (seed {seed}); actions {timeline:?}:{evidence}");
+    }
 
     // Nothing left counted or held. Taker keys of killed processes lapse within seconds and
     // what they held goes back, so this is waited for briefly.

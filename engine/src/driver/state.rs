@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::config::EngineConfig;
 use super::fast_path::{InFlight, ParkedRuns};
+use super::loops::redispatch::VanishedJobs;
 use super::plans::PlanBook;
 use super::publisher::Publisher;
 use super::step_tallies::StepTallies;
@@ -66,6 +67,8 @@ pub(crate) struct State {
     pub plans: PlanBook,
     /// Step run times recorded here and not yet added to the store's activity minutes.
     pub step_tallies: StepTallies,
+    /// Steps with no result whose jobs the redispatch loop found gone from the broker.
+    pub vanished: VanishedJobs,
 }
 
 impl State {
@@ -101,6 +104,7 @@ impl State {
             awaiting: Awaiting::default(),
             plans: PlanBook::default(),
             step_tallies: StepTallies::default(),
+            vanished: VanishedJobs::default(),
             config,
         }
     }

@@ -8,6 +8,7 @@ use durable::runtime::{Clock, TestClock};
 use durable::store::Store;
 
 /// Polls until run `id` reaches `want` (at most 10 s), and returns it.
+#[allow(dead_code)]
 pub async fn wait_for(store: &Arc<dyn Store>, id: &RunId, want: RunStatus) -> Run {
     wait_until(store, id, Duration::from_secs(10), |run| run.status == want).await
 }

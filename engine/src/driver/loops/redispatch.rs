@@ -1,23 +1,59 @@
 //! The redispatch loop: a remote step whose dispatch may be lost is sent again with the same
 //! `step_id` (delivery is at-least-once).
 //!
-//! What counts as lost depends on where the transport keeps its tasks. One that keeps them
-//! (Redis) can still lose one (a worker that took it died), so any step with no result after
-//! `redispatch_after` is sent again. One that keeps them in the sender's memory (in-process)
-//! loses exactly the tasks of a driver that is gone, and nothing else: those are sent again as
-//! soon as that driver's heartbeat lapses, and a live peer's tasks are left alone, or a second
-//! process on the same database would run them twice.
+//! What counts as lost depends on where the transport keeps its tasks. One that keeps them in
+//! the sender's memory (in-process) loses exactly the tasks of a driver that is gone, and
+//! nothing else: those are sent again as soon as that driver's heartbeat lapses, and a live
+//! peer's tasks are left alone, or a second process on the same database would run them twice.
+//!
+//! One that keeps them (Redis) is asked about each step with no result after
+//! `redispatch_after`. A job still queued or running is left alone: sending it again would only
+//! find it there. A job that is gone finished, with its result on the way (a worker adds the
+//! result, then finishes the job, and a control plane applies it within moments), or was lost
+//! with the broker's data. The two look the same, so a step whose job is gone is sent again
+//! only if a look a whole window later finds it still gone and the step still without a
+//! result ([`VanishedJobs`]): sent at once, it would race its own result and run its step twice.
+//! A step never sent (a retry whose turn did not send it) has nothing on the way and goes at
+//! once.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
 use crate::driver::state::State;
-use crate::model::{Checkpoint, Millis, Namespace, RemoteTask, step_id};
+use crate::model::{Checkpoint, Millis, Namespace, RemoteTask, RunId, step_id};
 use crate::store::{LostDispatch, StoreError};
 use crate::transport::naming::routing_token;
 
 const BATCH: u32 = 500;
+
+/// The tries of remote steps whose job a look found gone from the broker, with when a look
+/// first found it so (see the module docs). In memory: a control plane that restarts looks
+/// once more before sending, and a peer that looks next does too.
+#[derive(Default)]
+pub(crate) struct VanishedJobs(Mutex<HashMap<(RunId, u32, u32), Millis>>);
+
+impl VanishedJobs {
+    /// Notes that a look at `now` found the job of try `attempt` of step `seq` of `run` gone;
+    /// whether a look at least `window` earlier found it gone too.
+    fn gone_since(&self, key: (RunId, u32, u32), now: Millis, window: Millis) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // A step no longer looked at got its result or moved on; its note goes after a while.
+        seen.retain(|_, first| now - *first < 4 * window);
+        let first = *seen.entry(key.clone()).or_insert(now);
+        let due = now - first >= window;
+        if due {
+            seen.remove(&key);
+        }
+        due
+    }
+
+    /// Forgets what was noted of a try whose job a look found queued or running.
+    fn forget(&self, key: &(RunId, u32, u32)) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+}
 
 pub(crate) async fn redispatch_loop(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let mut every = state.config.redispatch_after / 2;
@@ -41,7 +77,7 @@ pub(crate) async fn redispatch_loop(state: Arc<State>, mut stop: watch::Receiver
 /// Which waiting steps may be lost now, for this engine's transport (see the module docs).
 fn lost_now(state: &State) -> LostDispatch {
     let now = state.clock.now();
-    let sent_before = now - state.config.redispatch_after.as_millis() as Millis;
+    let sent_before = now - window(state);
     if state.transport.retains_tasks() {
         LostDispatch::sent_before(sent_before)
     } else {
@@ -53,15 +89,15 @@ fn lost_now(state: &State) -> LostDispatch {
     }
 }
 
-/// Marks remote step `cp` of a run in `namespace` dispatched at `stamp` and queues it again
-/// with its `step_id`, so a worker that already ran it can tell.
-pub(crate) async fn send_again(
-    state: &State,
-    namespace: &Namespace,
-    cp: Checkpoint,
-    stamp: Millis,
-) -> Result<(), StoreError> {
-    let task = RemoteTask {
+/// The redispatch window, in ms.
+fn window(state: &State) -> Millis {
+    state.config.redispatch_after.as_millis() as Millis
+}
+
+/// The task that sends remote step `cp` of a run in `namespace` again, with its `step_id`, so
+/// a worker that already ran it can tell.
+fn task_of(namespace: &Namespace, cp: Checkpoint) -> RemoteTask {
+    RemoteTask {
         step_id: step_id(&cp.run_id, cp.seq),
         group: cp
             .worker_group
@@ -77,21 +113,69 @@ pub(crate) async fn send_again(
         reply_to: None,
         priority: cp.priority,
         receipt: Default::default(),
-    };
+    }
+}
+
+/// Marks remote step `cp` of a run in `namespace` dispatched at `stamp` and queues it again.
+pub(crate) async fn send_again(
+    state: &State,
+    namespace: &Namespace,
+    cp: Checkpoint,
+    stamp: Millis,
+) -> Result<(), StoreError> {
+    send(state, task_of(namespace, cp), stamp).await
+}
+
+async fn send(state: &State, task: RemoteTask, stamp: Millis) -> Result<(), StoreError> {
     state
         .store
-        .mark_dispatched(&cp.run_id, cp.seq, &state.config.owner, stamp)
+        .mark_dispatched(&task.run_id, task.seq, &state.config.owner, stamp)
         .await?;
+    let (run_id, seq) = (task.run_id.clone(), task.seq);
     if let Err(e) = state.transport.dispatch(task).await {
-        tracing::warn!(run_id = %cp.run_id, seq = cp.seq, error = %e, "redispatch failed");
+        tracing::warn!(run_id = %run_id, seq, error = %e, "redispatch failed");
     }
     Ok(())
+}
+
+/// What the redispatch loop does with one waiting step (see the module docs).
+enum Verdict {
+    /// Its job is still queued or running: look again a window from now.
+    Queued,
+    /// Its job is gone, first seen so less than a window ago: look again a window from now.
+    Vanished,
+    /// Send it again.
+    Send,
+}
+
+/// Looks at `task`'s job on the broker, for a step sent before (`sent`).
+async fn look(state: &State, task: &RemoteTask, sent: bool) -> Verdict {
+    if !state.transport.retains_tasks() || !sent {
+        return Verdict::Send;
+    }
+    let key = (task.run_id.clone(), task.seq, task.attempt);
+    let outstanding = state.transport.task_outstanding(task).await;
+    // The look's time is when its answer came, however long Redis took to give it.
+    let now = state.clock.now();
+    match outstanding {
+        Ok(true) => {
+            state.vanished.forget(&key);
+            Verdict::Queued
+        }
+        Ok(false) if state.vanished.gone_since(key, now, window(state)) => Verdict::Send,
+        Ok(false) => Verdict::Vanished,
+        Err(e) => {
+            // Unknown: treated as still there, and looked at again next window.
+            tracing::warn!(run_id = %task.run_id, seq = task.seq, error = %e, "could not look for a step's job on the broker");
+            Verdict::Queued
+        }
+    }
 }
 
 /// Dispatches again every waiting remote step in scope whose dispatch may be lost.
 pub(crate) async fn redispatch_due(state: &State) -> Result<usize, StoreError> {
     let lost = lost_now(state);
-    let mut total = 0;
+    let (mut total, mut vanished) = (0, 0);
     loop {
         let steps = state
             .store
@@ -99,17 +183,71 @@ pub(crate) async fn redispatch_due(state: &State) -> Result<usize, StoreError> {
             .await?;
         let n = steps.len();
         for step in steps {
+            let sent = step.checkpoint.enqueued_at.is_some();
+            let task = task_of(&step.namespace, step.checkpoint);
+            let verdict = look(state, &task, sent).await;
             // Stamp strictly after the cutoff, and as sent by this live driver, so the next
-            // batch does not fetch this step again.
+            // batch does not fetch this step again; and after the look, so the next one, a
+            // window after the stamp, comes a window after it.
             let stamp = state.clock.now().max(lost.sent_before + 1);
-            send_again(state, &step.namespace, step.checkpoint, stamp).await?;
+            match verdict {
+                Verdict::Send => {
+                    send(state, task, stamp).await?;
+                    total += 1;
+                }
+                verdict => {
+                    vanished += usize::from(matches!(verdict, Verdict::Vanished));
+                    state
+                        .store
+                        .mark_dispatched(&task.run_id, task.seq, &state.config.owner, stamp)
+                        .await?;
+                }
+            }
         }
-        total += n;
         if n < BATCH as usize {
             if total > 0 {
                 tracing::info!(steps = total, "redispatched remote steps with no result");
             }
+            if vanished > 0 {
+                tracing::info!(
+                    steps = vanished,
+                    "steps with no result whose jobs are gone: their results may be on the way; sent again if still without one a window from now"
+                );
+            }
             return Ok(total);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_is_due_again_only_once_gone_a_whole_window() {
+        let vanished = VanishedJobs::default();
+        let key = |seq| (RunId::parse("run_1").expect("id"), seq, 1);
+        assert!(!vanished.gone_since(key(0), 1_000, 30_000), "first look");
+        assert!(
+            !vanished.gone_since(key(0), 30_999, 30_000),
+            "not a window yet"
+        );
+        assert!(
+            vanished.gone_since(key(0), 31_000, 30_000),
+            "a window later"
+        );
+        // Sent again: a later loss of the same try is a new story.
+        assert!(!vanished.gone_since(key(0), 31_000, 30_000));
+        // A look that finds the job queued forgets the first one.
+        assert!(!vanished.gone_since(key(1), 1_000, 30_000));
+        vanished.forget(&key(1));
+        assert!(!vanished.gone_since(key(1), 40_000, 30_000));
+        // A note nobody looked at again for long goes.
+        assert!(!vanished.gone_since(key(2), 1_000, 30_000));
+        assert!(!vanished.gone_since(key(0), 200_000, 30_000));
+        assert!(
+            !vanished.gone_since(key(2), 200_000, 30_000),
+            "forgotten: a first look again"
+        );
     }
 }

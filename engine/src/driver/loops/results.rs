@@ -113,7 +113,10 @@ async fn apply(state: Arc<State>, result: StepResult) {
                         return;
                     }
                     Err(e) => {
-                        tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, error = %e, "could not read a result's step; the step will be redispatched");
+                        // Not dropped: its step would run again once the redispatch loop
+                        // found its job gone.
+                        tracing::warn!(run_id = %unapplied.run_id, seq = unapplied.seq, error = %e, "could not read a result's step; it goes back to the broker");
+                        unapplied.receipt.give_back();
                         return;
                     }
                 }

@@ -34,4 +34,10 @@ pub trait StepQueues: Send + Sync + 'static {
     /// Whether queued tasks survive a restart of this process. When they do not (in-process),
     /// the engine re-dispatches every waiting step at start-up.
     fn retains_tasks(&self) -> bool;
+
+    /// Whether `task`'s job (this try of its step, as [`StepQueues::dispatch`] queued it) is
+    /// still queued or running. One that is not finished, its result on the way, or was lost:
+    /// the redispatch loop sends it again only once it has been gone a while (see
+    /// `driver::loops::redispatch`). Asked only of a transport that retains its tasks.
+    async fn task_outstanding(&self, task: &RemoteTask) -> TransportResult<bool>;
 }

@@ -260,6 +260,11 @@ impl StepQueues for MemoryTransport {
     fn retains_tasks(&self) -> bool {
         false
     }
+
+    /// A task of this process is never lost, and one of another process is gone with it.
+    async fn task_outstanding(&self, _task: &RemoteTask) -> TransportResult<bool> {
+        Ok(false)
+    }
 }
 
 #[async_trait]

@@ -34,10 +34,11 @@ use self::holds::Current;
 use self::pubsub::{Heard, Target};
 use self::queue::{NewJob, Retention, Scripts, Taken};
 use super::naming::{
-    TokenSpace, control_channel, decision_relay_channel, decisions_queue, effective_prefix,
-    heartbeat_channel, is_instance_char, reply_owner_key, reply_queue, reply_queue_owner,
-    results_queue, routing_token, run_reply_channel, run_request_queue, start_run_queue,
-    step_events_queue, task_job_id, tasks_queue, tenant_events_channel, tenant_events_pattern,
+    TokenSpace, bull_key, control_channel, decision_relay_channel, decisions_queue,
+    effective_prefix, heartbeat_channel, is_instance_char, reply_owner_key, reply_queue,
+    reply_queue_owner, results_queue, routing_token, run_reply_channel, run_request_queue,
+    start_run_queue, step_events_queue, task_job_id, tasks_queue, tenant_events_channel,
+    tenant_events_pattern,
 };
 use super::{
     ControlChannel, EventDelivery, Partitions, RemoteTurns, RunRequests, StepQueues, Subscription,
@@ -535,6 +536,28 @@ impl StepQueues for RedisTransport {
 
     fn retains_tasks(&self) -> bool {
         true
+    }
+
+    /// Whether the task's job hash exists and is not finished: waiting, held by one of our
+    /// workers or active on an SDK worker. A finished one (failed jobs are kept a day) or a
+    /// missing one (completed jobs are removed) is not.
+    async fn task_outstanding(&self, task: &RemoteTask) -> TransportResult<bool> {
+        let mut group = task.group.clone();
+        self.shared
+            .tokens
+            .into_wire(&mut group)
+            .map_err(TransportError::Unsupported)?;
+        let id = task_job_id(&task.run_id, task.seq, task.attempt);
+        let job = bull_key(&tasks_queue(&self.shared.p, &group), &id);
+        let mut conn = self.shared.conn.clone();
+        let (name, finished): (Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(&job)
+            .arg("name")
+            .arg("finishedOn")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| unavailable(format!("looking for job {job}: {e}")))?;
+        Ok(name.is_some() && finished.is_none())
     }
 }
 

@@ -5,7 +5,11 @@
 //! `DURABLE_SKIP_REDIS` is set (`make test` sets it, loudly, when Redis is unreachable outside
 //! CI) the Redis suites are skipped; otherwise an unreachable server fails the test.
 
+mod reply_hold;
+
 use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use reply_hold::ReplyHold;
 
 use super::queue::{NewJob, Retention};
 use super::{RedisConfig, RedisTransport};
@@ -96,6 +100,35 @@ pub async fn scan_keys(
     pattern: &str,
 ) -> redis::RedisResult<Vec<String>> {
     transport.shared.scan(pattern).await
+}
+
+/// How many times each step task job under the transport's prefix was added, by
+/// `<events stream>/<job id>`, read from the queues' event streams: one job per try of a step
+/// means every count is 1 (a job sent again while still queued or running counts as
+/// `duplicated`, not as an add).
+pub async fn task_adds(
+    transport: &RedisTransport,
+) -> redis::RedisResult<std::collections::HashMap<String, usize>> {
+    let mut conn = transport.shared.conn.clone();
+    let mut added = std::collections::HashMap::new();
+    let pattern = format!("bull:{}-tasks-*:events", transport.prefix());
+    for stream in scan_keys(transport, &pattern).await? {
+        let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(&stream)
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await?;
+        for (_, fields) in entries {
+            let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+            if field("event").map(String::as_str) == Some("added")
+                && let Some(job) = field("jobId")
+            {
+                *added.entry(format!("{stream}/{job}")).or_default() += 1;
+            }
+        }
+    }
+    Ok(added)
 }
 
 async fn drop_stale(transport: &RedisTransport) -> redis::RedisResult<()> {
