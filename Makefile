@@ -26,8 +26,14 @@ export LEPTOS_JS_MINIFY := false
 run: setup build-release
 	$(CARGO_TARGET_DIR)/release/durable serve --demo
 
-## test: every suite (unit, integration, browser)
-test: setup-test test-rust test-e2e
+## test: every suite (unit, integration, browser). The browser suite runs even when a Rust test
+## failed, so one suite's failure never hides the other's result; both are reported at the end.
+test: setup-test
+	@rust=passed; e2e=passed; \
+	$(MAKE) --no-print-directory test-rust || rust=FAILED; \
+	$(MAKE) --no-print-directory test-e2e || e2e=FAILED; \
+	printf '\n\033[1m==> make test: Rust suites %s, browser suite %s\033[0m\n' "$$rust" "$$e2e"; \
+	[ "$$rust" = passed ] && [ "$$e2e" = passed ]
 
 setup:
 	@./scripts/setup.sh
