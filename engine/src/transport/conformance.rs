@@ -119,6 +119,65 @@ pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
     assert_eq!(next(&mut results).await, Some(result));
 }
 
+/// A transport that retains its tasks tells the redispatch loop where a try's job is: outstanding
+/// while it waits and while a worker holds it, not once the worker sent its result (one that
+/// does not retain them is never asked).
+pub async fn a_task_is_outstanding_until_its_result_is_sent(transport: Arc<dyn Transport>) {
+    if !transport.retains_tasks() {
+        return;
+    }
+    let sent = task("run-o", "charge", Some(&ns("acme")));
+    assert!(
+        !transport.task_outstanding(&sent).await.expect("look"),
+        "not sent yet"
+    );
+    transport.dispatch(sent.clone()).await.expect("dispatch");
+    assert!(
+        transport.task_outstanding(&sent).await.expect("look"),
+        "waiting"
+    );
+    let mut worker = transport
+        .consume_tasks(TaskSubscription {
+            names: vec!["charge".into()],
+            partitions: Partitions::Only(vec![ns("acme")]),
+            concurrency: 1,
+            workflows: Vec::new(),
+            capabilities: Vec::new(),
+        })
+        .await
+        .expect("consumer");
+    let mut got = next(&mut worker).await.expect("the task");
+    assert!(
+        transport.task_outstanding(&sent).await.expect("look"),
+        "held"
+    );
+    let next_try = RemoteTask {
+        attempt: 2,
+        ..sent.clone()
+    };
+    assert!(
+        !transport.task_outstanding(&next_try).await.expect("look"),
+        "another try"
+    );
+    let result = StepResult {
+        run_id: got.run_id.clone(),
+        seq: 0,
+        step_id: got.step_id.clone(),
+        started_at: Some(5),
+        outcome: StepOutcome::Completed { output: json!(1) },
+        receipt: std::mem::take(&mut got.receipt),
+    };
+    let reply_to = got.reply_to.take();
+    transport
+        .publish_result(result, reply_to.as_deref())
+        .await
+        .expect("publish result");
+    assert!(
+        !transport.task_outstanding(&sent).await.expect("look"),
+        "answered"
+    );
+}
+
 /// A consumer of several tenants' queues does not serve one tenant's backlog first: a task of
 /// another tenant queued behind 100 waits for a bounded share of them, not all.
 pub async fn a_tenants_backlog_does_not_hold_back_anothers_task(transport: Arc<dyn Transport>) {
@@ -556,6 +615,7 @@ macro_rules! transport_conformance {
     ($make:expr) => {
         $crate::transport_conformance!(@cases $make;
             tasks_reach_only_their_partition,
+            a_task_is_outstanding_until_its_result_is_sent,
             events_stay_inside_their_tenant,
             control_messages_reach_every_process,
             worker_groups_follow_consumers,
