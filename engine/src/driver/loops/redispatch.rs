@@ -39,14 +39,19 @@ impl VanishedJobs {
     /// whether a look at least `window` earlier found it gone too.
     fn gone_since(&self, key: (RunId, u32, u32), now: Millis, window: Millis) -> bool {
         let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        // A step no longer looked at got its result or moved on; its note goes after a while.
-        seen.retain(|_, first| now - *first < 4 * window);
         let first = *seen.entry(key.clone()).or_insert(now);
         let due = now - first >= window;
         if due {
             seen.remove(&key);
         }
         due
+    }
+
+    /// Forgets the notes no look renewed for a while: their steps got a result or moved on
+    /// (a step still waiting is looked at every window). Once per round, not per look.
+    fn prune(&self, now: Millis, window: Millis) {
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        seen.retain(|_, first| now - *first < 4 * window);
     }
 
     /// Forgets what was noted of a try whose job a look found queued or running.
@@ -175,6 +180,7 @@ async fn look(state: &State, task: &RemoteTask, sent: bool) -> Verdict {
 /// Dispatches again every waiting remote step in scope whose dispatch may be lost.
 pub(crate) async fn redispatch_due(state: &State) -> Result<usize, StoreError> {
     let lost = lost_now(state);
+    state.vanished.prune(state.clock.now(), window(state));
     let (mut total, mut vanished) = (0, 0);
     loop {
         let steps = state
@@ -244,7 +250,7 @@ mod tests {
         assert!(!vanished.gone_since(key(1), 40_000, 30_000));
         // A note nobody looked at again for long goes.
         assert!(!vanished.gone_since(key(2), 1_000, 30_000));
-        assert!(!vanished.gone_since(key(0), 200_000, 30_000));
+        vanished.prune(200_000, 30_000);
         assert!(
             !vanished.gone_since(key(2), 200_000, 30_000),
             "forgotten: a first look again"
