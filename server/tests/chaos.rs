@@ -455,7 +455,16 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
             for line in job_events(stream, job).await {
                 evidence.push_str(&format!("  {line}\n"));
             }
-            let step = job.rsplit_once('@').map_or(job, |(step, _)| step);
+            // The job id is `<run>@<seq>@<try>` (`~` for a `:` in the run id); steps are
+            // keyed `<run>:<seq>` as the workers log them.
+            let step = job
+                .rsplit_once('@')
+                .and_then(|(step, _)| step.rsplit_once('@'))
+                .map_or_else(
+                    || job.to_owned(),
+                    |(run, seq)| format!("{}:{seq}", run.replace('~', ":")),
+                );
+            let step = step.as_str();
             for e in per_step.get(step).into_iter().flatten() {
                 evidence.push_str(&format!(
                     "  executed at {} on {} ({})\n",

@@ -179,10 +179,16 @@ impl Backend {
 
     /// Another control plane on the case's store, with nothing registered, started.
     pub async fn peer(&self) -> Engine {
+        self.peer_serving(Registry::new()).await
+    }
+
+    /// Another control plane on the case's store that turns `registry`'s workflows itself,
+    /// started: a result it takes from a shared queue takes the same paths as on the first.
+    pub async fn peer_serving(&self, registry: Registry) -> Engine {
         let peer = self.engine(
             self.store().await,
             self.transport().await,
-            Arc::new(Registry::new()),
+            Arc::new(registry),
             EngineConfig::default(),
         );
         peer.start().await.expect("the peer starts");

@@ -120,7 +120,9 @@ async fn a_result_that_beats_the_commit_of_a_suspended_runs_turn_elsewhere_is_ap
 /// result still takes the sticky path (recorded with the run's next turn in one write, the run
 /// never `running`) rather than a write to record it and another for the turn.
 async fn a_result_for_a_run_a_peer_moved_on_takes_the_sticky_path_from_the_store(backend: Backend) {
-    let peer = backend.peer().await;
+    // It serves the workflow too: on a shared results queue either may take the result, and a
+    // workflow turned by a worker has its result recorded before the turn, not with it.
+    let peer = backend.peer_serving(elsewhere::two_steps()).await;
     let h = backend.start(elsewhere::two_steps()).await;
     let acme = Namespace::tenant("acme").unwrap();
     let mut events = h.events(acme.clone()).await;

@@ -176,8 +176,8 @@ enum Sticky {
 
 /// Turns the run of a completed step's `result` at once, with the result applied to the
 /// history it suspended with, and persists both in one write (see [`crate::driver::fast_path::parked`]).
-/// Declines when the run is not suspended, the history does not expect the result, or no turn
-/// slot is free.
+/// Declines when the run is not suspended, its workflow is turned by a worker (the result is
+/// recorded first, then), the history does not expect the result, or no turn slot is free.
 ///
 /// The history is the one cached here when this engine parked the run, unchecked: the write
 /// refuses it if a peer moved the run since, and the result is then recorded the ordinary way.
@@ -202,6 +202,16 @@ async fn sticky_turn(state: &Arc<State>, result: StepResult) -> Sticky {
     let Some(Parked { run, history }) = parked else {
         return Sticky::Declined(result, None);
     };
+    // A workflow turned by a worker: its turn's write waits for the worker's decision, as long
+    // as that worker takes (a paused one, the turn's 30 s silence and its resends), and the
+    // result must not wait with it, unrecorded: its step would look lost and be sent again.
+    if state
+        .registry
+        .get(&run.workflow, run.workflow_version)
+        .is_none()
+    {
+        return Sticky::Declined(result, Some(Box::new(run)));
+    }
     let Some(slot) = state.try_turn_slot(&run.namespace) else {
         return Sticky::Declined(result, Some(Box::new(run)));
     };
