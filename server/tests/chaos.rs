@@ -60,8 +60,8 @@ struct Cluster {
     python_worker: PythonWorker,
     worker_env: Vec<(&'static str, String)>,
     python: String,
-    /// The Python worker paused: its pid and when the pause began.
-    python_pauses: Vec<(String, i64)>,
+    /// The Python worker paused: its pid and when the pause began and ended.
+    python_pauses: Vec<(String, i64, i64)>,
 }
 
 impl Cluster {
@@ -98,7 +98,7 @@ impl Cluster {
                 // Past the 15 s after which its liveness value counts as lapsed, and its locks'
                 // renewal.
                 pause(&pid, Duration::from_millis(rng.gen_range(20_000..25_000))).await;
-                self.python_pauses.push((pid, began));
+                self.python_pauses.push((pid, began, SystemClock.now()));
             }
         }
     }
@@ -396,15 +396,22 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
         per_step.entry(e.step.as_str()).or_default().push(e);
     }
     // A Python execution interrupted by a pause of its worker while the SDK still held its job:
-    // before its result was recorded, or in the moment after, when the SDK has sent the result
-    // but not yet finished the job (a control plane records a result within milliseconds of
-    // its sending). The job, still active, goes back once the worker's liveness lapses, and the
-    // step may run once more on the same process.
+    // taken before the pause (its handler may start only once the pause is over), and its
+    // result not recorded before the pause, or only in the moment after, when the SDK has sent
+    // the result but not yet finished the job (a control plane records a result within
+    // milliseconds of its sending). The job, still active, goes back once the worker's liveness
+    // lapses, and the step may run once more on the same process: the SDK cannot tell the copy
+    // that went back is stale.
     const SDK_FINISHING_MS: i64 = 1_000;
+    // How soon after a pause a job the SDK took before it starts running.
+    const RESUMING_MS: i64 = 1_000;
     let interrupted = |e: &Execution, done_at: i64| {
         e.python
-            && cluster.python_pauses.iter().any(|(pid, began)| {
-                *pid == e.pid && *began >= e.started_ms && *began <= done_at + SDK_FINISHING_MS
+            && e.started_ms <= done_at
+            && cluster.python_pauses.iter().any(|(pid, began, ended)| {
+                *pid == e.pid
+                    && *began <= done_at + SDK_FINISHING_MS
+                    && *ended + RESUMING_MS >= e.started_ms
             })
     };
     let (mut reruns, mut explained) = (Vec::new(), 0);
@@ -419,10 +426,14 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
             {
                 explained += 1;
             } else {
-                reruns.push((
-                    step.to_string(),
+                let all: Vec<(i64, &str)> = runs
+                    .iter()
+                    .map(|e| (e.started_ms, e.pid.as_str()))
+                    .collect();
+                reruns.push(format!(
+                    "{step} ({}, pid {}) {} ms after its result was recorded at {done_at}; every execution (ms, pid): {all:?}",
                     if late.python { "python" } else { "rust" },
-                    late.pid.clone(),
+                    late.pid,
                     late.started_ms - done_at,
                 ));
             }
@@ -431,7 +442,8 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
     let twice = per_step.values().filter(|runs| runs.len() > 1).count();
     assert!(
         reruns.is_empty(),
-        "steps ran again after their result was recorded (seed {seed}): {reruns:?}"
+        "steps ran again after their result was recorded (seed {seed}): {reruns:#?}; python pauses (pid, began, ended): {:?}",
+        cluster.python_pauses
     );
     let unexecuted: HashSet<&String> = completed_at
         .keys()
