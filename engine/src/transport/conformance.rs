@@ -36,6 +36,17 @@ fn task(run: &str, name: &str, partition: Option<&Namespace>) -> RemoteTask {
     }
 }
 
+/// A subscription to step `name` on `partitions`, one task at a time.
+fn subscription(name: &str, partitions: Vec<Namespace>) -> TaskSubscription {
+    TaskSubscription {
+        names: vec![name.into()],
+        partitions: Partitions::Only(partitions),
+        concurrency: 1,
+        workflows: Vec::new(),
+        capabilities: Vec::new(),
+    }
+}
+
 fn event(run: &str, namespace: &str) -> TenantEvent {
     TenantEvent {
         kind: TenantEventKind::RunCompleted,
@@ -65,13 +76,7 @@ async fn quiet<T: std::fmt::Debug>(stream: &mut Subscription<T>) {
 
 /// A task reaches only a worker serving its token's partition, and a result comes back.
 pub async fn tasks_reach_only_their_partition(transport: Arc<dyn Transport>) {
-    let subscribe = |partition: &str| TaskSubscription {
-        names: vec!["charge".into()],
-        partitions: Partitions::Only(vec![ns(partition)]),
-        concurrency: 1,
-        workflows: Vec::new(),
-        capabilities: Vec::new(),
-    };
+    let subscribe = |partition: &str| subscription("charge", vec![ns(partition)]);
     let mut acme = transport
         .consume_tasks(subscribe("acme"))
         .await
@@ -137,13 +142,7 @@ pub async fn a_task_is_outstanding_until_its_result_is_sent(transport: Arc<dyn T
         "waiting"
     );
     let mut worker = transport
-        .consume_tasks(TaskSubscription {
-            names: vec!["charge".into()],
-            partitions: Partitions::Only(vec![ns("acme")]),
-            concurrency: 1,
-            workflows: Vec::new(),
-            capabilities: Vec::new(),
-        })
+        .consume_tasks(subscription("charge", vec![ns("acme")]))
         .await
         .expect("consumer");
     let mut got = next(&mut worker).await.expect("the task");
@@ -192,13 +191,7 @@ pub async fn a_tenants_backlog_does_not_hold_back_anothers_task(transport: Arc<d
     // The backlog is queued before the worker comes: what it is handed first is the
     // transport's choice, not arrival order.
     let mut worker = transport
-        .consume_tasks(TaskSubscription {
-            names: vec!["charge".into()],
-            partitions: Partitions::Only(vec![ns("acme"), ns("globex")]),
-            concurrency: 1,
-            workflows: Vec::new(),
-            capabilities: Vec::new(),
-        })
+        .consume_tasks(subscription("charge", vec![ns("acme"), ns("globex")]))
         .await
         .expect("consumer");
     let mut position = None;
@@ -231,13 +224,7 @@ pub async fn tasks_of_a_step_go_by_priority(transport: Arc<dyn Transport>) {
         transport.dispatch(t).await.expect("dispatch");
     }
     let mut worker = transport
-        .consume_tasks(TaskSubscription {
-            names: vec!["ship".into()],
-            partitions: Partitions::Only(vec![acme]),
-            concurrency: 1,
-            workflows: Vec::new(),
-            capabilities: Vec::new(),
-        })
+        .consume_tasks(subscription("ship", vec![acme]))
         .await
         .expect("consumer");
     let mut order = Vec::new();
@@ -411,13 +398,7 @@ pub async fn control_messages_reach_every_process(transport: Arc<dyn Transport>)
 /// operator only, and disappears when it stops.
 pub async fn worker_groups_follow_consumers(transport: Arc<dyn Transport>) {
     let consumer = transport
-        .consume_tasks(TaskSubscription {
-            names: vec!["billing.invoice".into()],
-            partitions: Partitions::Only(vec![ns("acme")]),
-            concurrency: 1,
-            workflows: Vec::new(),
-            capabilities: Vec::new(),
-        })
+        .consume_tasks(subscription("billing.invoice", vec![ns("acme")]))
         .await
         .expect("consumer");
     let tokens = |groups: Vec<crate::model::WorkerGroup>| {
