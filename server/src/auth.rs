@@ -7,19 +7,35 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use durable::gateway::{API_TOKEN_PREFIX, ApiTokenError, check_api_token};
+use std::sync::Arc;
+
+use app::ssr::AppState;
+use axum::extract::FromRef;
+use durable::gateway::{API_TOKEN_PREFIX, ApiTokenError, TokenSigner, check_api_token};
 use durable::model::{ApiToken, Namespace, TokenScope};
+use durable::store::Accounts;
 use tower_sessions::Session;
 
 use crate::error::ApiError;
+use crate::public_url::PublicUrl;
 use crate::secret::now_ms;
-use crate::state::ServerState;
+
+/// What checks an API request's bearer token: the stored API tokens, and the wire-token signer
+/// that tells a wire token sent by mistake from an unknown one. Taken from the server's state
+/// by whatever extractor needs it ([`FromRef`]), so this file knows nothing else of that state.
+#[derive(Clone)]
+pub struct ApiTokens {
+    /// Where API tokens are stored.
+    pub accounts: Arc<dyn Accounts>,
+    /// Verifies wire tokens.
+    pub signer: TokenSigner,
+}
 
 /// Sends a visitor without a valid session (none, or one ended by "log out everywhere") to the
 /// login page before rendering a dashboard screen. (Server functions check the session
 /// themselves; this only spares an empty page.)
 pub async fn require_login(
-    State(state): State<ServerState>,
+    State(app): State<AppState>,
     session: Session,
     req: Request,
     next: Next,
@@ -30,7 +46,7 @@ pub async fn require_login(
     let is_login = path == "/login";
     if is_page || is_login {
         let logged_in = matches!(
-            app::ssr::user_of(state.app.accounts.as_ref(), &session).await,
+            app::ssr::user_of(app.accounts.as_ref(), &session).await,
             Ok(Some(_))
         );
         if is_page && !logged_in {
@@ -49,7 +65,11 @@ pub async fn require_login(
 /// was sent to. A client-sent `X-Forwarded-Host` is never trusted for this. The session cookie
 /// is `SameSite=Lax` as well; this also covers browsers and subdomains that cookie rule lets
 /// through. Requests without either header (curl, tests) are not from a browser page.
-pub async fn same_origin(State(state): State<ServerState>, req: Request, next: Next) -> Response {
+pub async fn same_origin(
+    State(public_url): State<Option<PublicUrl>>,
+    req: Request,
+    next: Next,
+) -> Response {
     use axum::http::{Method, StatusCode, header};
 
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
@@ -63,7 +83,7 @@ pub async fn same_origin(State(state): State<ServerState>, req: Request, next: N
     let foreign_origin = headers
         .get(header::ORIGIN)
         .and_then(|o| o.to_str().ok())
-        .is_some_and(|origin| match &state.public_url {
+        .is_some_and(|origin| match &public_url {
             Some(public) => !origin.eq_ignore_ascii_case(public.origin()),
             None => {
                 let authority = origin.split_once("://").map_or(origin, |(_, rest)| rest);
@@ -90,9 +110,9 @@ fn is_query(path: &str) -> bool {
 /// The tenant of an API request, from its `Authorization: Bearer <token>`: an API token that is
 /// live (not revoked, not expired; looked up at every request, so a revocation holds at once on
 /// every process), of a tenant, and allowed this method (a read-only token reads only). The only
-/// place the API learns who is asking: `TenantView` (`routes/tenant.rs`) is built from it.
-pub async fn bearer_tenant(parts: &Parts, state: &ServerState) -> Result<Namespace, ApiError> {
-    let token = api_token(parts, state).await?;
+/// place the API learns who is asking: `TenantView` (`tenant_view.rs`) is built from it.
+pub async fn bearer_tenant(parts: &Parts, tokens: &ApiTokens) -> Result<Namespace, ApiError> {
+    let token = api_token(parts, tokens).await?;
     let Some(tenant) = token.tenant else {
         return Err(ApiError::Forbidden(
             "an operator token acts on plans and tokens, not runs: use a tenant's token (durable token issue --tenant NAME)".into(),
@@ -114,11 +134,14 @@ pub async fn bearer_tenant(parts: &Parts, state: &ServerState) -> Result<Namespa
 /// A tenant's valid token gets `403`; anything else `401`.
 pub struct Operator(());
 
-impl axum::extract::FromRequestParts<ServerState> for Operator {
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Operator
+where
+    ApiTokens: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &ServerState) -> Result<Self, ApiError> {
-        let token = api_token(parts, state).await?;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let token = api_token(parts, &ApiTokens::from_ref(state)).await?;
         if token.scope == TokenScope::Operator {
             return Ok(Operator(()));
         }
@@ -129,14 +152,14 @@ impl axum::extract::FromRequestParts<ServerState> for Operator {
 }
 
 /// The live API token a request carries, or why it has none.
-async fn api_token(parts: &Parts, state: &ServerState) -> Result<ApiToken, ApiError> {
+async fn api_token(parts: &Parts, tokens: &ApiTokens) -> Result<ApiToken, ApiError> {
     let bearer = bearer(parts)?;
-    if !bearer.starts_with(API_TOKEN_PREFIX) && state.signer.verify(bearer).is_ok() {
+    if !bearer.starts_with(API_TOKEN_PREFIX) && tokens.signer.verify(bearer).is_ok() {
         return Err(ApiError::Unauthorized(
             "this is a wire token (it signs SDK messages on Redis); the API takes an API token: durable token issue --tenant NAME".into(),
         ));
     }
-    check_api_token(state.app.accounts.as_ref(), bearer, now_ms())
+    check_api_token(tokens.accounts.as_ref(), bearer, now_ms())
         .await
         .map_err(|e| match e {
             ApiTokenError::Store(e) => crate::error::store_error(e),

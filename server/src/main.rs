@@ -8,18 +8,14 @@ mod demo;
 mod error;
 mod live;
 mod metrics;
-mod prune;
 mod public_url;
-mod publish;
 mod roles;
 mod routes;
-mod schedules;
 mod secret;
 mod sessions;
 mod state;
 mod telemetry;
-mod tokens;
-mod users;
+mod tenant_view;
 
 use clap::Parser;
 

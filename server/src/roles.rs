@@ -26,9 +26,10 @@ use tokio::sync::watch;
 use crate::database::{Database, open_store};
 use crate::metrics::Metrics;
 use crate::public_url::PublicUrl;
-use crate::routes::{self, TenantViews};
+use crate::routes;
 use crate::sessions::session_layer;
 use crate::state::{ServerState, Shutdown};
+use crate::tenant_view::TenantViews;
 use crate::{demo, secret};
 
 /// How long shutdown may take before in-flight work is abandoned to lease expiry.

@@ -9,10 +9,11 @@ use durable::gateway::TokenSigner;
 use leptos::prelude::LeptosOptions;
 use tokio::sync::watch;
 
+use crate::auth::ApiTokens;
 use crate::live;
 use crate::metrics::Metrics;
 use crate::public_url::PublicUrl;
-use crate::routes::TenantViews;
+use crate::tenant_view::TenantViews;
 
 /// Everything a request handler can reach.
 #[derive(Clone)]
@@ -65,5 +66,20 @@ impl FromRef<ServerState> for Metrics {
 impl FromRef<ServerState> for Shutdown {
     fn from_ref(state: &ServerState) -> Self {
         state.shutdown.clone()
+    }
+}
+
+impl FromRef<ServerState> for TenantViews {
+    fn from_ref(state: &ServerState) -> Self {
+        state.tenant_views.clone()
+    }
+}
+
+impl FromRef<ServerState> for ApiTokens {
+    fn from_ref(state: &ServerState) -> Self {
+        ApiTokens {
+            accounts: state.app.accounts.clone(),
+            signer: state.signer.clone(),
+        }
     }
 }

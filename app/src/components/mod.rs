@@ -1,6 +1,7 @@
 //! Reusable pieces of the dashboard.
 
 pub mod diff;
+pub mod error_box;
 pub mod json;
 pub mod layout;
 pub mod live;

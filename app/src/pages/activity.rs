@@ -9,7 +9,7 @@ use durable::model::ActivityWindow;
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use crate::pages::runs::ErrorBox;
+use crate::components::error_box::ErrorBox;
 use crate::{ActivityView, AppError};
 
 /// How often a hydrated page re-reads its charts.

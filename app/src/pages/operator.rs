@@ -6,10 +6,10 @@ use crate::data;
 use leptos::prelude::*;
 use leptos_meta::Title;
 
+use crate::components::error_box::ErrorBox;
 use crate::components::live::Live;
 use crate::pages::activity::ActivityPanel;
 use crate::pages::plans::{PlansSection, SavePlan};
-use crate::pages::runs::ErrorBox;
 use crate::{AppError, OperatorView};
 
 /// The window "failed recently" counts.

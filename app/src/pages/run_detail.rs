@@ -4,6 +4,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
+use crate::components::error_box::ErrorBox;
 use crate::components::json::JsonBlock;
 use crate::components::live::Live;
 use crate::components::status::StatusBadge;
@@ -12,7 +13,6 @@ use crate::components::timeline::Timeline;
 use crate::components::tree::RunTree;
 use crate::pages::actions::ActionsPanel;
 use crate::pages::queries::{QueryBox, QueryDraft};
-use crate::pages::runs::ErrorBox;
 use crate::{AppError, Me, QuotaHold, RunView};
 
 /// One run with its checkpoints, its family (for the child tree) and the live workers, if the

@@ -4,6 +4,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
+use crate::components::error_box::ErrorBox;
 use crate::components::live::Live;
 use crate::components::status::{StatusBadge, status_classes};
 use crate::components::time::{ago, utc};
@@ -465,24 +466,5 @@ fn StartRunForm(workflows: Vec<String>) -> impl IntoView {
                 </Show>
             </ActionForm>
         </section>
-    }
-}
-
-/// An error from a server function, with what to do next.
-#[component]
-pub fn ErrorBox(error: AppError) -> impl IntoView {
-    let login = matches!(error, AppError::Unauthorized);
-    view! {
-        <div class="rounded-lg border border-red-200 bg-red-50 p-4 text-red-800" role="alert">
-            <p>{error.to_string()}</p>
-            {login
-                .then(|| {
-                    view! {
-                        <a class="mt-2 inline-block underline" href="/login">
-                            "Log in"
-                        </a>
-                    }
-                })}
-        </div>
     }
 }

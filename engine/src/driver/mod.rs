@@ -16,5 +16,6 @@ mod publisher;
 pub(crate) mod state;
 pub(crate) mod step_tallies;
 pub(crate) mod turn;
+pub(crate) mod vanished_jobs;
 
 pub use config::EngineConfig;

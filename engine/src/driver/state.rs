@@ -11,11 +11,11 @@ use tokio::time::Instant;
 
 use super::config::EngineConfig;
 use super::fast_path::{InFlight, ParkedRuns};
-use super::loops::redispatch::VanishedJobs;
 use super::plans::PlanBook;
 use super::publisher::Publisher;
 use super::step_tallies::StepTallies;
 use super::turn::awaiting::Awaiting;
+use super::vanished_jobs::VanishedJobs;
 use crate::fair::{Lane, Shares, Slot};
 use crate::metrics::StepTimes;
 use crate::model::{

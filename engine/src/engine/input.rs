@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::EngineError;
-use crate::model::{AttributeFilter, InputLimits, Namespace, RunId};
+use crate::model::{InputLimits, Namespace, RunId};
 
 /// A request to start a top-level run.
 #[derive(Clone, Debug, Default)]
@@ -57,7 +57,6 @@ pub(super) fn check_start(req: &StartRun, limits: &InputLimits) -> Result<(), En
     limits.check_name("the workflow name", &req.workflow)?;
     check_payload(limits, "the input", &req.input)?;
     limits.check_tags(&req.tags)?;
-    check_attributes(&req.search_attributes)?;
     if req
         .timeout
         .is_some_and(|t| t < std::time::Duration::from_secs(1))
@@ -100,25 +99,6 @@ pub(crate) fn check_payload(
         return Err(bad(format!(
             "{what} contains U+0000 (NUL) in a string or key, which cannot be stored; remove it or encode the bytes (base64, say)"
         )));
-    }
-    Ok(())
-}
-
-/// Search attributes are flat: each a string, number, boolean or null, so they can be filtered
-/// and compared, under a name a filter can name.
-pub(crate) fn check_attributes(attributes: &Map<String, Value>) -> Result<(), EngineError> {
-    for (key, value) in attributes {
-        if key.contains('\0') || holds_nul(value) {
-            return Err(bad(format!(
-                "search attribute {key:?} contains U+0000 (NUL), which cannot be stored; remove it"
-            )));
-        }
-        AttributeFilter::check_key(key).map_err(|e| bad(e.to_string()))?;
-        if value.is_object() || value.is_array() {
-            return Err(bad(format!(
-                "search attribute `{key}` must be a string, number, boolean or null"
-            )));
-        }
     }
     Ok(())
 }

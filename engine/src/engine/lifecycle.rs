@@ -1,64 +1,13 @@
-//! The engine's handle and its life: built over a store, a transport and the registered code,
-//! started (its loops spawned) and shut down (turns finished, held results applied, leases
-//! released so a restart resumes at once).
+//! The engine's life: started (its loops spawned) and shut down (turns finished, held results
+//! applied, leases released so a restart resumes at once).
 
-use std::sync::{Arc, Mutex};
-
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
-
-use super::{EngineConfig, EngineError};
-use crate::driver::loops::results::Requeued;
+use super::{Engine, EngineError};
 use crate::driver::loops::{
     activity, claim, counts, lease, redispatch, replies, results, retention, sweep,
 };
-use crate::driver::state::State;
-use crate::model::{Millis, Namespace, TenantEventKind};
-use crate::runtime::{Clock, Registry, SystemClock};
-use crate::store::Store;
-use crate::transport::Transport;
-
-/// A workflow engine: owns the control loops for its namespace and starts runs.
-#[derive(Clone)]
-pub struct Engine {
-    pub(crate) state: Arc<State>,
-    stop: watch::Sender<bool>,
-    loops: Arc<Mutex<Option<Vec<JoinHandle<()>>>>>,
-    /// The results loop's queue of held results, until [`Engine::start`] hands it over.
-    requeued: Arc<Mutex<Option<Requeued>>>,
-}
+use crate::model::{Millis, TenantEventKind};
 
 impl Engine {
-    /// An engine over `store` and `transport` running the code in `registry`. Nothing runs
-    /// until [`Engine::start`].
-    pub fn new(
-        store: Arc<dyn Store>,
-        transport: Arc<dyn Transport>,
-        registry: Arc<Registry>,
-        config: EngineConfig,
-    ) -> Self {
-        Self::with_clock(store, transport, registry, config, Arc::new(SystemClock))
-    }
-
-    /// Like [`Engine::new`] with an explicit clock.
-    pub fn with_clock(
-        store: Arc<dyn Store>,
-        transport: Arc<dyn Transport>,
-        registry: Arc<Registry>,
-        config: EngineConfig,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
-        let (stop, _) = watch::channel(false);
-        let (requeue, requeued) = mpsc::unbounded_channel();
-        let state = State::new(store, transport, registry, clock, config, requeue);
-        Engine {
-            state: Arc::new(state),
-            stop,
-            loops: Arc::new(Mutex::new(None)),
-            requeued: Arc::new(Mutex::new(Some(requeued))),
-        }
-    }
-
     /// Starts the control loops. Steps whose dispatch was lost with a process that is gone are
     /// sent again first.
     pub async fn start(&self) -> Result<(), EngineError> {
@@ -163,35 +112,5 @@ impl Engine {
         if let Err(e) = self.state.add_step_tallies().await {
             tracing::warn!(error = %e, "could not add the last step run times to the activity minutes");
         }
-    }
-
-    /// The namespace this engine polls, `None` for an operator (every namespace).
-    pub fn namespace(&self) -> Option<&Namespace> {
-        self.state.config.namespace.as_ref()
-    }
-
-    /// The namespace a start that names none is stamped with.
-    pub fn stamp_namespace(&self) -> Namespace {
-        self.state.config.namespace.clone().unwrap_or_default()
-    }
-
-    /// The code this engine runs.
-    pub fn registry(&self) -> &Registry {
-        &self.state.registry
-    }
-
-    /// What one request may carry: the edges check list filters against it too.
-    pub fn limits(&self) -> &crate::model::InputLimits {
-        &self.state.config.limits
-    }
-
-    /// The store this engine drives.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.state.store
-    }
-
-    /// The transport this engine uses.
-    pub fn transport(&self) -> &Arc<dyn Transport> {
-        &self.state.transport
     }
 }

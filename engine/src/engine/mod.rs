@@ -4,6 +4,7 @@
 //! checks beside it). Every door (HTTP, dashboard, wire, CLI) goes through it.
 
 mod error;
+mod handle;
 mod handlers;
 mod input;
 mod lifecycle;
@@ -15,8 +16,8 @@ mod verbs;
 
 pub use crate::driver::EngineConfig;
 pub use error::{EngineError, QuotaExceeded};
+pub use handle::Engine;
 pub use handlers::UpdateOutcome;
 pub use input::StartRun;
-pub(crate) use input::{check_attributes, check_payload};
-pub use lifecycle::Engine;
+pub(crate) use input::check_payload;
 pub use verbs::Control;

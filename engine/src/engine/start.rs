@@ -102,8 +102,8 @@ impl Engine {
     }
 
     /// Inserts a new run and announces it to its tenant. With a free turn slot, the run's first
-    /// turn is planned and persisted with the insert (see [`start`]), or, if it cannot be
-    /// planned, the run is inserted already claimed and its first turn starts here at once;
+    /// turn is computed and persisted with the insert (see [`start`]), or, if it cannot be
+    /// computed, the run is inserted already claimed and its first turn starts here at once;
     /// otherwise the claim loop is poked. A run `counted` against a concurrency ceiling or limit
     /// always waits for the claim loop, which starts it only while there is room under both.
     ///
@@ -154,7 +154,7 @@ impl Engine {
                 match started {
                     Ok(started) => match started? {
                         Started::Run(run) => return Ok(run),
-                        Started::Unplanned(new, slot) => (new, Some(slot)),
+                        Started::Undecided(new, slot) => (new, Some(slot)),
                     },
                     Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                     Err(_) => return Err(EngineError::ShuttingDown),

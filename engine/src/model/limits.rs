@@ -65,6 +65,15 @@ pub enum InputError {
         /// The limit's name in [`InputLimits`], without `max_`.
         field: &'static str,
     },
+    /// A search attribute whose name no store can index.
+    #[error(
+        "search attribute `{0}` is not a valid name: use letters, digits, `_`, `-` or `.` (at most 64)"
+    )]
+    AttributeName(String),
+    /// A search attribute whose value is a list or an object: attributes are flat, so they can
+    /// be filtered and compared.
+    #[error("search attribute `{0}` must be a string, number, boolean or null")]
+    AttributeNotFlat(String),
     /// Too many of something.
     #[error("{count} {what} given; the limit is {limit} (max_{what})")]
     TooMany {
@@ -85,6 +94,16 @@ pub enum InputError {
         /// The limit.
         limit: usize,
     },
+}
+
+/// Whether `key` can name a search attribute a store indexes: 1 to 64 letters, digits, `_`, `-`
+/// or `.`.
+pub fn is_attribute_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 64
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 impl InputLimits {
@@ -137,9 +156,9 @@ impl InputLimits {
         Ok(())
     }
 
-    /// Refuses more search attributes than [`InputLimits::max_attributes`], or a string value
-    /// that is too long or holds a control character. (Attribute names have their own shape,
-    /// [`crate::model::AttributeFilter::check_key`].)
+    /// Refuses more search attributes than [`InputLimits::max_attributes`], a name no store
+    /// can index ([`is_attribute_key`]), a list or object value, or a string value that is too
+    /// long or holds a control character.
     pub fn check_attributes<'a>(
         &self,
         attributes: impl ExactSizeIterator<Item = (&'a String, &'a Value)>,
@@ -152,8 +171,15 @@ impl InputLimits {
             });
         }
         for (key, value) in attributes {
-            if let Value::String(text) = value {
-                self.check_attribute_value(key, text)?;
+            if !is_attribute_key(key) {
+                return Err(InputError::AttributeName(key.chars().take(64).collect()));
+            }
+            match value {
+                Value::String(text) => self.check_attribute_value(key, text)?,
+                Value::Array(_) | Value::Object(_) => {
+                    return Err(InputError::AttributeNotFlat(key.clone()));
+                }
+                Value::Null | Value::Bool(_) | Value::Number(_) => {}
             }
         }
         Ok(())

@@ -20,6 +20,7 @@ mod query;
 mod receipt;
 mod retry;
 mod run;
+mod run_id;
 mod saga;
 mod schedule;
 mod signal;
@@ -46,7 +47,7 @@ pub use handshake::{
 };
 pub use health::{NamespaceLoad, WorkerGroup};
 pub use history::{HISTORY_FORMAT, RunHistory};
-pub use limits::{InputError, InputLimits};
+pub use limits::{InputError, InputLimits, is_attribute_key};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use plan::{Limit, MAX_WEIGHT, Plan, PlanError, Usage};
 pub use published_event::{
@@ -59,7 +60,8 @@ pub use query::{
 };
 pub use receipt::{Receipt, Settle};
 pub use retry::RetryPolicy;
-pub use run::{Run, RunDetail, RunId, RunIdError, RunStatus, UnknownStatus};
+pub use run::{Run, RunDetail, RunStatus, UnknownStatus};
+pub use run_id::{RunId, RunIdError};
 pub use saga::{COMPENSATE_SIGNAL, Saga};
 pub use schedule::{
     Cadence, Interval, MAX_SCHEDULE_ID_CHARS, Overlap, Schedule, ScheduleError, ScheduleFields,

@@ -1,5 +1,6 @@
 use serde::{Deserialize, Serialize};
 
+use super::limits::is_attribute_key;
 use super::{InputError, InputLimits, Millis, Namespace, Run, RunId, RunStatus};
 
 /// The largest page a list call returns.
@@ -65,12 +66,7 @@ impl AttributeFilter {
     /// Refuses an attribute name a store cannot index: empty, longer than 64, or with
     /// characters other than letters, digits, `_`, `-` and `.`.
     pub fn check_key(key: &str) -> Result<(), RunQueryError> {
-        let key_ok = !key.is_empty()
-            && key.len() <= 64
-            && key
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if key_ok {
+        if is_attribute_key(key) {
             Ok(())
         } else {
             Err(RunQueryError::AttributeKey(key.chars().take(64).collect()))

@@ -14,15 +14,9 @@
 //! this way).
 
 use std::collections::HashMap;
-use std::fmt::Display;
 use std::sync::Arc;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
-
-use super::WorkflowContext;
-use super::error::decode;
 
 /// A handler with its types erased: the argument in, the reply (or why not) out.
 pub(crate) type Handler = Arc<dyn Fn(Value) -> Result<Value, HandlerError> + Send + Sync>;
@@ -80,6 +74,15 @@ impl Handlers {
         }
     }
 
+    /// Registers `handler` as the `kind` handler `name`, replacing an earlier one.
+    pub(crate) fn insert(&mut self, kind: HandlerKind, name: &str, handler: Handler) {
+        let handlers = match kind {
+            HandlerKind::Query => &mut self.queries,
+            HandlerKind::Update => &mut self.updates,
+        };
+        handlers.insert(name.to_owned(), handler);
+    }
+
     /// Calls the `kind` handler `name` with `argument`; `None` when the body registered none.
     pub fn call(
         &self,
@@ -96,58 +99,5 @@ impl Handlers {
         let mut names: Vec<String> = self.of(kind).keys().cloned().collect();
         names.sort();
         names
-    }
-}
-
-impl WorkflowContext {
-    /// Answers query `name` with `handler(argument)` from now on (a later registration under the
-    /// same name replaces this one). A query reads the state the run's history gives and
-    /// changes nothing; `POST /api/v1/runs/{id}/query/{name}` and the run's page ask it.
-    pub fn on_query<I, O, F>(&self, name: &str, handler: F)
-    where
-        I: DeserializeOwned,
-        O: Serialize,
-        F: Fn(I) -> O + Send + Sync + 'static,
-    {
-        let label = name.to_owned();
-        let erased: Handler = Arc::new(move |argument| {
-            let argument: I = decode(argument, &format!("the argument of query `{label}`"))
-                .map_err(HandlerError::Argument)?;
-            serde_json::to_value(handler(argument))
-                .map_err(|e| HandlerError::Reply(label.clone(), e.to_string()))
-        });
-        self.state()
-            .handlers
-            .queries
-            .insert(name.to_owned(), erased);
-    }
-
-    /// Takes update `name` from now on: `handler` checks its argument against the run's state
-    /// and returns the reply, or refuses it with a reason the caller sees (nothing is kept). An
-    /// accepted update is kept with the run and its argument arrives as signal `name`; take it
-    /// with [`WorkflowContext::wait_signal`]. The handler must not change the workflow's state
-    /// itself: the body does, when it takes the signal, so a replay comes to the same state.
-    pub fn on_update<I, O, E, F>(&self, name: &str, handler: F)
-    where
-        I: DeserializeOwned,
-        O: Serialize,
-        E: Display,
-        F: Fn(I) -> Result<O, E> + Send + Sync + 'static,
-    {
-        let label = name.to_owned();
-        let erased: Handler = Arc::new(move |argument| {
-            let argument: I = decode(argument, &format!("the argument of update `{label}`"))
-                .map_err(HandlerError::Argument)?;
-            let reply = handler(argument).map_err(|reason| HandlerError::Refused {
-                name: label.clone(),
-                reason: reason.to_string(),
-            })?;
-            serde_json::to_value(reply)
-                .map_err(|e| HandlerError::Reply(label.clone(), e.to_string()))
-        });
-        self.state()
-            .handlers
-            .updates
-            .insert(name.to_owned(), erased);
     }
 }

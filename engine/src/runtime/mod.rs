@@ -14,6 +14,7 @@ mod options;
 mod registry;
 pub mod remote_turn;
 pub mod turn;
+mod turn_state;
 mod worker;
 
 #[cfg(any(test, feature = "test-util"))]

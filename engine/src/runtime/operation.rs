@@ -7,16 +7,18 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use futures::future::{FusedFuture, Ready, ready};
 
-use super::WorkflowContext;
+use super::turn_state::TurnState;
 
-/// A durable operation of a workflow ([`WorkflowContext::step`], [`WorkflowContext::sleep`],
-/// [`WorkflowContext::wait_signal`], ...). Its position in the run was taken, and its command
-/// issued, when it was created; awaiting it gives its recorded outcome, or suspends this branch
-/// of the workflow until a later turn, when the outcome is recorded.
+/// A durable operation of a workflow ([`step`](super::WorkflowContext::step),
+/// [`sleep`](super::WorkflowContext::sleep), [`wait_signal`](super::WorkflowContext::wait_signal),
+/// ...). Its position in the run was taken, and its command issued, when it was created;
+/// awaiting it gives its recorded outcome, or suspends this branch of the workflow until a later
+/// turn, when the outcome is recorded.
 ///
 /// Create the operations a workflow races or joins in a fixed order (`let a = ctx.step(..);
 /// let b = ctx.sleep(..);`) and hand them to any combinator.
@@ -29,7 +31,10 @@ enum State<T> {
     /// Its outcome is known in this turn.
     Ready(Ready<T>),
     /// It resolves in a later turn; the first poll counts it as awaited by the workflow.
-    Suspended { ctx: WorkflowContext, counted: bool },
+    Suspended {
+        turn: Arc<Mutex<TurnState>>,
+        counted: bool,
+    },
 }
 
 impl<T> Operation<T> {
@@ -41,10 +46,10 @@ impl<T> Operation<T> {
     }
 
     /// An operation the run must wait for; awaiting it ends this branch's part of the turn.
-    pub(crate) fn suspended(ctx: &WorkflowContext) -> Self {
+    pub(crate) fn suspended(turn: &Arc<Mutex<TurnState>>) -> Self {
         Operation {
             state: State::Suspended {
-                ctx: ctx.clone(),
+                turn: Arc::clone(turn),
                 counted: false,
             },
         }
@@ -54,8 +59,8 @@ impl<T> Operation<T> {
     pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Operation<U> {
         match self.state {
             State::Ready(value) => Operation::ready(f(value.into_inner())),
-            State::Suspended { ctx, counted } => Operation {
-                state: State::Suspended { ctx, counted },
+            State::Suspended { turn, counted } => Operation {
+                state: State::Suspended { turn, counted },
             },
         }
     }
@@ -70,10 +75,10 @@ impl<T> Future for Operation<T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         match &mut self.state {
             State::Ready(value) => Pin::new(value).poll(cx),
-            State::Suspended { ctx, counted } => {
+            State::Suspended { turn, counted } => {
                 if !*counted {
                     *counted = true;
-                    ctx.state().awaiting += 1;
+                    turn.lock().unwrap_or_else(|p| p.into_inner()).awaiting += 1;
                 }
                 Poll::Pending
             }

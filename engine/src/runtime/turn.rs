@@ -48,7 +48,7 @@ pub async fn run_turn(
 /// the turn reached a local step (it must run as an ordinary turn). Nothing it does reaches
 /// outside the process, so a start can compute its run's first turn before the run exists and
 /// persist both in one write, and drop the turn if the start is refused.
-pub async fn plan_turn(
+pub async fn dry_turn(
     workflow: &RegisteredWorkflow,
     turn: TurnInput,
     clock: Arc<dyn Clock>,

@@ -10,11 +10,11 @@ pub mod api;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod columns;
 mod error;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod plan;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod records;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod rules;
 mod schedules;
 mod scoped;
 #[cfg(feature = "sqlite")]

@@ -16,11 +16,11 @@ use axum::routing::get;
 use durable::model::{MAX_PAGE_SIZE, RunDetail, RunHistory, RunQuery};
 use tower_sessions::Session;
 
-use super::api::{ListParams, run_id};
-use super::tenant::TenantView;
+use super::params::{ListParams, run_id};
 use crate::error::{ApiError, internal};
 use crate::secret::now_ms;
 use crate::state::ServerState;
+use crate::tenant_view::TenantView;
 
 /// The routes, under `/api/v1`.
 pub fn router() -> Router<ServerState> {

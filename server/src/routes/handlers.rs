@@ -12,10 +12,10 @@ use durable::UpdateOutcome;
 use durable::model::{RunId, UpdateId};
 use serde_json::{Value, json};
 
-use super::api::json_body;
-use super::tenant::TenantView;
+use super::params::json_body;
 use crate::error::{ApiError, engine_error};
 use crate::state::ServerState;
+use crate::tenant_view::TenantView;
 
 /// The header an update's id comes in.
 const UPDATE_ID_HEADER: &str = "idempotency-key";

@@ -2,7 +2,7 @@
 //! live event stream, the JSON API under `/api/v1` (bearer tenant tokens), `/healthz` and
 //! `/metrics` (an operator token). This file only lists them; what handlers share is
 //! [`crate::state`], sessions are [`crate::sessions`], and who is asking is [`crate::auth`]. API
-//! handlers reach runs only through a [`tenant::TenantView`]; dashboard server functions only
+//! handlers reach runs only through a [`crate::tenant_view::TenantView`]; dashboard server functions only
 //! through an [`app::ssr::SessionView`].
 
 mod api;
@@ -10,12 +10,13 @@ mod export;
 mod handlers;
 mod headers;
 mod health;
+mod params;
 mod plans;
 mod publish;
+mod runs;
 mod schedules;
 mod server_fns;
 mod sse;
-mod tenant;
 mod tokens;
 
 use app::{App, shell};
@@ -31,8 +32,6 @@ use tower_sessions::{SessionManagerLayer, SessionStore};
 use crate::auth;
 use crate::sessions::Sessions;
 use crate::state::ServerState;
-
-pub use tenant::TenantViews;
 
 /// The whole HTTP surface.
 pub fn router(state: ServerState, sessions: Sessions) -> Router {
@@ -63,11 +62,11 @@ fn router_with<S: SessionStore + Clone>(
             _,
         >(context, shell))
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.app.clone(),
             auth::require_login,
         ))
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.public_url.clone(),
             auth::same_origin,
         ))
         .layer(sessions)

@@ -10,10 +10,10 @@ use axum::{Json, Router};
 use durable::model::{Namespace, Plan, Usage};
 use serde::Serialize;
 
-use super::tenant::TenantView;
 use crate::auth::Operator;
 use crate::error::{ApiError, engine_error};
 use crate::state::ServerState;
+use crate::tenant_view::TenantView;
 
 pub fn router() -> Router<ServerState> {
     Router::new()

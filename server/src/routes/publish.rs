@@ -8,9 +8,9 @@ use axum::body::Bytes;
 use axum::http::StatusCode;
 use durable::model::{EventOutcome, PublishedEvent};
 
-use super::api::json_body;
-use super::tenant::TenantView;
+use super::params::json_body;
 use crate::error::{ApiError, engine_error};
+use crate::tenant_view::TenantView;
 
 pub(super) async fn publish(
     view: TenantView,

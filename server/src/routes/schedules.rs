@@ -11,10 +11,10 @@ use durable::schedules::next_fires;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::api::json_body;
-use super::tenant::TenantView;
+use super::params::json_body;
 use crate::error::{ApiError, engine_error};
 use crate::state::ServerState;
+use crate::tenant_view::TenantView;
 
 /// How many fire times a schedule is shown with.
 const NEXT_SHOWN: usize = 5;

@@ -16,11 +16,11 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tower_sessions::Session;
 
-use super::tenant::TenantView;
 use crate::error::{ApiError, internal};
 use crate::live::LiveHub;
 use crate::metrics::SseClient;
 use crate::state::Shutdown;
+use crate::tenant_view::TenantView;
 
 /// How often a dashboard stream checks that its session still holds: the longest a revoked
 /// session keeps receiving events.

@@ -78,7 +78,7 @@ const LOOK_AT_MOST: usize = 1_000;
 
 /// Runs the dispatch guard parked go back to `pending` as soon as a live worker that can take
 /// the work they were parked for has announced itself on its token, instead of waiting out
-/// their recheck (up to [`crate::driver::turn::guard::MAX_RECHECK`]). Only those: a run no
+/// their recheck (up to [`crate::driver::turn::backoff::MAX_RECHECK`]). Only those: a run no
 /// worker can take yet costs a row read per sweep, not a turn. They keep their reason, as at a
 /// recheck, so a turn that parks them again is not news.
 async fn wake_capable(state: &State, now: Millis) -> Result<(), StoreError> {

@@ -1,10 +1,10 @@
 //! Executing a turn: replaying the run's workflow code (here, or on a worker that announces it,
-//! see [`super::remote`]) on its history, planning the decision into a commit
-//! ([`super::plan`]) and screening what it sends ([`super::persist::prepare`]). Nothing is
-//! written here; the result is a [`Planned`] turn for [`super::persist`].
+//! see [`super::remote`]) on its history, making the decision a commit
+//! ([`super::commit`]) and screening what it sends ([`super::persist::prepare`]). Nothing is
+//! written here; the result is a [`Prepared`] turn for [`super::persist`].
 
-use super::persist::{Planned, prepare};
-use super::plan::plan;
+use super::commit::commit_of;
+use super::persist::{Prepared, prepare};
 use crate::driver::state::State;
 use crate::metrics;
 use crate::model::{CheckpointKind, Interval, Millis, Run, StepFailure, StepResult};
@@ -19,7 +19,7 @@ pub(crate) async fn compute(
     run: &Run,
     history: History,
     with_result: Option<StepResult>,
-) -> Planned {
+) -> Prepared {
     let began = std::time::Instant::now();
     // What the turn replays; after a commit that only appends, the history it suspends with is
     // this plus the new checkpoints, and the store does not read it back.
@@ -50,11 +50,11 @@ pub(crate) async fn compute(
                 commands: Vec::new(),
                 next_wake: None,
             };
-            plan(run, decision, now, &state.registry, max_depth, limits)
+            commit_of(run, decision, now, &state.registry, max_depth, limits)
         }
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
         None => match super::remote::turn(state, run, history, now).await {
-            Ok(decision) => plan(run, decision, now, &state.registry, max_depth, limits),
+            Ok(decision) => commit_of(run, decision, now, &state.registry, max_depth, limits),
             Err(block) => (TurnCommit::new(block), Vec::new()),
         },
         Some(workflow) => {
@@ -71,7 +71,7 @@ pub(crate) async fn compute(
                 now,
             };
             let decision = run_turn(workflow, input, state.clock.clone()).await;
-            plan(run, decision, now, &state.registry, max_depth, limits)
+            commit_of(run, decision, now, &state.registry, max_depth, limits)
         }
     };
     let alike = replays_alike(&replayed, &commit);
@@ -82,7 +82,7 @@ pub(crate) async fn compute(
         Vec::new()
     };
     metrics::turn_computed(&run.namespace, &run.workflow, began.elapsed());
-    Planned {
+    Prepared {
         with_result,
         finished_step,
         commit,
@@ -133,8 +133,8 @@ pub(crate) async fn compute_ahead(
     run: &Run,
     history: History,
     result: StepResult,
-) -> Planned {
-    let mut planned = compute(state, run, history, Some(result)).await;
-    planned.send_early(state, &run.id).await;
-    planned
+) -> Prepared {
+    let mut prepared = compute(state, run, history, Some(result)).await;
+    prepared.send_early(state, &run.id).await;
+    prepared
 }

@@ -10,16 +10,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::commit::commit_of;
 use super::execute::{compute_ahead, replays_alike};
 use super::persist::{TurnEnd, abandon, after_commit, dispatch_early, local_steps, prepare};
-use super::plan::plan;
 use super::runner::{FirstTurn, spawn_turns};
 use crate::driver::fast_path::ahead;
 use crate::driver::state::State;
 use crate::fair::{self, Slot};
 use crate::metrics;
 use crate::model::{Millis, Run, RunStatus, TenantEventKind};
-use crate::runtime::turn::{TurnInput, plan_turn};
+use crate::runtime::turn::{TurnInput, dry_turn};
 use crate::store::{Claim, History, NewRun, StoreError};
 
 /// Where a new run's id comes from.
@@ -40,10 +40,10 @@ pub(crate) enum Started {
     /// Inserted with its first turn persisted; the run as that turn left it.
     Run(Run),
     /// Nothing was written: start it the ordinary way (insert it, then turn it).
-    Unplanned(NewRun, Slot),
+    Undecided(NewRun, Slot),
 }
 
-/// Inserts `new` together with its first turn, holding `slot` for the turn. Unplanned when the
+/// Inserts `new` together with its first turn, holding `slot` for the turn. Undecided when the
 /// workflow is not registered here (a worker turns it), when this engine may not drive the
 /// run's namespace, or when the first turn reaches a local step.
 pub(crate) async fn with_first_turn(
@@ -53,10 +53,10 @@ pub(crate) async fn with_first_turn(
     slot: Slot,
 ) -> Result<Started, StoreError> {
     let Some(workflow) = state.registry.get(&new.workflow, new.workflow_version) else {
-        return Ok(Started::Unplanned(new, slot));
+        return Ok(Started::Undecided(new, slot));
     };
     if !state.scope.admits(&new.namespace) {
-        return Ok(Started::Unplanned(new, slot));
+        return Ok(Started::Undecided(new, slot));
     }
     let claim = state.claim();
     let now = state.clock.now();
@@ -69,14 +69,14 @@ pub(crate) async fn with_first_turn(
         now,
     };
     let began = Instant::now();
-    let Some(decision) = plan_turn(workflow, input, state.clock.clone()).await else {
-        return Ok(Started::Unplanned(new, slot));
+    let Some(decision) = dry_turn(workflow, input, state.clock.clone()).await else {
+        return Ok(Started::Undecided(new, slot));
     };
     let view = claimed(&new, &claim, now);
     let plans = state.plans.current(&*state.store).await;
     let max_depth = plans.of(&view.namespace).max_nesting_depth;
     let limits = &state.config.limits;
-    let (commit, outgoing) = plan(&view, decision, now, &state.registry, max_depth, limits);
+    let (commit, outgoing) = commit_of(&view, decision, now, &state.registry, max_depth, limits);
     metrics::turn_computed(&new.namespace, &new.workflow, began.elapsed());
     let local_steps = local_steps(&commit);
     let alike = replays_alike(&History::default(), &commit);
@@ -124,7 +124,7 @@ pub(crate) async fn with_first_turn(
             if listed {
                 state.requeue(state.in_flight.end(&new.id));
             }
-            return refused.map(|_| Started::Unplanned(new, slot));
+            return refused.map(|_| Started::Undecided(new, slot));
         }
     };
     let run = committed.run.clone();
@@ -143,8 +143,8 @@ pub(crate) async fn with_first_turn(
             spawn_turns(state.clone(), again, first, slot);
         }
         TurnEnd::Ahead(ahead) => {
-            let (now, planned) = *ahead;
-            let first = FirstTurn::Ahead(Box::new(planned));
+            let (now, prepared) = *ahead;
+            let first = FirstTurn::Ahead(Box::new(prepared));
             spawn_turns(state.clone(), now, first, slot);
         }
         TurnEnd::Refused(result) => {
@@ -160,7 +160,7 @@ pub(crate) async fn with_first_turn(
     Ok(Started::Run(run))
 }
 
-/// `new` as the store inserts it claimed under `claim`: what its first turn is planned from.
+/// `new` as the store inserts it claimed under `claim`: what its first turn is prepared from.
 fn claimed(new: &NewRun, claim: &Claim, now: Millis) -> Run {
     Run {
         id: new.id.clone(),

@@ -10,13 +10,13 @@
 //!   the longer it waits, in case a wake-up was lost with a control plane.
 //!
 //! A task held back is treated like one the dispatch guard holds: its run parks `blocked` with
-//! the reason, and the step is planned and sent again on the next turn. Nothing is failed.
+//! the reason, and the step is sent again from the next turn. Nothing is failed.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use super::guard;
+use super::backoff::backing_off;
 use crate::driver::state::State;
 use crate::model::{
     CheckpointStatus, Concurrency, Millis, Namespace, RateLimit, RemoteTask, Run, RunId, RunStatus,
@@ -144,7 +144,7 @@ pub(crate) struct Slot {
 
 /// Takes one of the slots of `task`'s step under `limit`, or says why it must wait: parked, in
 /// line for the next free slot, and looking again by itself as a run the guard parked does
-/// (see [`guard::backing_off`]; `before` is the run's reason until now). A transport that
+/// (see [`backing_off`]; `before` is the run's reason until now). A transport that
 /// cannot count lets it through, with a warning, as for a rate.
 pub(crate) async fn acquire(
     state: &State,
@@ -185,7 +185,7 @@ pub(crate) async fn acquire(
                 details: Some(json!({ "step": task.name, "key": key, "limit": limit.limit })),
                 ..StepFailure::new(message).with_code(CONCURRENCY_LIMITED)
             };
-            let (reason, recheck_at) = guard::backing_off(reason, before, now);
+            let (reason, recheck_at) = backing_off(reason, before, now);
             Err(Hold { reason, recheck_at })
         }
         Err(e) => {

@@ -2,16 +2,15 @@
 //! commit before it is written: a step whose token has live workers that announced themselves,
 //! none of them able to take it (a capability it requires is missing, or they speak another
 //! protocol), is not queued where it would wait forever. The run parks `blocked` with the
-//! reason and looks again after [`RECHECK`], then after as long as it has been parked for that
-//! reason, at most [`MAX_RECHECK`] (or at its next timer, if sooner): a run waiting for a worker
+//! reason and looks again after [`super::backoff::RECHECK`], then after as long as it has been parked
+//! for that reason, at most [`super::backoff::MAX_RECHECK`] (or at its next timer, if sooner): a run waiting for a worker
 //! nobody starts costs a turn a minute, not one every few seconds, and "continue" looks again at
 //! once. The sweep looks again sooner when a worker that can take the work announces itself on
 //! the token ([`capable_worker_live`], [`parked_for`]). The turn's other effects (local steps it
 //! ran, timers, steps that can go) are kept, and results of steps still out are recorded while
 //! it is parked.
 
-use std::time::Duration;
-
+use super::backoff::backing_off;
 use super::flow;
 use crate::driver::state::State;
 use crate::model::{
@@ -19,15 +18,6 @@ use crate::model::{
     parked_by_guard,
 };
 use crate::store::{TurnCommit, TurnOutcome};
-
-/// How long a run parked by the guard waits before its next turn looks again, at first.
-pub(crate) const RECHECK: Duration = Duration::from_secs(5);
-
-/// The longest a run parked by the guard waits between two looks.
-pub(crate) const MAX_RECHECK: Duration = Duration::from_secs(60);
-
-/// The detail of a parked run's reason that says since when it has been parked for it.
-const BLOCKED_SINCE: &str = "blockedSince";
 
 /// A task a turn sends, with how it goes out: what its worker must be able to do, how often it
 /// may go and how many of its step may be out at once.
@@ -184,35 +174,10 @@ pub(crate) fn park(
     }
 }
 
-/// `reason` (whose details are an object) marked with since when the run has been parked for
-/// it, and when it looks again: parked again for the same reason as `before`, it keeps the time
-/// it was first parked, and waits as long as it has been parked since (between [`RECHECK`] and
-/// [`MAX_RECHECK`]), so a long wait costs a turn a minute.
-pub(crate) fn backing_off(
-    mut reason: StepFailure,
-    before: Option<&StepFailure>,
-    now: Millis,
-) -> (StepFailure, Millis) {
-    let since = blocked_since(before, &reason).unwrap_or(now);
-    if let Some(serde_json::Value::Object(details)) = &mut reason.details {
-        details.insert(BLOCKED_SINCE.into(), since.into());
-    }
-    let wait = now.saturating_sub(since).clamp(
-        RECHECK.as_millis() as Millis,
-        MAX_RECHECK.as_millis() as Millis,
-    );
-    (reason, now.saturating_add(wait))
-}
-
-/// Since when a run parked for `before` has been parked, if `reason` is the same one.
-fn blocked_since(before: Option<&StepFailure>, reason: &StepFailure) -> Option<Millis> {
-    let before = before.filter(|b| b.code == reason.code && b.message == reason.message)?;
-    before.details.as_ref()?.get(BLOCKED_SINCE)?.as_i64()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::turn::backoff::BLOCKED_SINCE;
 
     fn missing(capability: &str) -> Incompatibility {
         Incompatibility::MissingCapability {

@@ -21,7 +21,7 @@ use crate::transport::naming::split_token;
 use super::guard::{self, Outgoing};
 
 /// A turn computed and screened, ready to persist.
-pub(crate) struct Planned {
+pub(crate) struct Prepared {
     /// The step result persisted with the turn (a sticky turn).
     pub(super) with_result: Option<StepResult>,
     /// That step's checkpoint with the result applied, for its metrics once committed.
@@ -32,7 +32,7 @@ pub(crate) struct Planned {
     pub(super) early: Vec<RemoteTask>,
 }
 
-impl Planned {
+impl Prepared {
     /// Sends the steps that may leave before the commit now (see [`ahead`]).
     pub(crate) async fn send_early(&mut self, state: &State, id: &RunId) {
         dispatch(state, id, std::mem::take(&mut self.early)).await;
@@ -50,7 +50,7 @@ pub(crate) enum TurnEnd {
     Again(Box<(Run, History)>),
     /// Persisted, and the run's next turn, computed while this one's commit was in flight, is
     /// ready to persist on the run as it is now.
-    Ahead(Box<(Run, Planned)>),
+    Ahead(Box<(Run, Prepared)>),
     /// Persisted, and the run suspended with the history this engine knows (it is parked in the
     /// sticky cache): as it is now.
     Parked(Box<Run>),
@@ -66,16 +66,16 @@ pub(crate) enum TurnEnd {
 pub(super) async fn persist_turn(
     state: &Arc<State>,
     run: &Run,
-    planned: Planned,
-    turn_ahead: impl AsyncFnOnce(History, StepResult) -> Planned,
+    prepared: Prepared,
+    turn_ahead: impl AsyncFnOnce(History, StepResult) -> Prepared,
 ) -> Result<TurnEnd, StoreError> {
-    let Planned {
+    let Prepared {
         with_result,
         finished_step,
         commit,
         after,
         early,
-    } = planned;
+    } = prepared;
     let now = state.clock.now();
     let local_steps = local_steps(&commit);
     let write = fair::within(state.lane(&run.namespace, &run.workflow), async {
@@ -356,7 +356,7 @@ pub(crate) fn after_commit(
     state: &State,
     id: &RunId,
     end: TurnEnd,
-    ahead: Option<Planned>,
+    ahead: Option<Prepared>,
 ) -> TurnEnd {
     match (end, ahead) {
         (TurnEnd::Parked(run), Some(ahead)) => {
@@ -374,7 +374,7 @@ pub(crate) fn after_commit(
 
 /// Drops a turn computed ahead; its result is applied the ordinary way once the run's turn is
 /// over.
-pub(crate) fn abandon(state: &State, ahead: Planned) {
+pub(crate) fn abandon(state: &State, ahead: Prepared) {
     if let Some(result) = ahead.into_result() {
         ahead::hold_again(state, result);
     }

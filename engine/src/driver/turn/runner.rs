@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::execute::{compute, compute_ahead};
-use super::persist::{Planned, TurnEnd, persist_turn};
+use super::persist::{Prepared, TurnEnd, persist_turn};
 use super::record::{Recorded, record_claiming};
 use crate::driver::state::State;
 use crate::fair::Slot;
@@ -27,7 +27,7 @@ pub(crate) enum FirstTurn {
     Sticky(History, StepResult),
     /// Computed while the commit before it was in flight (see [`crate::driver::fast_path::ahead`]); the run is as
     /// that commit left it.
-    Ahead(Box<Planned>),
+    Ahead(Box<Prepared>),
 }
 
 /// Executes turns of `run` until it stops being runnable: a run woken while its turn executed
@@ -56,7 +56,7 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
             }
             // Never `running` in the store: the run moves on from `suspended` in one write.
             FirstTurn::Sticky(history, result) => (run, Persist::WithResult(history, result)),
-            FirstTurn::Ahead(planned) => (run, Persist::Ahead(planned)),
+            FirstTurn::Ahead(prepared) => (run, Persist::Ahead(prepared)),
         };
         loop {
             match turn(&state, &run, next).await {
@@ -69,9 +69,9 @@ pub(crate) fn spawn_turns(state: Arc<State>, run: Run, first: FirstTurn, slot: S
                 // Persisted even when shutting down: its steps left already, and its slot is
                 // still held (no further turn is computed ahead then).
                 Ok(TurnEnd::Ahead(ahead)) => {
-                    let (now, planned) = *ahead;
+                    let (now, prepared) = *ahead;
                     run = now;
-                    next = Persist::Ahead(Box::new(planned));
+                    next = Persist::Ahead(Box::new(prepared));
                 }
                 // The result is recorded the ordinary way and, if the run is suspended, it is
                 // claimed for its next turn here with the run still listed: a result held
@@ -137,12 +137,12 @@ enum Persist {
     /// A sticky turn: history with `result` applied, persisted together with it.
     WithResult(History, StepResult),
     /// A turn computed while the run's previous commit was in flight (see [`crate::driver::fast_path::ahead`]).
-    Ahead(Box<Planned>),
+    Ahead(Box<Prepared>),
 }
 
 /// Executes one turn of `run` and persists it.
 async fn turn(state: &Arc<State>, run: &Run, persist: Persist) -> Result<TurnEnd, StoreError> {
-    let planned = match persist {
+    let prepared = match persist {
         Persist::Turn(Some(history)) => compute(state, run, history, None).await,
         Persist::Turn(None) => {
             let history = History {
@@ -152,10 +152,10 @@ async fn turn(state: &Arc<State>, run: &Run, persist: Persist) -> Result<TurnEnd
             compute(state, run, history, None).await
         }
         Persist::WithResult(history, result) => compute(state, run, history, Some(result)).await,
-        Persist::Ahead(planned) => *planned,
+        Persist::Ahead(prepared) => *prepared,
     };
     // A result that arrives while the commit is in flight is turned at once, on the history the
     // commit leaves (see `fast_path::ahead`).
     let ahead = async |history, result| compute_ahead(state, run, history, result).await;
-    persist_turn(state, run, planned, ahead).await
+    persist_turn(state, run, prepared, ahead).await
 }

@@ -61,7 +61,7 @@ pub trait Turns: Send + Sync + 'static {
 
     /// A start and its run's first turn in one write: inserts `run` already claimed under
     /// `lease` and persists `commit`, the turn computed for it from an empty history (see
-    /// [`crate::runtime::turn::plan_turn`]), as [`Store::commit_turn`] would. Fails with
+    /// [`crate::runtime::turn::dry_turn`]), as [`Store::commit_turn`] would. Fails with
     /// [`StoreError::Conflict`] when the id exists; `None` when `lease.scope` does not admit the
     /// run's namespace. Either way nothing is written.
     async fn create_run_and_commit(

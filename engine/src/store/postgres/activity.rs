@@ -8,7 +8,7 @@ use sqlx::{PgPool, Row};
 use super::rows::db;
 use super::sql::Sql;
 use crate::model::{ActivityMinute, Scope, StepTally};
-use crate::store::plan::activity::{minutes, scope_key, step_rows};
+use crate::store::rules::activity::{minutes, scope_key, step_rows};
 use crate::store::{StoreError, StoreResult};
 
 pub(super) async fn activity(

@@ -1,4 +1,4 @@
-//! Delivering a published event: the statements of `plan::events`, in one transaction.
+//! Delivering a published event: the statements of `rules::events`, in one transaction.
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -8,7 +8,7 @@ use super::PgStore;
 use super::rows::{db, run_id};
 use super::sql::{Sql, push_scope};
 use crate::model::{EventId, Millis, Namespace, PublishedEvent, RunId, Scope};
-use crate::store::plan::events::{self, EventStatements};
+use crate::store::rules::events::{self, EventStatements};
 use crate::store::{EventDelivered, Events, StoreResult};
 
 #[async_trait]

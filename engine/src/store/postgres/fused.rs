@@ -2,7 +2,7 @@
 //! compare-and-set move, the step result that woke it (on the sticky path) and the turn's new
 //! checkpoints. The hot path of a burst (a step's result and the turn it wakes) is then one
 //! round trip; a commit that does not fit makes the same writes statement by statement. What
-//! follows the move is `plan::turn`'s.
+//! follows the move is `rules::turn`'s.
 
 use sqlx::PgConnection;
 
@@ -12,8 +12,8 @@ use super::values::to_value;
 use super::values::{CheckpointValues, params};
 use crate::model::{Millis, Run, RunId, Scope, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
-use crate::store::plan::result::{ResultStatements, columns};
-use crate::store::plan::turn::run_update;
+use crate::store::rules::result::{ResultStatements, columns};
+use crate::store::rules::turn::run_update;
 use crate::store::{Claim, NewCheckpoint, StoreError, StoreResult, TurnCommit, TurnOutcome};
 
 /// Who may move the run in a turn's commit.

@@ -1,6 +1,6 @@
 //! Run lifecycle writes other than turns and results: claims, leases, sweeps, dispatch beats,
 //! control verbs and signals. Each runs inside one transaction. The rules of the verbs and the
-//! sweep are `plan::lifecycle`'s; these are their statements.
+//! sweep are `rules::lifecycle`'s; these are their statements.
 
 use std::collections::HashMap;
 
@@ -14,11 +14,12 @@ use super::values::to_value;
 use crate::model::{
     AcceptedUpdate, Millis, Namespace, Run, RunId, RunStatus, Scope, StoredUpdate, UpdateId,
 };
-use crate::store::plan::lifecycle::{
+use crate::store::rules;
+use crate::store::rules::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
-    RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
+    over_ceiling, over_key_limits,
 };
-use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of, fresh_run};
+use crate::store::rules::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of, fresh_run};
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult, UpdateSent};
 
 /// Leases up to `limit` runnable runs. `FOR UPDATE SKIP LOCKED`: several control planes on one
@@ -65,24 +66,8 @@ pub(super) async fn claim_runs(
             return Ok(Vec::new());
         }
     }
-    let mut sql = Sql::new(
-        "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
-         status = 'running', needs_wake = FALSE, wake_at = NULL, attempt = attempt + 1, locked_by = ",
-    );
-    sql.push_bind(req.owner.clone());
-    sql.push(", locked_until = ")
-        .push_bind(req.now + req.lease_ms);
-    sql.push(", updated_at = ").push_bind(req.now);
-    sql.push(" WHERE id IN (SELECT id FROM runs WHERE ");
-    runnable(&mut sql, req.now, req.max_recoveries);
-    push_scope(&mut sql, "namespace", &req.scope);
-    if let Some(ids) = &only {
-        let ids: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
-        sql.push(" AND id = ANY(").push_bind(ids).push(")");
-    }
-    sql.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
-        .push_bind(i64::from(req.limit));
-    sql.push(format!(" FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLS}"));
+    let mut sql = Sql::new("");
+    rules::lifecycle::claim(&mut sql, req, only.as_deref());
     let rows = sql.build().fetch_all(&mut *conn).await.map_err(db)?;
     rows.iter().map(run_from_row).collect()
 }
@@ -157,18 +142,6 @@ async fn held_by_keys(conn: &mut PgConnection, ids: &[RunId]) -> StoreResult<Vec
     Ok(over_key_limits(fresh, &started))
 }
 
-/// `(status = 'pending' OR …)`: what needs a turn at `now`: pending runs, suspended ones whose
-/// timer has passed, and running ones whose lease lapsed (fewer than `max_recoveries` times).
-fn runnable(sql: &mut Sql, now: Millis, max_recoveries: u32) {
-    sql.push("(status = 'pending' OR (status = 'suspended' AND wake_at <= ")
-        .push_bind(now)
-        .push(") OR (status = 'running' AND locked_until < ")
-        .push_bind(now)
-        .push(" AND recoveries < ")
-        .push_bind(max_recoveries as i32)
-        .push("))");
-}
-
 /// [`crate::store::Store::runnable_runs`]: each run's rank within its workflow, then within
 /// its tenant by that rank, so a tenant's firsts are one per workflow in turn.
 pub(super) async fn runnable_runs(
@@ -179,13 +152,8 @@ pub(super) async fn runnable_runs(
     limit: u32,
     max_recoveries: u32,
 ) -> StoreResult<Vec<Runnable>> {
-    let mut sql = Sql::new(RUNNABLE_RANKED);
-    runnable(&mut sql, now, max_recoveries);
-    push_scope(&mut sql, "namespace", scope);
-    sql.push(RUNNABLE_RANKED_END)
-        .push_bind(i64::from(per_tenant))
-        .push(" ORDER BY in_tenant, due, id LIMIT ")
-        .push_bind(i64::from(limit));
+    let mut sql = Sql::new("");
+    rules::lifecycle::runnable_ranked(&mut sql, scope, now, per_tenant, limit, max_recoveries);
     let rows = sql.build().fetch_all(pool).await.map_err(db)?;
     rows.iter()
         .map(|row| {

@@ -8,7 +8,7 @@
 //! writes use the pool directly.
 //!
 //! What both stores compute alike (a turn's commit, a result, settling a parent, a list's
-//! filters) is `crate::store::plan`'s; the files here hold PostgreSQL's statements and I/O.
+//! filters) is `crate::store::rules`'s; the files here hold PostgreSQL's statements and I/O.
 //! Each method of the capability traits below runs the function of the same name in the file of
 //! its role, as the SQLite store's do: a start, turn or step result through the group commit
 //! (merged with others' by `merged/` when it can be), another write in a transaction of its own
@@ -62,8 +62,8 @@ use sqlx::postgres::PgPoolOptions;
 
 use self::rows::db;
 use self::writer::Writer;
-use super::plan;
-use super::plan::lifecycle::ClaimRequest;
+use super::rules;
+use super::rules::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
     Retention, RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied,
@@ -152,7 +152,7 @@ impl Turns for PgStore {
         now: Millis,
         claim: Option<&Claim>,
     ) -> StoreResult<Run> {
-        let lease = plan::turn::start_lease(&run, claim);
+        let lease = rules::turn::start_lease(&run, claim);
         let id = run.id.clone();
         self.writer
             .write_as(true, (run, lease, now), |conn, (run, lease, now)| {
@@ -162,7 +162,7 @@ impl Turns for PgStore {
                 Box::pin(turn::create_run(conn, run, *now, lease))
             })
             .await?
-            .ok_or_else(|| plan::turn::id_taken(&id))
+            .ok_or_else(|| rules::turn::id_taken(&id))
     }
 
     async fn commit_turn(
@@ -211,7 +211,7 @@ impl Turns for PgStore {
             .await?;
         match created {
             Some(Some(committed)) => Ok(Some(committed)),
-            Some(None) => Err(plan::turn::id_taken(&id)),
+            Some(None) => Err(rules::turn::id_taken(&id)),
             None => Ok(None),
         }
     }

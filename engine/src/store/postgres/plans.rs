@@ -6,8 +6,8 @@ use sqlx::{PgExecutor, Row};
 use super::PgStore;
 use super::rows::db;
 use crate::model::{Millis, Namespace, Plan, Usage};
-use crate::store::plan::lifecycle::KEY_STARTED_SQL;
-use crate::store::plan::plans::{MINUTE_MS, STARTED_SQL, USAGE_SQL, decode, key_of, tenant_of};
+use crate::store::rules::lifecycle::KEY_STARTED_SQL;
+use crate::store::rules::plans::{MINUTE_MS, STARTED_SQL, USAGE_SQL, decode, key_of, tenant_of};
 use crate::store::{Plans, StoreError, StoreResult};
 
 #[async_trait]

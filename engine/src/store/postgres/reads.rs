@@ -1,5 +1,5 @@
 //! Reads, each confined to a [`Scope`]. A list's filters and the counts' aggregation are
-//! `plan::filters`' and `plan::reads`'; these are their statements.
+//! `rules::filters`' and `rules::reads`'; these are their statements.
 
 use sqlx::{PgConnection, PgPool, Row};
 
@@ -11,9 +11,8 @@ use crate::model::{
     BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
     Run, RunCount, RunId, RunPage, RunQuery, RunTotals, Scope, StatusCount, ValueCount,
 };
-use crate::store::columns::qualified;
-use crate::store::plan::filters::{Filter, List};
-use crate::store::plan::reads;
+use crate::store::rules::filters::{Filter, List};
+use crate::store::rules::reads;
 use crate::store::{History, LostDispatch, PendingStep, SlotOut, StoreError, StoreResult};
 
 pub(super) async fn get_run(pool: &PgPool, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
@@ -315,32 +314,8 @@ pub(super) async fn pending_remote_steps(
     lost: &LostDispatch,
     limit: u32,
 ) -> StoreResult<Vec<PendingStep>> {
-    let cols = qualified(CHECKPOINT_COLS, "c");
-    let mut sql = Sql::new(format!(
-        "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
-         WHERE c.kind = 'remote_step' AND c.status = 'pending' \
-         AND r.status IN ('suspended', 'running') AND ((c.enqueued_at <= "
-    ));
-    sql.push_bind(lost.sent_before);
-    if let Some(owner) = &lost.only_sent_by {
-        sql.push(" AND c.dispatched_by = ").push_bind(owner.clone());
-    }
-    // A retry waiting out its backoff is the turn's to send; this is only the safety net.
-    sql.push(") OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ");
-    sql.push_bind(lost.sent_before);
-    sql.push("))");
-    if let Some(now) = lost.senders_gone_at {
-        sql.push(
-            " OR (c.enqueued_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drivers d \
-             WHERE d.owner = c.dispatched_by AND d.alive_until > ",
-        )
-        .push_bind(now)
-        .push("))");
-    }
-    sql.push(")");
-    push_scope(&mut sql, "r.namespace", scope);
-    sql.push(" ORDER BY c.enqueued_at LIMIT ")
-        .push_bind(i64::from(limit));
+    let mut sql = Sql::new("");
+    reads::pending_remote_steps(&mut sql, scope, lost, limit);
     let rows = sql.build().fetch_all(pool).await.map_err(db)?;
     rows.iter()
         .map(|row| {

@@ -1,5 +1,5 @@
 //! Recording a remote step's result, once, and waking (or claiming) its run; or, on the sticky
-//! path, recording it with the turn it leads to. The rules are `plan::result`'s; these are its
+//! path, recording it with the turn it leads to. The rules are `rules::result`'s; these are its
 //! statements.
 
 use sqlx::PgConnection;
@@ -9,8 +9,8 @@ use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, db, run_from_r
 use super::sql::{Sql, push_scope};
 use crate::model::{Checkpoint, Millis, Run, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
-use crate::store::plan::result::{self, ResultStatements, columns};
-use crate::store::plan::turn;
+use crate::store::rules::result::{self, ResultStatements, columns};
+use crate::store::rules::turn;
 use crate::store::{Claim, Committed, StepApplied, StoreError, StoreResult, TurnCommit};
 
 /// [`crate::store::Store::apply_step_result`] inside a transaction; `None` means roll back.

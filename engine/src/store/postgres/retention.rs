@@ -7,7 +7,7 @@ use sqlx::{PgPool, Row};
 use super::rows::db;
 use super::sql::{Sql, push_scope};
 use crate::model::{Millis, Namespace, Scope};
-use crate::store::plan::retention::final_statuses;
+use crate::store::rules::retention::final_statuses;
 use crate::store::{StoreError, StoreResult};
 
 pub(super) async fn prune_runs(

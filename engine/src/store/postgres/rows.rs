@@ -8,7 +8,7 @@ use sqlx::{PgConnection, Postgres, Row};
 use super::values::{FirstState, RunValues, params};
 use crate::model::{Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId};
 use crate::store::columns::concurrency_slot;
-use crate::store::plan::turn::id_taken;
+use crate::store::rules::turn::id_taken;
 use crate::store::{NewRun, StoreError, StoreResult};
 
 pub(super) use crate::store::columns::{CHECKPOINT_COLS, RUN_COLS};

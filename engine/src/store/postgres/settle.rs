@@ -1,5 +1,5 @@
 //! Resolving waits: step retries, pending checkpoints and a parent's wait on its child. The
-//! rules are `plan::settle`'s; these are its statements.
+//! rules are `rules::settle`'s; these are its statements.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -11,7 +11,7 @@ use super::values::to_value;
 use crate::model::{
     Checkpoint, CheckpointKind, Millis, RetryPolicy, RunId, StepFailure, StepResult,
 };
-use crate::store::plan::settle::{Resolution, Settle};
+use crate::store::rules::settle::{Resolution, Settle};
 use crate::store::{StoreError, StoreResult};
 
 impl Settle for PgConnection {

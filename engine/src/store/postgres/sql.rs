@@ -6,6 +6,8 @@ use sqlx::postgres::PgArguments;
 use sqlx::{Postgres, QueryBuilder};
 
 use crate::model::Scope;
+use crate::store::rules::statement::Statement;
+pub(super) use crate::store::rules::statement::default_namespace;
 
 /// SQL text and its bound values.
 pub(super) type Sql = QueryBuilder<'static, Postgres>;
@@ -13,22 +15,33 @@ pub(super) type Sql = QueryBuilder<'static, Postgres>;
 /// A statement with its binds.
 pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
-/// Appends ` AND <namespace matches scope>` for column `col`. `default` also matches legacy
-/// NULL / `''` rows; [`Scope::All`] adds nothing (no restriction, never `IS NULL`).
+/// Appends ` AND <namespace matches scope>` for column `col` ([`Statement::scope`]).
 pub(super) fn push_scope(sql: &mut Sql, col: &str, scope: &Scope) {
-    match scope.namespace() {
-        None => {}
-        Some(ns) if ns.is_default() => {
-            sql.push(default_namespace(col));
-        }
-        Some(ns) => {
-            sql.push(format!(" AND {col} = "));
-            sql.push_bind(ns.as_str().to_owned());
-        }
-    }
+    Statement::scope(sql, col, scope);
 }
 
-/// ` AND <col is the default namespace>`: `default`, or a legacy NULL / `''`.
-pub(super) fn default_namespace(col: &str) -> String {
-    format!(" AND ({col} = 'default' OR {col} IS NULL OR {col} = '')")
+impl Statement for Sql {
+    fn push(&mut self, text: &str) -> &mut Self {
+        QueryBuilder::push(self, text)
+    }
+
+    fn bind_int(&mut self, value: i64) -> &mut Self {
+        self.push_bind(value);
+        self
+    }
+
+    fn bind_text(&mut self, value: String) -> &mut Self {
+        self.push_bind(value);
+        self
+    }
+
+    fn among(&mut self, col: &str, values: Vec<String>) -> &mut Self {
+        QueryBuilder::push(self, format!(" AND {col} = ANY("));
+        self.push_bind(values);
+        QueryBuilder::push(self, ")")
+    }
+
+    fn lock_rows(&mut self) -> &mut Self {
+        QueryBuilder::push(self, " FOR UPDATE SKIP LOCKED")
+    }
 }

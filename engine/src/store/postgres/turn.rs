@@ -1,5 +1,5 @@
 //! Persisting a turn: the run's next status and its checkpoints (in one statement when the
-//! commit fits: `fused.rs`), then the rest of the commit as `plan::turn` orders it (resolved
+//! commit fits: `fused.rs`), then the rest of the commit as `rules::turn` orders it (resolved
 //! waits, children, cancellations, the parent's wait). These are its statements.
 
 use serde_json::Value;
@@ -12,8 +12,8 @@ use super::reads::history;
 use super::rows::{INSERT_RUN, RUN_COLS, db, insert_run, run_by_id, run_from_row};
 use super::values::{CheckpointValues, FirstState, RunValues};
 use crate::model::{Millis, Run, RunId, Scope};
-use crate::store::plan::settle::child_seq;
-use crate::store::plan::turn::{self, TurnStatements, Which};
+use crate::store::rules::settle::child_seq;
+use crate::store::rules::turn::{self, TurnStatements, Which};
 use crate::store::{
     Claim, Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit, TurnOutcome,
 };

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::sql::PgQuery;
 use crate::model::{Millis, RunId, RunStatus};
-use crate::store::plan::turn::first_turn_row;
+use crate::store::rules::turn::first_turn_row;
 use crate::store::{Claim, NewCheckpoint, NewRun, TurnCommit};
 
 /// Declares a row type's values (`$values`, bound with `bind`), its arrays (`$arrays`, an

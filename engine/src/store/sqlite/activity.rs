@@ -8,7 +8,7 @@ use super::sql::{Sql, db};
 use super::writer::Wrote;
 use crate::model::{ActivityMinute, Scope, StepTally};
 use crate::store::StoreResult;
-use crate::store::plan::activity::{minutes, scope_key, step_rows};
+use crate::store::rules::activity::{minutes, scope_key, step_rows};
 
 pub(super) fn activity(
     conn: &Connection,

@@ -1,4 +1,4 @@
-//! Delivering a published event: the statements of `plan::events`, in one write of the writer
+//! Delivering a published event: the statements of `rules::events`, in one write of the writer
 //! thread (whose single writer makes a repeat under the same id find the first kept).
 
 use async_trait::async_trait;
@@ -10,7 +10,7 @@ use super::rows::{col, from_json, run_id};
 use super::sql::{Sql, db};
 use super::writer::{Wrote, at_once};
 use crate::model::{EventId, Millis, Namespace, PublishedEvent, RunId, Scope};
-use crate::store::plan::events::{self, EventStatements};
+use crate::store::rules::events::{self, EventStatements};
 use crate::store::{EventDelivered, Events, StoreResult};
 
 #[async_trait]

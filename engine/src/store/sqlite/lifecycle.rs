@@ -1,6 +1,6 @@
 //! Run lifecycle writes other than turns and results: claims, leases, sweeps, dispatch beats,
 //! control verbs and signals. Each runs inside the writer's transaction. The rules of the verbs
-//! and the sweep are `plan::lifecycle`'s; these are their statements.
+//! and the sweep are `rules::lifecycle`'s; these are their statements.
 
 use std::collections::HashMap;
 
@@ -16,11 +16,12 @@ use super::writer::{Wrote, at_once};
 use crate::model::{
     AcceptedUpdate, Millis, Namespace, Run, RunId, RunStatus, Scope, StoredUpdate, UpdateId,
 };
-use crate::store::plan::lifecycle::{
+use crate::store::rules;
+use crate::store::rules::lifecycle::{
     self, ClaimRequest, KEY_STARTED_SQL, KEYED_FRESH_SQL, KeyedFresh, LifecycleStatements,
-    RUNNABLE_RANKED, RUNNABLE_RANKED_END, over_ceiling, over_key_limits,
+    over_ceiling, over_key_limits,
 };
-use crate::store::plan::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of, fresh_run};
+use crate::store::rules::plans::{FRESH_TENANTS_SQL, STARTED_SQL, ceilings_of, fresh_run};
 use crate::store::{RunPatch, Runnable, SignalSent, StoreResult, UpdateSent};
 
 pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<Wrote<Vec<Run>>> {
@@ -48,26 +49,8 @@ pub(super) fn claim_runs(conn: &Connection, req: &ClaimRequest) -> StoreResult<W
             return Ok(Wrote::Keep(Vec::new()));
         }
     }
-    let mut sql = Sql::new(
-        "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
-         status = 'running', needs_wake = 0, wake_at = NULL, attempt = attempt + 1, locked_by = ",
-    );
-    sql.bind(req.owner.clone())
-        .push(", locked_until = ")
-        .bind(req.now + req.lease_ms)
-        .push(", updated_at = ")
-        .bind(req.now)
-        .push(" WHERE id IN (SELECT id FROM runs WHERE ");
-    runnable(&mut sql, req.now, req.max_recoveries);
-    sql.scope("namespace", &req.scope);
-    if let Some(ids) = &only {
-        sql.push(" AND id IN (")
-            .bind_list(ids.iter().map(|id| id.as_str().to_owned()))
-            .push(")");
-    }
-    sql.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
-        .bind(i64::from(req.limit))
-        .push(&format!(") RETURNING {RUN_COLS}"));
+    let mut sql = Sql::new("");
+    rules::lifecycle::claim(&mut sql, req, only.as_deref());
     Ok(Wrote::Keep(sql.all(conn, run_from_row)?))
 }
 
@@ -116,18 +99,6 @@ fn held_by_keys(conn: &Connection, ids: &[RunId]) -> StoreResult<Vec<RunId>> {
     Ok(over_key_limits(fresh, &started))
 }
 
-/// `(status = 'pending' OR …)`: what needs a turn at `now`: pending runs, suspended ones whose
-/// timer has passed, and running ones whose lease lapsed (fewer than `max_recoveries` times).
-fn runnable(sql: &mut Sql, now: Millis, max_recoveries: u32) {
-    sql.push("(status = 'pending' OR (status = 'suspended' AND wake_at <= ")
-        .bind(now)
-        .push(") OR (status = 'running' AND locked_until < ")
-        .bind(now)
-        .push(" AND recoveries < ")
-        .bind(i64::from(max_recoveries))
-        .push("))");
-}
-
 /// [`crate::store::Store::runnable_runs`]: each run's rank within its workflow, then within
 /// its tenant by that rank, so a tenant's firsts are one per workflow in turn.
 pub(super) fn runnable_runs(
@@ -138,13 +109,8 @@ pub(super) fn runnable_runs(
     limit: u32,
     max_recoveries: u32,
 ) -> StoreResult<Vec<Runnable>> {
-    let mut sql = Sql::new(RUNNABLE_RANKED);
-    runnable(&mut sql, now, max_recoveries);
-    sql.scope("namespace", scope)
-        .push(RUNNABLE_RANKED_END)
-        .bind(i64::from(per_tenant))
-        .push(" ORDER BY in_tenant, due, id LIMIT ")
-        .bind(i64::from(limit));
+    let mut sql = Sql::new("");
+    rules::lifecycle::runnable_ranked(&mut sql, scope, now, per_tenant, limit, max_recoveries);
     sql.all(conn, |row| {
         Ok(Runnable {
             id: run_id(row.get::<_, String>(0).map_err(db)?)?,

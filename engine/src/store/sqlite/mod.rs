@@ -8,7 +8,7 @@
 //! with `durable migrate`.
 //!
 //! What both stores compute alike (a turn's commit, a result, settling a parent, a list's
-//! filters) is `crate::store::plan`'s; the files here hold SQLite's statements and I/O. Each
+//! filters) is `crate::store::rules`'s; the files here hold SQLite's statements and I/O. Each
 //! method of the capability traits below runs the function of the same name in the file of its
 //! role, as the PostgreSQL store's do: a write on the writer thread, a read on a reader.
 //!
@@ -55,8 +55,8 @@ use sqlx::{Connection as _, SqliteConnection};
 
 use self::readers::Readers;
 use self::writer::Writer;
-use super::plan;
-use super::plan::lifecycle::ClaimRequest;
+use super::rules;
+use super::rules::lifecycle::ClaimRequest;
 use super::{
     Claim, Committed, Dispatches, Leases, LostDispatch, NewCheckpoint, NewRun, PendingStep,
     Retention, RunControl, RunPatch, RunReads, Runnable, SignalSent, SlotOut, StepApplied,
@@ -158,7 +158,7 @@ impl Turns for SqliteStore {
         now: Millis,
         claim: Option<&Claim>,
     ) -> StoreResult<Run> {
-        let lease = plan::turn::start_lease(&run, claim);
+        let lease = rules::turn::start_lease(&run, claim);
         self.writer
             .write(move |conn| {
                 let lease = lease

@@ -7,8 +7,8 @@ use super::SqliteStore;
 use super::sql::{count, db};
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Plan, Usage};
-use crate::store::plan::lifecycle::KEY_STARTED_SQL;
-use crate::store::plan::plans::{MINUTE_MS, STARTED_SQL, USAGE_SQL, decode, key_of, tenant_of};
+use crate::store::rules::lifecycle::KEY_STARTED_SQL;
+use crate::store::rules::plans::{MINUTE_MS, STARTED_SQL, USAGE_SQL, decode, key_of, tenant_of};
 use crate::store::{Plans, StoreResult};
 
 #[async_trait]

@@ -1,5 +1,5 @@
 //! Reads, each on a reader connection and confined to a [`Scope`]. A list's filters and the
-//! counts' aggregation are `plan::filters`' and `plan::reads`'; these are their statements.
+//! counts' aggregation are `rules::filters`' and `rules::reads`'; these are their statements.
 
 use rusqlite::Connection;
 
@@ -14,8 +14,8 @@ use crate::model::{
     Run, RunCount, RunId, RunPage, RunQuery, RunTotals, Scope, StatusCount, ValueCount,
 };
 use crate::store::columns::qualified;
-use crate::store::plan::filters::{Filter, List};
-use crate::store::plan::reads;
+use crate::store::rules::filters::{Filter, List};
+use crate::store::rules::reads;
 use crate::store::{History, LostDispatch, PendingStep, SlotOut, StoreResult};
 
 pub(super) fn get_run(conn: &Connection, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
@@ -262,32 +262,8 @@ pub(super) fn pending_remote_steps(
     lost: &LostDispatch,
     limit: u32,
 ) -> StoreResult<Vec<PendingStep>> {
-    let cols = qualified(CHECKPOINT_COLS, "c");
-    let mut sql = Sql::new(format!(
-        "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
-         WHERE c.kind = 'remote_step' AND c.status = 'pending' \
-         AND r.status IN ('suspended', 'running') AND ((c.enqueued_at <= "
-    ));
-    sql.bind(lost.sent_before);
-    if let Some(owner) = &lost.only_sent_by {
-        sql.push(" AND c.dispatched_by = ").bind(owner.clone());
-    }
-    // A retry waiting out its backoff is the turn's to send; this is only the safety net.
-    sql.push(") OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ")
-        .bind(lost.sent_before)
-        .push("))");
-    if let Some(now) = lost.senders_gone_at {
-        sql.push(
-            " OR (c.enqueued_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drivers d \
-             WHERE d.owner = c.dispatched_by AND d.alive_until > ",
-        )
-        .bind(now)
-        .push("))");
-    }
-    sql.push(")")
-        .scope("r.namespace", scope)
-        .push(" ORDER BY c.enqueued_at LIMIT ")
-        .bind(i64::from(limit));
+    let mut sql = Sql::new("");
+    reads::pending_remote_steps(&mut sql, scope, lost, limit);
     sql.all(conn, |row| {
         let ns: Option<String> = col(row, "run_namespace")?;
         Ok(PendingStep {

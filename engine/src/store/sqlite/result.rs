@@ -1,5 +1,5 @@
 //! Recording a remote step's result, once, and waking (or claiming) its run; or, on the sticky
-//! path, recording it with the turn it leads to. The rules are `plan::result`'s; these are its
+//! path, recording it with the turn it leads to. The rules are `rules::result`'s; these are its
 //! statements.
 
 use rusqlite::Connection;
@@ -9,7 +9,7 @@ use super::sql::Sql;
 use super::turn;
 use super::writer::{Wrote, at_once};
 use crate::model::{Checkpoint, Millis, Run, StepResult};
-use crate::store::plan::result::{self, ResultStatements, columns};
+use crate::store::rules::result::{self, ResultStatements, columns};
 use crate::store::{Claim, Committed, StepApplied, StoreResult, TurnCommit};
 
 /// [`crate::store::Store::apply_step_result`] inside the writer's transaction.

@@ -9,7 +9,7 @@ use super::sql::Sql;
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Scope};
 use crate::store::StoreResult;
-use crate::store::plan::retention::final_statuses;
+use crate::store::rules::retention::final_statuses;
 
 pub(super) fn prune_runs(
     conn: &Connection,

@@ -8,7 +8,7 @@ use super::sql::{Sql, db};
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, RunId, RunStatus,
 };
-use crate::store::plan::turn::id_taken;
+use crate::store::rules::turn::id_taken;
 use crate::store::{NewRun, StoreError, StoreResult};
 
 use crate::store::columns::concurrency_slot;

@@ -1,5 +1,5 @@
 //! Resolving waits: step retries, pending checkpoints and a parent's wait on its child. The
-//! rules are `plan::settle`'s; these are its statements.
+//! rules are `rules::settle`'s; these are its statements.
 
 use rusqlite::{Connection, params};
 use serde::Serialize;
@@ -12,7 +12,7 @@ use crate::model::{
     Checkpoint, CheckpointKind, Millis, RetryPolicy, RunId, StepFailure, StepResult,
 };
 use crate::store::StoreResult;
-use crate::store::plan::settle::{Resolution, Settle};
+use crate::store::rules::settle::{Resolution, Settle};
 
 impl Settle for Connection {
     type Json = String;

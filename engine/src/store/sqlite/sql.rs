@@ -6,6 +6,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Params, Row, params_from_iter};
 
 use crate::model::Scope;
+use crate::store::rules::statement::Statement;
 use crate::store::{StoreError, StoreResult};
 
 /// SQL text and its bound values.
@@ -51,18 +52,9 @@ impl Sql {
         self
     }
 
-    /// Appends ` AND <namespace matches scope>` for column `col`. `default` also matches legacy
-    /// NULL / `''` rows; [`Scope::All`] adds nothing (no restriction, never `IS NULL`).
+    /// Appends ` AND <namespace matches scope>` for column `col` ([`Statement::scope`]).
     pub(super) fn scope(&mut self, col: &str, scope: &Scope) -> &mut Self {
-        match scope.namespace() {
-            None => self,
-            Some(ns) if ns.is_default() => self.push(&format!(
-                " AND ({col} = 'default' OR {col} IS NULL OR {col} = '')"
-            )),
-            Some(ns) => self
-                .push(&format!(" AND {col} = "))
-                .bind(ns.as_str().to_owned()),
-        }
+        Statement::scope(self, col, scope)
     }
 
     /// Runs it and maps every row.
@@ -95,6 +87,30 @@ impl Sql {
     pub(super) fn execute(&self, conn: &Connection) -> StoreResult<u64> {
         let mut stmt = conn.prepare_cached(&self.text).map_err(db)?;
         Ok(stmt.execute(params_from_iter(&self.args)).map_err(db)? as u64)
+    }
+}
+
+impl Statement for Sql {
+    fn push(&mut self, text: &str) -> &mut Self {
+        Sql::push(self, text)
+    }
+
+    fn bind_int(&mut self, value: i64) -> &mut Self {
+        self.bind(value)
+    }
+
+    fn bind_text(&mut self, value: String) -> &mut Self {
+        self.bind(value)
+    }
+
+    fn among(&mut self, col: &str, values: Vec<String>) -> &mut Self {
+        Sql::push(self, &format!(" AND {col} IN ("))
+            .bind_list(values)
+            .push(")")
+    }
+
+    fn lock_rows(&mut self) -> &mut Self {
+        self
     }
 }
 

@@ -1,5 +1,5 @@
 //! Persisting a turn: the run's next status and its checkpoints, then the rest of the commit as
-//! `plan::turn` orders it (resolved waits, children, cancellations, the parent's wait), in one
+//! `rules::turn` orders it (resolved waits, children, cancellations, the parent's wait), in one
 //! write. These are its statements.
 
 use rusqlite::{Connection, params};
@@ -10,7 +10,7 @@ use super::sql::db;
 use super::sql::optional;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Run, RunId, Scope};
-use crate::store::plan::turn::{self, TurnStatements, Which, run_update};
+use crate::store::rules::turn::{self, TurnStatements, Which, run_update};
 use crate::store::{Claim, Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit};
 
 /// [`crate::store::Store::create_run`] inside the writer's transaction: `pending`, or with

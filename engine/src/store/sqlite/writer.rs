@@ -59,7 +59,7 @@ impl<T> Wrote<Option<T>> {
     }
 }
 
-/// Runs a shared flow of `crate::store::plan` on this store's connection. SQLite's statements
+/// Runs a shared flow of `crate::store::rules` on this store's connection. SQLite's statements
 /// never wait, so the flow ends in its first poll.
 pub(super) fn at_once<T>(flow: impl Future<Output = T>) -> T {
     flow.now_or_never()

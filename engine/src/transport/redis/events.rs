@@ -4,12 +4,20 @@
 //! `origin`, the publishing transport: it hands its own events to its subscribers directly, and
 //! skips them when Redis echoes them back.
 
+use async_trait::async_trait;
+use tokio::sync::broadcast;
+
+use super::pubsub::{Heard, Target};
+use super::{RedisTransport, unavailable};
+use crate::model::{Millis, Namespace, Scope, TenantEvent};
+use crate::transport::naming::{tenant_events_channel, tenant_events_pattern};
+use crate::transport::{EventDelivery, Subscription, TenantEvents, TransportResult};
 use serde::Serialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::model::{Millis, Namespace, RunId, RunStatus, TenantEvent, TenantEventKind};
+use crate::model::{RunId, RunStatus, TenantEventKind};
 
 /// The wire message for `event`, published by transport `origin`. `origin` comes first, so a
 /// transport tells its own echo without parsing it; the message is written straight from the
@@ -118,6 +126,69 @@ fn iso(ms: Millis) -> Option<String> {
 fn parse_iso(s: &str) -> Option<Millis> {
     let t = OffsetDateTime::parse(s, &Rfc3339).ok()?;
     Some((t.unix_timestamp_nanos() / 1_000_000) as Millis)
+}
+
+#[async_trait]
+impl TenantEvents for RedisTransport {
+    async fn publish_event(&self, event: TenantEvent) -> TransportResult<()> {
+        self.publish_events(vec![event]).await
+    }
+
+    async fn publish_events(&self, batch: Vec<TenantEvent>) -> TransportResult<()> {
+        let count = batch.len();
+        let mut pipe = redis::pipe();
+        for event in batch {
+            // The wire publishes only non-default namespaces; we publish `default` too, on its
+            // own channel, so a dashboard on another process sees a standalone tenant's events.
+            let channel = tenant_events_channel(&self.shared.p, &event.namespace);
+            let wire = to_wire(&event, &self.shared.instance);
+            pipe.cmd("PUBLISH").arg(channel).arg(wire).ignore();
+            // Nobody listening here is fine: the event still goes to the other processes.
+            let _ = self.shared.local_events.send(event);
+        }
+        let mut conn = self.shared.conn.clone();
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| unavailable(format!("publishing {count} tenant events: {e}")))
+    }
+
+    async fn subscribe_events(&self, scope: Scope) -> TransportResult<Subscription<EventDelivery>> {
+        let target = match scope.namespace() {
+            Some(ns) => Target::Channel(tenant_events_channel(&self.shared.p, ns)),
+            None => Target::Pattern(tenant_events_pattern(&self.shared.p)),
+        };
+        // Local first, so that nothing published once this returns is missed either way.
+        let local = self.shared.local_events.subscribe();
+        let rx = self.listen(target).await?;
+        let me = self.shared.instance.clone();
+        let remote =
+            futures::stream::unfold((rx, scope.clone(), me), |(mut rx, scope, me)| async move {
+                loop {
+                    match rx.recv().await? {
+                        Heard::Gap => return Some((EventDelivery::Lagged(0), (rx, scope, me))),
+                        Heard::Message(raw) => match from_wire(&raw, &me) {
+                            // The channel is the tenant's; the check is for the pattern's sake.
+                            Some(event) if scope.admits(&event.namespace) => {
+                                return Some((EventDelivery::Event(event), (rx, scope, me)));
+                            }
+                            _ => continue,
+                        },
+                    }
+                }
+            });
+        let local = futures::stream::unfold((local, scope), |(mut local, scope)| async move {
+            loop {
+                let delivery = match local.recv().await {
+                    Ok(event) if scope.admits(&event.namespace) => EventDelivery::Event(event),
+                    Ok(_) => continue,
+                    Err(broadcast::error::RecvError::Lagged(n)) => EventDelivery::Lagged(n),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                };
+                return Some((delivery, (local, scope)));
+            }
+        });
+        Ok(Box::pin(futures::stream::select(local, remote)))
+    }
 }
 
 #[cfg(test)]

@@ -479,8 +479,9 @@ mod tests {
     use crate::model::StepResult;
     use crate::transport::StepQueues;
     use crate::transport::naming::{bull_key, results_queue};
+    use crate::transport::redis::inbox::Hold;
     use crate::transport::redis::queue::{NewJob, Retention};
-    use crate::transport::redis::{Hold, RedisConfig, RedisTransport, testing};
+    use crate::transport::redis::{RedisConfig, RedisTransport, testing};
     use futures::StreamExt;
 
     async fn peer(of: &RedisTransport) -> RedisTransport {

@@ -7,7 +7,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use super::Shared;
+use super::{RedisTransport, Shared, unavailable};
+use crate::transport::{Subscription, TransportResult};
 
 /// What a listener hears.
 #[derive(Debug)]
@@ -82,4 +83,30 @@ pub(super) async fn listen(
         }
     });
     Ok(rx)
+}
+
+impl RedisTransport {
+    /// Listens on `channel` and parses each message as `T`, skipping what does not parse
+    /// (other SDKs' kinds we do not use).
+    pub(super) async fn listen_json<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        channel: String,
+    ) -> TransportResult<Subscription<T>> {
+        let rx = self.listen(Target::Channel(channel)).await?;
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                if let Heard::Message(raw) = rx.recv().await?
+                    && let Ok(item) = serde_json::from_str::<T>(&raw)
+                {
+                    return Some((item, rx));
+                }
+            }
+        })))
+    }
+
+    pub(super) async fn listen(&self, target: Target) -> TransportResult<mpsc::Receiver<Heard>> {
+        listen(self.shared.clone(), target)
+            .await
+            .map_err(|e| unavailable(format!("subscribing on Redis: {e}")))
+    }
 }

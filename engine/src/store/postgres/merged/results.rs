@@ -17,13 +17,13 @@ use sqlx::postgres::PgRow;
 use super::{Outcomes, each_failed, insert_checkpoints};
 use crate::model::{Millis, Run, StepResult};
 use crate::store::columns::RUN_COL_COUNT;
-use crate::store::plan::result::columns;
-use crate::store::plan::turn::{finish, run_update};
 use crate::store::postgres::fused::waiting_step_sql;
 use crate::store::postgres::rows::{RUN_COLS, db, run_from_row};
 use crate::store::postgres::sql::PgQuery;
 use crate::store::postgres::values::to_value;
 use crate::store::postgres::values::{CheckpointArrays, CheckpointValues, row_values, unnest};
+use crate::store::rules::result::columns;
+use crate::store::rules::turn::{finish, run_update};
 use crate::store::{Claim, Committed, StoreError, StoreResult, TurnCommit};
 
 /// One run's write: its step result, the lease its turn ran under, how many times the run was

@@ -13,12 +13,12 @@ use sqlx::postgres::PgRow;
 
 use super::{Outcomes, each_failed, insert_checkpoints};
 use crate::model::{Millis, Run};
-use crate::store::plan::turn::finish;
 use crate::store::postgres::rows::{RUN_COLS, db, run_from_row};
 use crate::store::postgres::sql::PgQuery;
 use crate::store::postgres::values::{
     CheckpointArrays, CheckpointValues, FirstState, RunArrays, RunValues, unnest,
 };
+use crate::store::rules::turn::finish;
 use crate::store::{Claim, Committed, NewRun, StoreError, StoreResult, TurnCommit};
 
 /// One run's start: the run, the lease its first turn ran under, that turn's commit (one that

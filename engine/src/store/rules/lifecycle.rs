@@ -12,10 +12,12 @@ use serde_json::Value;
 
 use super::plans::{fresh_run, live_statuses};
 use super::settle::settle_ended;
+use super::statement::Statement;
 use super::turn::TurnStatements;
 use crate::model::{
     AcceptedUpdate, Millis, Run, RunId, RunStatus, Scope, StepFailure, StoredUpdate, UpdateId,
 };
+use crate::store::columns::RUN_COLS;
 use crate::store::{RunPatch, SignalSent, StoreResult, UpdateSent};
 
 /// What [`crate::store::Store::claim_runs`] asks for: up to `limit` runnable runs in `scope`,
@@ -85,10 +87,10 @@ pub(crate) fn over_ceiling(fresh: Vec<RunId>, started: u64, ceiling: u32) -> Vec
 /// is left out, and of a key's fresh runs only as many as its limit has room for are in: runs
 /// that would only be refused must not take the places of the tenant's others. Each key's
 /// started runs are counted once per read (a grouped join, served by the partial index on
-/// started keyed runs), not once per queued run. A store appends what needs a turn and its scope
-/// (on unqualified columns, which name the runs: the join's are prefixed `k_`), then
+/// started keyed runs), not once per queued run. [`runnable_ranked`] appends what needs a turn and
+/// the scope (on unqualified columns, which name the runs: the join's are prefixed `k_`), then
 /// [`RUNNABLE_RANKED_END`] with the per-tenant cap, then ` ORDER BY … LIMIT `.
-pub(crate) const RUNNABLE_RANKED: &str = concat!(
+const RUNNABLE_RANKED: &str = concat!(
     "SELECT id, namespace, workflow, concurrency_key, due, fresh FROM \
     (SELECT id, namespace, workflow, concurrency_key, due, fresh, \
     ROW_NUMBER() OVER (PARTITION BY namespace ORDER BY in_key, due, id) AS in_tenant \
@@ -112,8 +114,66 @@ pub(crate) const RUNNABLE_RANKED: &str = concat!(
 );
 
 /// What closes [`RUNNABLE_RANKED`]; the per-tenant cap follows it, then ` ORDER BY … LIMIT `.
-pub(crate) const RUNNABLE_RANKED_END: &str =
+const RUNNABLE_RANKED_END: &str =
     ") candidates WHERE room IS NULL OR in_fresh <= room) by_key) by_tenant WHERE in_tenant <= ";
+
+/// `(status = 'pending' OR …)`: what needs a turn at `now`: pending runs, suspended ones whose
+/// timer has passed, and running ones whose lease lapsed (fewer than `max_recoveries` times).
+fn runnable(sql: &mut impl Statement, now: Millis, max_recoveries: u32) {
+    sql.push("(status = 'pending' OR (status = 'suspended' AND wake_at <= ")
+        .bind_int(now)
+        .push(") OR (status = 'running' AND locked_until < ")
+        .bind_int(now)
+        .push(" AND recoveries < ")
+        .bind_int(i64::from(max_recoveries))
+        .push("))");
+}
+
+/// [`crate::store::Store::runnable_runs`]' statement: the columns `id, namespace, workflow,
+/// concurrency_key, due, fresh` of at most `per_tenant` runs of each tenant in `scope` that
+/// need a turn at `now`, at most `limit` in all, each tenant's firsts first.
+pub(crate) fn runnable_ranked(
+    sql: &mut impl Statement,
+    scope: &Scope,
+    now: Millis,
+    per_tenant: u32,
+    limit: u32,
+    max_recoveries: u32,
+) {
+    sql.push(RUNNABLE_RANKED);
+    runnable(sql, now, max_recoveries);
+    sql.scope("namespace", scope)
+        .push(RUNNABLE_RANKED_END)
+        .bind_int(i64::from(per_tenant))
+        .push(" ORDER BY in_tenant, due, id LIMIT ")
+        .bind_int(i64::from(limit));
+}
+
+/// A claim's update, once the fresh runs a ceiling or key limit holds back are out of `only`:
+/// the runs in `req`'s scope that need a turn (of `only`, when set), oldest due first, taken
+/// for `req.owner` until the lease ends, returning their [`RUN_COLS`]. A run taken while
+/// running counts one more recovery.
+pub(crate) fn claim(sql: &mut impl Statement, req: &ClaimRequest, only: Option<&[RunId]>) {
+    sql.push(
+        "UPDATE runs SET recoveries = recoveries + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
+         status = 'running', needs_wake = FALSE, wake_at = NULL, attempt = attempt + 1, locked_by = ",
+    )
+    .bind_text(req.owner.clone())
+    .push(", locked_until = ")
+    .bind_int(req.now + req.lease_ms)
+    .push(", updated_at = ")
+    .bind_int(req.now)
+    .push(" WHERE id IN (SELECT id FROM runs WHERE ");
+    runnable(sql, req.now, req.max_recoveries);
+    sql.scope("namespace", &req.scope);
+    if let Some(ids) = only {
+        sql.among("id", ids.iter().map(|id| id.as_str().to_owned()).collect());
+    }
+    sql.push(" ORDER BY COALESCE(wake_at, created_at) LIMIT ")
+        .bind_int(i64::from(req.limit))
+        .lock_rows()
+        .push(&format!(") RETURNING {RUN_COLS}"));
+}
 
 /// How many runs of tenant `$1`'s workflow `$2` with concurrency key `$3` are started and not
 /// ended: what a fresh run of that key is counted against when it is claimed.

@@ -5,8 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{Namespace, NamespaceLoad, RunCount, RunStatus, RunTotals, StatusCount};
-use crate::store::{StoreError, StoreResult};
+use super::statement::Statement;
+use crate::model::{Namespace, NamespaceLoad, RunCount, RunStatus, RunTotals, Scope, StatusCount};
+use crate::store::columns::{CHECKPOINT_COLS, qualified};
+use crate::store::{LostDispatch, StoreError, StoreResult};
 
 /// The remote steps out now that hold concurrency slots, of runs still live: the slots the sweep
 /// renews. Its conditions are those of the `checkpoints_slots_out` partial index, which holds
@@ -110,4 +112,40 @@ pub(crate) fn namespace_loads(
         }
     }
     loads.into_values().collect()
+}
+/// [`crate::store::Store::pending_remote_steps`]' statement: the [`CHECKPOINT_COLS`] and the
+/// run's namespace (`run_namespace`) of at most `limit` remote steps in `scope` with no result
+/// whose dispatch may be lost (see [`LostDispatch`]), oldest sent first.
+pub(crate) fn pending_remote_steps(
+    sql: &mut impl Statement,
+    scope: &Scope,
+    lost: &LostDispatch,
+    limit: u32,
+) {
+    let cols = qualified(CHECKPOINT_COLS, "c");
+    sql.push(&format!(
+        "SELECT {cols}, r.namespace AS run_namespace FROM checkpoints c JOIN runs r ON r.id = c.run_id \
+         WHERE c.kind = 'remote_step' AND c.status = 'pending' \
+         AND r.status IN ('suspended', 'running') AND ((c.enqueued_at <= "
+    ))
+    .bind_int(lost.sent_before);
+    if let Some(owner) = &lost.only_sent_by {
+        sql.push(" AND c.dispatched_by = ").bind_text(owner.clone());
+    }
+    // A retry waiting out its backoff is the turn's to send; this is only the safety net.
+    sql.push(") OR (c.enqueued_at IS NULL AND (c.wake_at IS NULL OR c.wake_at <= ")
+        .bind_int(lost.sent_before)
+        .push("))");
+    if let Some(now) = lost.senders_gone_at {
+        sql.push(
+            " OR (c.enqueued_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drivers d \
+             WHERE d.owner = c.dispatched_by AND d.alive_until > ",
+        )
+        .bind_int(now)
+        .push("))");
+    }
+    sql.push(")")
+        .scope("r.namespace", scope)
+        .push(" ORDER BY c.enqueued_at LIMIT ")
+        .bind_int(i64::from(limit));
 }

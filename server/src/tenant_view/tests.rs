@@ -228,9 +228,11 @@ async fn the_view_comes_from_the_verified_token_only() {
 #[test]
 fn api_handlers_reach_runs_only_through_the_tenant_view() {
     for (file, source) in [
-        ("routes/api.rs", include_str!("../api.rs")),
-        ("routes/sse.rs", include_str!("../sse.rs")),
-        ("routes/health.rs", include_str!("../health.rs")),
+        ("routes/api.rs", include_str!("../routes/api.rs")),
+        ("routes/runs.rs", include_str!("../routes/runs.rs")),
+        ("routes/params.rs", include_str!("../routes/params.rs")),
+        ("routes/sse.rs", include_str!("../routes/sse.rs")),
+        ("routes/health.rs", include_str!("../routes/health.rs")),
     ] {
         for banned in [
             "State<ServerState>",

@@ -1,4 +1,4 @@
-//! Planning a turn: the workflow's decision becomes the durable commit (checkpoints, timers
+//! A turn's commit: the workflow's decision becomes the durable commit (checkpoints, timers
 //! fired, signals consumed, children and successors to insert, the run's outcome) and the tasks
 //! to send once it commits. Pure: no store, no transport, no clock.
 
@@ -6,7 +6,6 @@ use super::guard::Outgoing;
 use serde_json::{Map, Value};
 
 use crate::driver::dead_letter::dead_letter_run;
-use crate::engine::check_attributes;
 use crate::model::{
     ATTRIBUTES_MARKER, CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, Run, RunId,
     RunStatus, StepFailure, StepFlow, step_id,
@@ -19,7 +18,7 @@ use crate::transport::naming::routing_token;
 /// than `max_depth` (the tenant's `max_nesting_depth`) is not started: it fails at once, and
 /// the parent sees that failure on its next turn. Search attributes the run set over `limits`
 /// fail it, naming the limit, and nothing it asked for leaves.
-pub(crate) fn plan(
+pub(crate) fn commit_of(
     run: &Run,
     decision: Decision,
     now: i64,
@@ -244,15 +243,7 @@ pub(crate) fn plan(
     let over_limit = search_attributes
         .as_ref()
         .and_then(|set: &Map<String, Value>| {
-            let error = check_attributes(set)
-                .err()
-                .map(|e| e.to_string())
-                .or_else(|| {
-                    limits
-                        .check_attributes(set.iter())
-                        .err()
-                        .map(|e| e.to_string())
-                })?;
+            let error = limits.check_attributes(set.iter()).err()?;
             Some(
                 StepFailure::new(format!(
                     "the run set search attributes it cannot keep: {error}"

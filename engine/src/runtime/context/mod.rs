@@ -1,6 +1,7 @@
 //! The authoring API: what workflow and step code receives.
 
-use std::collections::HashMap;
+mod queries;
+
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -11,6 +12,7 @@ use serde_json::Value;
 use super::cancel::Cancellations;
 use super::error::decode;
 use super::handlers::Handlers;
+use super::turn_state::TurnState;
 use super::{Clock, Command, Operation, StepError, StepOptions, WorkflowError};
 use crate::model::{
     ATTRIBUTES_MARKER, BufferedSignal, COMPENSATE_SIGNAL, Checkpoint, CheckpointKind,
@@ -30,30 +32,6 @@ pub struct WorkflowContext {
     namespace: Namespace,
     state: Arc<Mutex<TurnState>>,
     clock: Arc<dyn Clock>,
-}
-
-pub(crate) struct TurnState {
-    next_seq: u32,
-    history: HashMap<u32, Checkpoint>,
-    pub(crate) commands: Vec<Command>,
-    pub(crate) nondeterminism: Option<WorkflowError>,
-    /// Local steps executing right now; the turn is not over while any runs.
-    pub(crate) local_in_flight: u32,
-    /// A planning turn: a new local step is not run; the branch waits and
-    /// [`TurnState::deferred_local`] is set (see [`super::turn::plan_turn`]).
-    pub(crate) defer_local: bool,
-    /// A planning turn reached a local step it did not run.
-    pub(crate) deferred_local: bool,
-    /// Durable operations the workflow is blocked on.
-    pub(crate) awaiting: u32,
-    /// When this turn started; timers due by then fire, new timers count from it.
-    now: Millis,
-    /// The earliest pending timer, which the run must wake for.
-    pub(crate) next_wake: Option<Millis>,
-    /// Signals buffered for the run and not yet taken by a wait (this turn included).
-    signals: Vec<BufferedSignal>,
-    /// The query and update handlers the body registered.
-    pub(crate) handlers: Handlers,
 }
 
 enum Replay {
@@ -228,7 +206,7 @@ impl WorkflowContext {
             Replay::Resolved(cp) => Operation::ready(resolved(*cp, name)),
             Replay::Waiting => {
                 self.plan_waiting_step(seq, name, flow);
-                Operation::suspended(self)
+                Operation::suspended(&self.state)
             }
             Replay::New => {
                 let input = match serde_json::to_value(input) {
@@ -255,7 +233,7 @@ impl WorkflowContext {
                         saga,
                     });
                 }
-                Operation::suspended(self)
+                Operation::suspended(&self.state)
             }
         }
     }
@@ -334,7 +312,7 @@ impl WorkflowContext {
                 return result;
             }
             if wait {
-                return Operation::suspended(&ctx).await;
+                return Operation::suspended(&ctx.state).await;
             }
             ctx.run_local(seq, &name, f).await
         }
@@ -424,7 +402,7 @@ impl WorkflowContext {
             }
         };
         if wait {
-            Operation::suspended(self)
+            Operation::suspended(&self.state)
         } else {
             Operation::ready(())
         }
@@ -498,7 +476,7 @@ impl WorkflowContext {
                     .map_err(|m| StepError::fatal(m).with_code("payload_mismatch")),
             ),
             SignalWait::TimedOut => Operation::ready(Ok(None)),
-            SignalWait::Suspend => Operation::suspended(self),
+            SignalWait::Suspend => Operation::suspended(&self.state),
         }
     }
 
@@ -514,7 +492,7 @@ impl WorkflowContext {
         let (seq, replay) = self.replay(CheckpointKind::Child, workflow);
         match replay {
             Replay::Resolved(cp) => Operation::ready(resolved(*cp, workflow)),
-            Replay::Waiting => Operation::suspended(self),
+            Replay::Waiting => Operation::suspended(&self.state),
             Replay::New => match serde_json::to_value(input) {
                 Ok(input) => {
                     self.state().commands.push(Command::StartChild {
@@ -522,7 +500,7 @@ impl WorkflowContext {
                         workflow: workflow.to_owned(),
                         input,
                     });
-                    Operation::suspended(self)
+                    Operation::suspended(&self.state)
                 }
                 Err(e) => Operation::ready(Err(StepError::fatal(format!(
                     "the input of child `{workflow}` cannot be serialised: {e}"
@@ -682,7 +660,9 @@ impl WorkflowContext {
         let (seq, replay) = self.replay(CheckpointKind::SideEffect, name);
         match replay {
             Replay::Resolved(cp) => Operation::ready(resolved(*cp, name)),
-            Replay::Waiting if self.state().nondeterminism.is_some() => Operation::suspended(self),
+            Replay::Waiting if self.state().nondeterminism.is_some() => {
+                Operation::suspended(&self.state)
+            }
             Replay::Waiting | Replay::New => {
                 let value = f();
                 let output = match serde_json::to_value(&value) {

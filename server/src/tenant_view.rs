@@ -4,7 +4,7 @@
 //! the API handlers use with `Scope::Only(tenant)` fixed; a handler never sees the engine, so it
 //! cannot read or act outside the token's tenant by accident.
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use durable::model::{
     Checkpoint, EventOutcome, Namespace, Plan, PublishedEvent, Run, RunDetail, RunId, RunPage,
@@ -15,9 +15,8 @@ use durable::store::{ScopedStore, SignalSent, StoreResult};
 use durable::{Control, Engine, EngineError, StartRun, UpdateOutcome};
 use serde_json::Value;
 
-use crate::auth::{Operator, bearer_tenant};
+use crate::auth::{ApiTokens, Operator, bearer_tenant};
 use crate::error::ApiError;
-use crate::state::ServerState;
 
 #[cfg(test)]
 mod tests;
@@ -54,15 +53,16 @@ pub struct TenantView {
     engine: Engine,
 }
 
-impl FromRequestParts<ServerState> for TenantView {
+impl<S: Send + Sync> FromRequestParts<S> for TenantView
+where
+    ApiTokens: FromRef<S>,
+    TenantViews: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &ServerState,
-    ) -> Result<Self, Self::Rejection> {
-        let tenant = bearer_tenant(parts, state).await?;
-        Ok(state.tenant_views.build(tenant))
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let tenant = bearer_tenant(parts, &ApiTokens::from_ref(state)).await?;
+        Ok(TenantViews::from_ref(state).build(tenant))
     }
 }
 

@@ -7,7 +7,7 @@ use durable::Engine;
 use durable::model::{Namespace, Schedule, ScheduleFields, ScheduleId, SchedulePatch, Scope};
 use durable::schedules::next_fires;
 
-use crate::cli::{ClusterArgs, LimitArgs};
+use super::args::{ClusterArgs, LimitArgs, operator_engine};
 
 /// `durable schedule …`
 #[derive(Debug, Args)]
@@ -133,8 +133,7 @@ pub async fn run(database_url: &str, args: ScheduleArgs) -> anyhow::Result<()> {
         .transpose()
         .context("invalid --tenant")?;
     let limits = args.limits.limits();
-    let engine =
-        crate::cli::operator_engine(database_url, args.cluster.redis_if_set(), limits).await?;
+    let engine = operator_engine(database_url, args.cluster.redis_if_set(), limits).await?;
     let needs_tenant = || {
         tenant
             .clone()

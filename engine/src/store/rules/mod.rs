@@ -19,7 +19,9 @@
 //! - `reads.rs`: counts both stores aggregate alike;
 //! - `plans.rs`: how plans are keyed and a tenant's usage is counted;
 //! - `retention.rs`: which runs a deletion of expired history may take;
-//! - `activity.rs`: how the activity minutes are keyed, added to and read back.
+//! - `activity.rs`: how the activity minutes are keyed, added to and read back;
+//! - `statement.rs`: the builder both dialects implement, through which a statement they both
+//!   run is written once.
 
 pub(crate) mod activity;
 pub(crate) mod events;
@@ -30,4 +32,5 @@ pub(crate) mod reads;
 pub(crate) mod result;
 pub(crate) mod retention;
 pub(crate) mod settle;
+pub(crate) mod statement;
 pub(crate) mod turn;

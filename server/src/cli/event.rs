@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Args;
 use durable::model::{EventId, InputLimits, Namespace, PublishedEvent, Scope};
 
-use crate::cli::ClusterArgs;
+use super::args::{ClusterArgs, operator_engine};
 
 /// `durable event` options.
 #[derive(Debug, Args)]
@@ -38,7 +38,7 @@ pub async fn run(database_url: &str, args: EventArgs) -> anyhow::Result<()> {
         key: args.key,
         id: args.id.map(|id| EventId::parse(&id)).transpose()?,
     };
-    let engine = crate::cli::operator_engine(
+    let engine = operator_engine(
         database_url,
         args.cluster.redis_if_set(),
         InputLimits::default(),
