@@ -1,6 +1,8 @@
 //! Step beats keep a slow step from timing out.
 
-use crate::common::wait_for;
+use std::sync::Arc;
+use std::time::Duration;
+
 use durable::StartRun;
 use durable::model::{Heartbeat, RetryPolicy, RunStatus};
 use durable::prelude::*;
@@ -8,9 +10,8 @@ use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::transport::redis_testing::fresh_transport;
 use durable::transport::{Partitions, WorkerRegistry, naming};
 use serde_json::json;
-use std::sync::Arc;
-use std::time::Duration;
 
+use crate::common::wait_for;
 use crate::harness::*;
 
 /// A step whose worker beats for it (as TypeScript workers do) outlives its timeout; the same

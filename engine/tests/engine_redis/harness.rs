@@ -1,5 +1,10 @@
 //! What the cases share: stores, control planes, workers and the Python worker.
 
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
 use durable::model::Namespace;
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
@@ -7,10 +12,6 @@ use durable::store::{SqliteStore, Store};
 use durable::transport::redis_testing::{fresh_transport, python, test_url};
 use durable::transport::{Partitions, RedisTransport};
 use serde_json::{Value, json};
-use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 pub(crate) fn ns(s: &str) -> Namespace {

@@ -1,13 +1,14 @@
 //! Malformed messages and announcements from workers are dropped and change nothing.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use durable::model::{RunId, Scope};
 use durable::prelude::*;
 use durable::store::NewRun;
 use durable::transport::redis_testing::{add_raw_job, fresh_transport};
 use durable::transport::{WorkerRegistry, naming};
 use serde_json::json;
-use std::sync::Arc;
-use std::time::Duration;
 
 use crate::harness::*;
 

@@ -1,14 +1,15 @@
 //! Each tenant's steps run on its own partition's workers.
 
-use crate::common::wait_for;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use durable::StartRun;
 use durable::model::{RunStatus, Scope};
 use durable::transport::WorkerRegistry;
 use durable::transport::redis_testing::fresh_transport;
 use serde_json::json;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::common::wait_for;
 use crate::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,9 @@
 //! The unmodified Python `durable-worker` beside our control plane: its steps, its starts, its
 //! workflows.
 
-use crate::common::wait_for;
+use std::sync::Arc;
+use std::time::Duration;
+
 use durable::StartRun;
 use durable::gateway::{RunRequestResponder, TokenSigner};
 use durable::model::{RunId, RunStatus, Scope};
@@ -9,9 +11,8 @@ use durable::prelude::*;
 use durable::transport::redis_testing::{fresh_transport, python, test_url};
 use durable::transport::{RedisConfig, RedisTransport, StepQueues, WorkerRegistry, naming};
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::time::Duration;
 
+use crate::common::wait_for;
 use crate::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

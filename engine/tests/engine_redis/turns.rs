@@ -1,16 +1,17 @@
 //! Workflow turns run by workers and decisions passed between control planes.
 
-use crate::common::wait_for;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
 use durable::StartRun;
 use durable::model::{RunStatus, Scope};
 use durable::prelude::*;
 use durable::transport::redis_testing::{fresh_transport, test_url};
 use durable::transport::{RedisConfig, RedisTransport, WorkerRegistry};
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
+use crate::common::wait_for;
 use crate::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

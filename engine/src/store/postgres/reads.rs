@@ -1,19 +1,23 @@
 //! Reads, each confined to a [`Scope`]. A list's filters and the counts' aggregation are
 //! `rules::filters`' and `rules::reads`'; these are their statements.
 
+use async_trait::async_trait;
+use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool, Row};
 
+use super::PgStore;
 use super::rows::{CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, db, run_from_row};
 use super::sql::{Sql, push_scope};
-use serde_json::{Value, json};
-
 use crate::model::{
-    BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
-    Run, RunCount, RunId, RunPage, RunQuery, RunTotals, Scope, StatusCount, ValueCount,
+    ActivityMinute, BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis,
+    Namespace, NamespaceLoad, Run, RunCount, RunId, RunPage, RunQuery, RunTotals, Scope,
+    StatusCount, ValueCount,
 };
 use crate::store::rules::filters::{Filter, List};
 use crate::store::rules::reads;
-use crate::store::{History, LostDispatch, PendingStep, SlotOut, StoreError, StoreResult};
+use crate::store::{
+    History, LostDispatch, PendingStep, RunReads, SlotOut, StoreError, StoreResult,
+};
 
 pub(super) async fn get_run(pool: &PgPool, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -399,4 +403,51 @@ pub(super) async fn history(conn: &mut PgConnection, id: &RunId) -> StoreResult<
         checkpoints,
         signals,
     })
+}
+
+#[async_trait]
+impl RunReads for PgStore {
+    async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        get_run(&self.pool, scope, id).await
+    }
+
+    async fn list_runs(&self, scope: &Scope, query: &RunQuery) -> StoreResult<RunPage> {
+        list_runs(&self.pool, scope, query).await
+    }
+
+    async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
+        count_by_status(&self.pool, scope).await
+    }
+
+    async fn run_counts(&self, scope: &Scope) -> StoreResult<Vec<RunCount>> {
+        run_counts(&self.pool, scope).await
+    }
+
+    async fn run_totals(&self, scope: &Scope) -> StoreResult<Vec<RunTotals>> {
+        run_totals(&self.pool, scope).await
+    }
+
+    async fn namespace_loads(
+        &self,
+        scope: &Scope,
+        failed_since: Millis,
+    ) -> StoreResult<Vec<NamespaceLoad>> {
+        namespace_loads(&self.pool, scope, failed_since).await
+    }
+
+    async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {
+        facets(&self.pool, scope).await
+    }
+
+    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>> {
+        value_facets(&self.pool, scope, key).await
+    }
+
+    async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
+        checkpoints(&self.pool, scope, id).await
+    }
+
+    async fn activity(&self, scope: &Scope, since_minute: i64) -> StoreResult<Vec<ActivityMinute>> {
+        super::activity::activity(&self.pool, scope, since_minute).await
+    }
 }

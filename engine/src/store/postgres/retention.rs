@@ -2,13 +2,15 @@
 //! checkpoints and signals go with them, `ON DELETE CASCADE`), in a repeatable-read
 //! transaction; roots another control plane is deleting now are skipped, not waited for.
 
+use async_trait::async_trait;
 use sqlx::{PgPool, Row};
 
+use super::PgStore;
 use super::rows::db;
 use super::sql::{Sql, push_scope};
 use crate::model::{Millis, Namespace, Scope};
 use crate::store::rules::retention::final_statuses;
-use crate::store::{StoreError, StoreResult};
+use crate::store::{Retention, StoreError, StoreResult};
 
 pub(super) async fn prune_runs(
     pool: &PgPool,
@@ -76,4 +78,20 @@ fn push_family(sql: &mut Sql) {
         "SELECT id FROM roots UNION ALL SELECT c.id FROM runs c JOIN roots \
          ON c.root_run_id = roots.id WHERE c.root_run_id <> c.id",
     );
+}
+
+#[async_trait]
+impl Retention for PgStore {
+    async fn prune_runs(
+        &self,
+        tenant: &Namespace,
+        finished_before: Millis,
+        families: u32,
+    ) -> StoreResult<u64> {
+        prune_runs(&self.pool, tenant, finished_before, families).await
+    }
+
+    async fn prunable_runs(&self, tenant: &Namespace, finished_before: Millis) -> StoreResult<u64> {
+        prunable_runs(&self.pool, tenant, finished_before).await
+    }
 }

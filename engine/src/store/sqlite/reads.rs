@@ -1,22 +1,24 @@
 //! Reads, each on a reader connection and confined to a [`Scope`]. A list's filters and the
 //! counts' aggregation are `rules::filters`' and `rules::reads`'; these are their statements.
 
+use async_trait::async_trait;
 use rusqlite::Connection;
+use serde_json::Value;
 
+use super::SqliteStore;
 use super::rows::{
     CHECKPOINT_COLS, RUN_COLS, checkpoint_from_row, col, from_json, run_from_row, run_id,
 };
 use super::sql::Sql;
-use serde_json::Value;
-
 use crate::model::{
-    BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis, Namespace, NamespaceLoad,
-    Run, RunCount, RunId, RunPage, RunQuery, RunTotals, Scope, StatusCount, ValueCount,
+    ActivityMinute, BufferedSignal, Checkpoint, Cursor, Facets, MAX_FACET_VALUES, Millis,
+    Namespace, NamespaceLoad, Run, RunCount, RunId, RunPage, RunQuery, RunTotals, Scope,
+    StatusCount, ValueCount,
 };
 use crate::store::columns::qualified;
 use crate::store::rules::filters::{Filter, List};
 use crate::store::rules::reads;
-use crate::store::{History, LostDispatch, PendingStep, SlotOut, StoreResult};
+use crate::store::{History, LostDispatch, PendingStep, RunReads, SlotOut, StoreResult};
 
 pub(super) fn get_run(conn: &Connection, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
     let mut sql = Sql::new(format!("SELECT {RUN_COLS} FROM runs WHERE id = "));
@@ -323,4 +325,79 @@ pub(super) fn buffered_signals(conn: &Connection, id: &RunId) -> StoreResult<Vec
             payload: from_json(&col::<String>(row, "payload")?, "signal payload")?,
         })
     })
+}
+
+#[async_trait]
+impl RunReads for SqliteStore {
+    async fn get_run(&self, scope: &Scope, id: &RunId) -> StoreResult<Option<Run>> {
+        let (scope, id) = (scope.clone(), id.clone());
+        self.readers
+            .read(move |conn| get_run(conn, &scope, &id))
+            .await
+    }
+
+    async fn list_runs(&self, scope: &Scope, query: &RunQuery) -> StoreResult<RunPage> {
+        let (scope, query) = (scope.clone(), query.clone());
+        self.readers
+            .read(move |conn| list_runs(conn, &scope, &query))
+            .await
+    }
+
+    async fn count_by_status(&self, scope: &Scope) -> StoreResult<Vec<StatusCount>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| count_by_status(conn, &scope))
+            .await
+    }
+
+    async fn run_counts(&self, scope: &Scope) -> StoreResult<Vec<RunCount>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| run_counts(conn, &scope))
+            .await
+    }
+
+    async fn run_totals(&self, scope: &Scope) -> StoreResult<Vec<RunTotals>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| run_totals(conn, &scope))
+            .await
+    }
+
+    async fn namespace_loads(
+        &self,
+        scope: &Scope,
+        failed_since: Millis,
+    ) -> StoreResult<Vec<NamespaceLoad>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| namespace_loads(conn, &scope, failed_since))
+            .await
+    }
+
+    async fn facets(&self, scope: &Scope) -> StoreResult<Facets> {
+        let scope = scope.clone();
+        self.readers.read(move |conn| facets(conn, &scope)).await
+    }
+
+    async fn value_facets(&self, scope: &Scope, key: &str) -> StoreResult<Vec<ValueCount>> {
+        let (scope, key) = (scope.clone(), key.to_owned());
+        self.readers
+            .read(move |conn| value_facets(conn, &scope, &key))
+            .await
+    }
+
+    async fn checkpoints(&self, scope: &Scope, id: &RunId) -> StoreResult<Vec<Checkpoint>> {
+        let (scope, id) = (scope.clone(), id.clone());
+        self.readers
+            .read(move |conn| checkpoints(conn, &scope, &id))
+            .await
+    }
+
+    async fn activity(&self, scope: &Scope, since_minute: i64) -> StoreResult<Vec<ActivityMinute>> {
+        let scope = scope.clone();
+        self.readers
+            .read(move |conn| super::activity::activity(conn, &scope, since_minute))
+            .await
+    }
 }

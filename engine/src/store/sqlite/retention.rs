@@ -2,14 +2,16 @@
 //! checkpoints, signals, tag and attribute rows go with them, `ON DELETE CASCADE`), on the
 //! writer thread, a batch at a time.
 
+use async_trait::async_trait;
 use rusqlite::Connection;
 
+use super::SqliteStore;
 use super::rows::col;
 use super::sql::Sql;
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Scope};
-use crate::store::StoreResult;
 use crate::store::rules::retention::final_statuses;
+use crate::store::{Retention, StoreResult};
 
 pub(super) fn prune_runs(
     conn: &Connection,
@@ -64,4 +66,26 @@ fn push_family(sql: &mut Sql) {
         "SELECT id FROM roots UNION ALL SELECT c.id FROM runs c JOIN roots \
          ON c.root_run_id = roots.id WHERE c.id <> roots.id",
     );
+}
+
+#[async_trait]
+impl Retention for SqliteStore {
+    async fn prune_runs(
+        &self,
+        tenant: &Namespace,
+        finished_before: Millis,
+        families: u32,
+    ) -> StoreResult<u64> {
+        let tenant = tenant.clone();
+        self.writer
+            .write(move |conn| prune_runs(conn, &tenant, finished_before, families))
+            .await
+    }
+
+    async fn prunable_runs(&self, tenant: &Namespace, finished_before: Millis) -> StoreResult<u64> {
+        let tenant = tenant.clone();
+        self.readers
+            .read(move |conn| prunable_runs(conn, &tenant, finished_before))
+            .await
+    }
 }

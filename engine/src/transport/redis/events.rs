@@ -5,19 +5,17 @@
 //! skips them when Redis echoes them back.
 
 use async_trait::async_trait;
-use tokio::sync::broadcast;
-
-use super::pubsub::{Heard, Target};
-use super::{RedisTransport, unavailable};
-use crate::model::{Millis, Namespace, Scope, TenantEvent};
-use crate::transport::naming::{tenant_events_channel, tenant_events_pattern};
-use crate::transport::{EventDelivery, Subscription, TenantEvents, TransportResult};
 use serde::Serialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+use tokio::sync::broadcast;
 
-use crate::model::{RunId, RunStatus, TenantEventKind};
+use super::pubsub::{Heard, Target};
+use super::{RedisTransport, unavailable};
+use crate::model::{Millis, Namespace, RunId, RunStatus, Scope, TenantEvent, TenantEventKind};
+use crate::transport::naming::{tenant_events_channel, tenant_events_pattern};
+use crate::transport::{EventDelivery, Subscription, TenantEvents, TransportResult};
 
 /// The wire message for `event`, published by transport `origin`. `origin` comes first, so a
 /// transport tells its own echo without parsing it; the message is written straight from the
