@@ -283,7 +283,7 @@ async fn raw_round_trip(prefix: &str, n: usize) -> Result<(Duration, Duration), 
     let mut tasks = transport
         .consume_tasks(TaskSubscription {
             names: vec!["echo".into()],
-            partitions: Partitions::Only(vec![acme.clone()]),
+            partitions: Partitions::Only(vec![acme.clone().into()]),
             concurrency: 1,
             workflows: Vec::new(),
             capabilities: v1_capabilities(),

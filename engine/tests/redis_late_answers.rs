@@ -83,7 +83,7 @@ async fn worker(transport: &RedisTransport, registry: Registry) -> Worker {
         Arc::new(transport.clone()),
         Arc::new(SystemClock),
         WorkerConfig {
-            partitions: Partitions::Only(vec![acme()]),
+            partitions: Partitions::Only(vec![acme().into()]),
             concurrency: 8,
         },
     )

@@ -240,7 +240,7 @@ mod redis {
             let mut tasks = transport
                 .consume_tasks(TaskSubscription {
                     names: vec!["charge".into()],
-                    partitions: Partitions::Only(vec![acme]),
+                    partitions: Partitions::Only(vec![acme.into()]),
                     concurrency: 1,
                     workflows: Vec::new(),
                     capabilities: Vec::new(),
@@ -274,7 +274,7 @@ mod redis {
             let mut tasks = worker
                 .consume_tasks(TaskSubscription {
                     names: vec!["charge".into()],
-                    partitions: Partitions::Only(vec![acme.clone()]),
+                    partitions: Partitions::Only(vec![acme.clone().into()]),
                     concurrency: 1,
                     workflows: Vec::new(),
                     capabilities: Vec::new(),

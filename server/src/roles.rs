@@ -94,7 +94,7 @@ pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
         Arc::new(transport.clone()),
         Arc::new(SystemClock),
         WorkerConfig {
-            partitions: Partitions::Only(vec![cfg.tenant.clone()]),
+            partitions: Partitions::Only(vec![cfg.tenant.clone().into()]),
             concurrency: cfg.concurrency,
         },
     )
@@ -174,7 +174,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         Cluster::Standalone => {
             let partitions = match &cfg.namespace {
                 None => Partitions::All,
-                Some(ns) => Partitions::Only(vec![ns.clone()]),
+                Some(ns) => Partitions::Only(vec![ns.clone().into()]),
             };
             let worker = Worker::start(
                 registry,

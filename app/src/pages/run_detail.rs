@@ -160,8 +160,8 @@ fn DetailBody(me: Me, view: RunView, draft: QueryDraft) -> impl IntoView {
     let waiting = detail.waiting_for();
     let no_worker_for = |w: &Waiting| match w {
         Waiting::Step { name, .. } => {
-            let partition = &detail.run.namespace;
-            (!workers.iter().any(|g| g.serves(name, partition)))
+            let partition = detail.run.namespace.clone().into();
+            (!workers.iter().any(|g| g.serves(name, &partition)))
                 .then(|| format!("{name}@{partition}"))
         }
         _ => None,

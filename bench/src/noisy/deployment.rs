@@ -82,7 +82,7 @@ impl Deployment {
         let pools = if cluster() {
             tenants
                 .iter()
-                .map(|t| Partitions::Only(vec![t.clone()]))
+                .map(|t| Partitions::Only(vec![t.clone().into()]))
                 .collect()
         } else {
             vec![Partitions::All]

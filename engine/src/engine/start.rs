@@ -33,7 +33,7 @@ impl Engine {
         let namespace = req.namespace.unwrap_or_else(|| self.stamp_namespace());
         let version = match registry.latest(&req.workflow) {
             Some(workflow) => Some(workflow.version),
-            None => remote::served_versions(&self.state, &req.workflow, &namespace)
+            None => remote::served_versions(&self.state, &req.workflow, &namespace.clone().into())
                 .await
                 .last()
                 .copied(),

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{Millis, Namespace};
+use super::{Millis, Namespace, Partition};
 
 /// The workers consuming one step name, as the transport sees them: what the dashboard shows
 /// as worker health, and how a waiting step knows whether anyone will pick it up.
@@ -8,9 +8,9 @@ use super::{Millis, Namespace};
 pub struct WorkerGroup {
     /// The step (or workflow) name served.
     pub name: String,
-    /// The partition served; `None` for a worker serving every partition (the embedded worker
-    /// of a standalone process).
-    pub partition: Option<Namespace>,
+    /// The partition served (a tenant's, or one of its pools); `None` for a worker serving
+    /// every partition (the embedded worker of a standalone process).
+    pub partition: Option<Partition>,
     /// How many live consumers serve it.
     pub workers: u32,
     /// When a worker of this group was last heard from.
@@ -20,7 +20,7 @@ pub struct WorkerGroup {
 impl WorkerGroup {
     /// Whether this group consumes routing token `name@partition` (`partition` is `default` for
     /// a bare token).
-    pub fn serves(&self, name: &str, partition: &Namespace) -> bool {
+    pub fn serves(&self, name: &str, partition: &Partition) -> bool {
         self.workers > 0
             && self.name == name
             && self.partition.as_ref().is_none_or(|p| p == partition)

@@ -14,6 +14,7 @@ mod health;
 mod history;
 mod limits;
 mod namespace;
+mod partition;
 mod plan;
 mod published_event;
 mod query;
@@ -49,6 +50,7 @@ pub use health::{NamespaceLoad, WorkerGroup};
 pub use history::{HISTORY_FORMAT, RunHistory};
 pub use limits::{InputError, InputLimits, is_attribute_key};
 pub use namespace::{Namespace, NamespaceError, Scope};
+pub use partition::{Partition, PartitionError, PoolName};
 pub use plan::{Limit, MAX_WEIGHT, Plan, PlanError, Usage};
 pub use published_event::{
     EVENT_SIGNAL_PREFIX, EventFilter, EventId, EventIdError, EventOutcome, MAX_EVENT_ID_CHARS,

@@ -112,8 +112,8 @@ pub async fn decide(registry: &Registry, clock: Arc<dyn Clock>, task: &Value) ->
         workflow,
         TurnInput {
             run_id: id,
-            // Routed by convention: the token's partition is the run's namespace.
-            namespace: partition,
+            // The token's partition is the run's tenant's, or one of its pools.
+            namespace: partition.tenant().clone(),
             input: task.get("input").cloned().unwrap_or(Value::Null),
             history,
             signals,

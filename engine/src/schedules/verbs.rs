@@ -202,9 +202,13 @@ impl Engine {
         limits.check_name("the workflow name", &spec.workflow)?;
         crate::engine::check_payload(limits, "the input", &spec.input)?;
         let known = self.registry().latest(&spec.workflow).is_some()
-            || !crate::driver::turn::remote::served_versions(&self.state, &spec.workflow, tenant)
-                .await
-                .is_empty();
+            || !crate::driver::turn::remote::served_versions(
+                &self.state,
+                &spec.workflow,
+                &tenant.clone().into(),
+            )
+            .await
+            .is_empty();
         if !known {
             return Err(EngineError::UnknownWorkflow(
                 spec.workflow.clone(),

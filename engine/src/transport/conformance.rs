@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::{EventDelivery, Partitions, SlotClaim, Subscription, TaskSubscription, Transport};
 use crate::model::{
-    ControlMessage, ControlNotice, Namespace, RemoteTask, RunId, RunStatus, Scope, StepOutcome,
-    StepResult, TenantEvent, TenantEventKind,
+    ControlMessage, ControlNotice, Namespace, Partition, RemoteTask, RunId, RunStatus, Scope,
+    StepOutcome, StepResult, TenantEvent, TenantEventKind,
 };
 use crate::transport::naming::routing_token;
 
@@ -40,7 +40,7 @@ fn task(run: &str, name: &str, partition: Option<&Namespace>) -> RemoteTask {
 fn subscription(name: &str, partitions: Vec<Namespace>) -> TaskSubscription {
     TaskSubscription {
         names: vec![name.into()],
-        partitions: Partitions::Only(partitions),
+        partitions: Partitions::Only(partitions.into_iter().map(Partition::from).collect()),
         concurrency: 1,
         workflows: Vec::new(),
         capabilities: Vec::new(),
@@ -541,7 +541,7 @@ pub async fn descriptors_describe_a_tokens_live_workers(transport: Arc<dyn Trans
     let consumer = transport
         .consume_tasks(TaskSubscription {
             names: vec!["ship".into()],
-            partitions: Partitions::Only(vec![ns("acme")]),
+            partitions: Partitions::Only(vec![ns("acme").into()]),
             concurrency: 1,
             workflows: Vec::new(),
             capabilities: vec!["saga".into(), "search-attr-v2".into()],

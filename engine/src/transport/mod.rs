@@ -16,7 +16,7 @@ use std::pin::Pin;
 
 use futures::Stream;
 
-use crate::model::{Millis, Namespace, Protocol, Registration, Sdk, TenantEvent, WorkerDescriptor};
+use crate::model::{Millis, Partition, Protocol, Registration, Sdk, TenantEvent, WorkerDescriptor};
 
 #[cfg(all(feature = "redis", any(test, feature = "test-util")))]
 pub use self::redis::testing as redis_testing;
@@ -48,8 +48,9 @@ pub type TransportResult<T, E = TransportError> = Result<T, E>;
 /// Which partitions a worker serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Partitions {
-    /// Only these (`default` means the bare, unsuffixed tokens).
-    Only(Vec<Namespace>),
+    /// Only these: tenants' own partitions or pools (`default` means the bare, unsuffixed
+    /// tokens).
+    Only(Vec<Partition>),
     /// Every partition. Only an embedded worker in a standalone process, which is the whole
     /// cluster, asks for this; a shared broker refuses it.
     All,

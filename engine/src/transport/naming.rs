@@ -1,7 +1,7 @@
 //! The only place queue, channel and key names are built (aviary wire §1), so a typo can never
 //! split a tenant's traffic.
 
-use crate::model::{Namespace, RunId};
+use crate::model::{Namespace, Partition, RunId};
 
 /// The default prefix of every queue and key.
 pub const DEFAULT_PREFIX: &str = "durable";
@@ -19,13 +19,24 @@ pub fn sanitize(name: &str) -> String {
     name.replace(':', "-")
 }
 
-/// The routing token of `name` on `partition`: `name@partition`, or bare `name` when the
-/// partition is unset or `default`.
+/// The routing token of `name` on tenant `partition`'s own partition: `name@partition`, or
+/// bare `name` when the partition is unset or `default`.
 pub fn routing_token(name: &str, partition: Option<&Namespace>) -> String {
     let base = sanitize(name);
     match partition {
         Some(p) if !p.is_default() => format!("{base}@{p}"),
         _ => base,
+    }
+}
+
+/// The routing token of `name` on `partition`, a tenant's own or one of its pools
+/// (`charge@acme.gpu`); bare `name` on the default partition.
+pub fn partition_token(name: &str, partition: &Partition) -> String {
+    let base = sanitize(name);
+    if partition.is_default() {
+        base
+    } else {
+        format!("{base}@{partition}")
     }
 }
 
@@ -94,12 +105,18 @@ impl TokenSpace {
     }
 }
 
-/// Splits a token back into its sanitized name and partition (`default` when bare).
-pub fn split_token(token: &str) -> (&str, Namespace) {
+/// Splits a token back into its sanitized name and partition (`default` when bare); the
+/// partition's tenant is whose work the token carries.
+pub fn split_token(token: &str) -> (&str, Partition) {
     match token.rsplit_once('@') {
-        Some((name, p)) => (name, Namespace::from_stored(Some(p))),
-        None => (token, Namespace::default_ns()),
+        Some((name, p)) => (name, Partition::from_stored(p)),
+        None => (token, Partition::of_tenant(Namespace::default_ns())),
     }
+}
+
+/// The tenant whose work `token` carries: its partition's (see [`Partition`]).
+pub fn token_tenant(token: &str) -> Namespace {
+    split_token(token).1.tenant().clone()
 }
 
 /// The BullMQ job id of try `attempt` of step `seq` of run `run`: `<run>@<seq>@<attempt>`, the
@@ -389,10 +406,27 @@ mod tests {
 
     #[test]
     fn tokens_split_back() {
-        assert_eq!(split_token("a-b@acme"), ("a-b", ns("acme")));
+        assert_eq!(split_token("a-b@acme"), ("a-b", ns("acme").into()));
         assert_eq!(
             split_token("payments.charge"),
-            ("payments.charge", ns("default"))
+            ("payments.charge", ns("default").into())
         );
+        let gpu = Partition::parse("acme.gpu").unwrap();
+        assert_eq!(
+            partition_token("payments.charge", &gpu),
+            "payments.charge@acme.gpu"
+        );
+        assert_eq!(
+            split_token("payments.charge@acme.gpu"),
+            ("payments.charge", gpu)
+        );
+        assert_eq!(token_tenant("payments.charge@acme.gpu"), ns("acme"));
+        assert_eq!(token_tenant("payments.charge@acme"), ns("acme"));
+        assert_eq!(token_tenant("payments.charge"), ns("default"));
+        assert_eq!(
+            partition_token("a:b", &ns("acme").into()),
+            routing_token("a:b", Some(&ns("acme")))
+        );
+        assert_eq!(partition_token("a", &ns("default").into()), "a");
     }
 }

@@ -137,7 +137,7 @@ impl Backend {
             Place::PostgresRedis { .. } => Partitions::Only(
                 NAMESPACES
                     .iter()
-                    .map(|ns| Namespace::parse(ns).expect("namespace"))
+                    .map(|ns| Namespace::parse(ns).expect("namespace").into())
                     .collect(),
             ),
         }

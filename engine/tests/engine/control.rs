@@ -268,7 +268,10 @@ async fn redispatch_resends_waiting_steps_and_continue_retries_a_blocked_run(bac
         .expect("groups");
     // One worker serves `add` on acme: `add@*` in-process (every partition), `add@acme` on a
     // shared broker (the tenants named).
-    let add: Vec<_> = groups.iter().filter(|g| g.serves("add", &acme)).collect();
+    let add: Vec<_> = groups
+        .iter()
+        .filter(|g| g.serves("add", &acme.clone().into()))
+        .collect();
     assert_eq!(add.len(), 1, "{groups:?}");
     assert_eq!(add[0].workers, 1);
     let done = wait_for(&store, &run.id, RunStatus::Completed).await;

@@ -39,7 +39,7 @@ async fn step_beats_keep_a_slow_step_from_timing_out() {
         Arc::new(transport.clone()),
         Arc::new(SystemClock),
         WorkerConfig {
-            partitions: Partitions::Only(vec![ns("acme")]),
+            partitions: Partitions::Only(vec![ns("acme").into()]),
             concurrency: 8,
         },
     )

@@ -82,7 +82,7 @@ pub(crate) async fn worker_on(
         Arc::new(transport.clone()),
         Arc::new(SystemClock),
         WorkerConfig {
-            partitions: Partitions::Only(vec![ns(partition)]),
+            partitions: Partitions::Only(vec![ns(partition).into()]),
             concurrency: 8,
         },
     )

@@ -146,7 +146,7 @@ async fn unpark_remote(state: &State, now: Millis) -> Result<(), StoreError> {
         let Some(partition) = group.partition.clone() else {
             continue;
         };
-        if state.registry.latest(&group.name).is_some() || !state.scope.admits(&partition) {
+        if state.registry.latest(&group.name).is_some() || !state.scope.admits(partition.tenant()) {
             continue;
         }
         let served: Vec<(String, u32)> =
@@ -157,7 +157,7 @@ async fn unpark_remote(state: &State, now: Millis) -> Result<(), StoreError> {
                 .collect();
         let unparked = state
             .store
-            .unblock_runs(&Scope::Only(partition), &served, now)
+            .unblock_runs(&Scope::Only(partition.tenant().clone()), &served, now)
             .await?;
         for run in &unparked {
             tracing::info!(run_id = %run.id, workflow = %run.workflow, "a worker serves this run's workflow again");

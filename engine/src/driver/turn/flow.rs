@@ -79,7 +79,7 @@ fn for_key(key: &str) -> String {
 
 /// The tenant whose counters a task spends: the one its routing token names.
 fn tenant_of(task: &RemoteTask) -> Namespace {
-    crate::transport::naming::split_token(&task.group).1
+    crate::transport::naming::token_tenant(&task.group)
 }
 
 /// Takes one dispatch of `task` from its step's allowance under `limit` at `now`, or says why

@@ -16,7 +16,7 @@ use crate::model::{
 };
 use crate::store::{Committed, History, RunPatch, StoreError, TurnCommit, TurnOutcome};
 use crate::trace_context;
-use crate::transport::naming::split_token;
+use crate::transport::naming::token_tenant;
 
 use super::guard::{self, Outgoing};
 
@@ -338,7 +338,7 @@ pub(crate) async fn dispatch(state: &State, id: &RunId, tasks: Vec<RemoteTask>) 
     // by the tenant's weight.
     let sends = tasks.into_iter().map(|mut task| {
         trace_context::stamp(&mut task);
-        let lane = state.lane(&split_token(&task.group).1, &task.name);
+        let lane = state.lane(&token_tenant(&task.group), &task.name);
         fair::within(lane, state.transport.dispatch(task))
     });
     for sent in futures::future::join_all(sends).await {

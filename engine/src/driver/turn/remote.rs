@@ -15,24 +15,25 @@ use super::awaiting::Pending;
 use super::guard;
 use crate::driver::state::State;
 use crate::model::{
-    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Run, Scope, StepFailure,
+    Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Partition, Run, Scope,
+    StepFailure,
 };
 use crate::runtime::{Command, Decision, DecisionStatus};
 use crate::store::{History, TurnOutcome};
-use crate::transport::naming::{routing_token, sanitize};
+use crate::transport::naming::{partition_token, routing_token, sanitize};
 
 /// How long a worker may stay silent on a turn before it is sent again.
 const SILENCE: Duration = Duration::from_secs(30);
 /// Sends of one turn before the run is parked as having no worker.
 const SENDS: usize = 3;
 
-/// The versions of `workflow` that a live worker on `namespace`'s partition runs turns of,
-/// ascending: a run is sent to workers only if its own version is among them. None on a
-/// transport that cannot send turns.
+/// The versions of `workflow` that a live worker on `partition` runs turns of, ascending: a
+/// run is sent to workers only if its own version is among them. None on a transport that
+/// cannot send turns.
 pub(crate) async fn served_versions(
     state: &State,
     workflow: &str,
-    namespace: &crate::model::Namespace,
+    partition: &Partition,
 ) -> Vec<u32> {
     if state.transport.remote_turns().is_none() {
         return Vec::new();
@@ -40,26 +41,25 @@ pub(crate) async fn served_versions(
     let name = sanitize(workflow);
     let live = state
         .transport
-        .worker_groups(&Scope::Only(namespace.clone()))
+        .worker_groups(&Scope::Only(partition.tenant().clone()))
         .await
-        .map(|groups| groups.iter().any(|g| g.serves(&name, namespace)))
+        .map(|groups| groups.iter().any(|g| g.serves(&name, partition)))
         .unwrap_or(false);
     if !live {
         return Vec::new();
     }
-    announced_versions(state, workflow, namespace).await
+    announced_versions(state, workflow, partition).await
 }
 
-/// The versions of `workflow` that the workers on its token on `namespace`'s partition
-/// announce (wire §6.1 `registrations`; see [`crate::model::WorkerDescriptor::turn_versions`]),
+/// The versions of `workflow` that the workers on its token on `partition` announce (wire §6.1 `registrations`; see [`crate::model::WorkerDescriptor::turn_versions`]),
 /// ascending. Workers that announced no descriptor (older than the handshake, or not read yet)
 /// state nothing: they are taken to run version 1, as convention routing always did.
 pub(crate) async fn announced_versions(
     state: &State,
     workflow: &str,
-    namespace: &crate::model::Namespace,
+    partition: &Partition,
 ) -> Vec<u32> {
-    let token = routing_token(workflow, Some(namespace));
+    let token = partition_token(workflow, partition);
     let live = state
         .transport
         .worker_descriptors(&token)
@@ -98,7 +98,7 @@ pub(crate) async fn turn(
     let Some(turns) = state.transport.remote_turns() else {
         return Err(unserved());
     };
-    if !served_versions(state, &run.workflow, &run.namespace)
+    if !served_versions(state, &run.workflow, &run.namespace.clone().into())
         .await
         .contains(&run.workflow_version)
     {

@@ -98,7 +98,6 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use self::rows::db;
 use self::writer::Writer;
 use super::{StoreError, StoreResult};
 
@@ -135,7 +134,7 @@ impl PgStore {
         Ok(sqlx::raw_sql(sql)
             .execute(&self.pool)
             .await
-            .map_err(db)?
+            .map_err(rows::db)?
             .rows_affected())
     }
 }

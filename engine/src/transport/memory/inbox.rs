@@ -51,8 +51,8 @@ impl Inbox {
 
     /// Queues `task` and wakes the consumer; `weight`, if given, is its tenant's from now on.
     pub fn push(&self, task: RemoteTask, weight: Option<Weight>) {
-        let (name, tenant) = split_token(&task.group);
-        let name = name.to_owned();
+        let (name, partition) = split_token(&task.group);
+        let (name, tenant) = (name.to_owned(), partition.tenant().clone());
         // Within a step, as BullMQ orders a queue: tasks without a priority first, then the
         // higher priority first; equal ones in arrival order.
         let rank = task.priority.map_or(i64::MIN, i64::saturating_neg);

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use tokio::sync::{broadcast, mpsc};
 
 use self::inbox::Inbox;
-use super::naming::{sanitize, split_token};
+use super::naming::{sanitize, split_token, token_tenant};
 use super::{
     ControlChannel, EventDelivery, Partitions, RemoteTurns, RunRequests, StepQueues, Subscription,
     TaskSubscription, TenantEvents, Transport, TransportError, TransportResult, WorkerRegistry,
@@ -201,7 +201,7 @@ impl StepQueues for MemoryTransport {
     async fn dispatch(&self, task: RemoteTask) -> TransportResult<()> {
         // The driver dispatches in the lane of the task's tenant, which carries its weight.
         let lane = fair::Lane::current();
-        let weight = (lane.tenant == split_token(&task.group).1).then_some(lane.weight);
+        let weight = (lane.tenant == token_tenant(&task.group)).then_some(lane.weight);
         self.router().route(task, weight);
         Ok(())
     }
@@ -320,7 +320,7 @@ impl WorkerRegistry for MemoryTransport {
                 Partitions::All => vec![None],
                 Partitions::Only(ps) => ps
                     .iter()
-                    .filter(|p| scope.admits(p))
+                    .filter(|p| scope.admits(p.tenant()))
                     .cloned()
                     .map(Some)
                     .collect(),

@@ -10,7 +10,7 @@ use super::holds::Current;
 use super::queue::Taken;
 use super::{RedisTransport, Shared, consumer, registry};
 use crate::model::{Receipt, Settle};
-use crate::transport::naming::{routing_token, tasks_queue};
+use crate::transport::naming::{partition_token, tasks_queue};
 use crate::transport::{
     Partitions, Subscription, TaskSubscription, TransportError, TransportResult,
 };
@@ -177,7 +177,7 @@ impl RedisTransport {
         };
         let tokens = partitions
             .iter()
-            .flat_map(|p| names.iter().map(move |name| routing_token(name, Some(p))))
+            .flat_map(|p| names.iter().map(move |name| partition_token(name, p)))
             .map(|token| self.wire_token(&token))
             .collect::<TransportResult<Vec<String>>>()?;
         let queues = tokens

@@ -126,7 +126,7 @@ pub(super) async fn groups(shared: &Shared, scope: &Scope) -> redis::RedisResult
     for (mut token, _instance, value) in liveness(shared).await? {
         shared.tokens.from_wire(&mut token);
         let (name, partition) = split_token(&token);
-        if !scope.admits(&partition) {
+        if !scope.admits(partition.tenant()) {
             continue;
         }
         let seen = seen_at(&value);
