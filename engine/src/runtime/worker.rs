@@ -136,11 +136,7 @@ impl Worker {
                     cancellations.clone(),
                 );
                 // Every log line of the step, its handler's included, names its run and tenant.
-                let tenant = task
-                    .group
-                    .rsplit_once('@')
-                    .map_or("default", |(_, partition)| partition)
-                    .to_owned();
+                let tenant = crate::transport::naming::token_tenant(&task.group);
                 // In the run's trace, under the turn that sent it.
                 let span = crate::trace_context::span_in_trace!(
                     task.traceparent.as_deref(),
@@ -162,7 +158,7 @@ impl Worker {
                         StepOutcome::Completed { .. } => "completed",
                         StepOutcome::Failed { .. } => "failed",
                     };
-                    crate::metrics::worker_step(&tenant, &step, outcome, began.elapsed());
+                    crate::metrics::worker_step(tenant.as_str(), &step, outcome, began.elapsed());
                     // The transport settles the task with the result, in one step if it can.
                     result.receipt = receipt.clone();
                     // Unanswered, the task goes back (the receipt's default).
