@@ -160,4 +160,8 @@ pub struct Checkpoint {
     /// What undoes this step, or which step this one undoes (see [`super::Saga`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saga: Option<super::Saga>,
+    /// Where a remote step or turn was routed and what decided it (`worker_group` is the token
+    /// it went to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<super::StepRoute>,
 }

@@ -20,6 +20,7 @@ mod published_event;
 mod query;
 mod receipt;
 mod retry;
+mod route;
 mod run;
 mod run_id;
 mod saga;
@@ -62,6 +63,7 @@ pub use query::{
 };
 pub use receipt::{Receipt, Settle};
 pub use retry::RetryPolicy;
+pub use route::{RoutedBy, StepRoute};
 pub use run::{Run, RunDetail, RunStatus, UnknownStatus};
 pub use run_id::{RunId, RunIdError};
 pub use saga::{COMPENSATE_SIGNAL, Saga};

@@ -172,6 +172,7 @@ mod tests {
             priority: None,
             slot: None,
             saga: None,
+            route: None,
         }
     }
 

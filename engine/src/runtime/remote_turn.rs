@@ -207,6 +207,7 @@ fn checkpoint(run_id: &RunId, entry: &Value) -> Option<Checkpoint> {
         priority: None,
         slot: None,
         saga: None,
+        route: None,
     })
 }
 

@@ -16,7 +16,7 @@ pub(crate) const RUN_COL_COUNT: usize = 27;
 /// A checkpoint's columns.
 pub(crate) const CHECKPOINT_COLS: &str = "run_id, seq, kind, name, status, attempts, \
     worker_group, input, output, error, wake_at, enqueued_at, started_at, finished_at, \
-    retry_policy, timeout_ms, priority, slot, saga";
+    retry_policy, timeout_ms, priority, slot, saga, route";
 
 /// `cols` (one of the lists above) with each column prefixed by `table.`, for a statement that
 /// joins another table.

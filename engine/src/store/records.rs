@@ -2,7 +2,8 @@ use serde_json::{Map, Value};
 
 use crate::model::{
     BufferedSignal, Checkpoint, CheckpointKind, CheckpointStatus, ConcurrencySlot, Millis,
-    Namespace, RetryPolicy, Run, RunId, RunStatus, Saga, Scope, StepFailure, StoredUpdate,
+    Namespace, RetryPolicy, Run, RunId, RunStatus, Saga, Scope, StepFailure, StepRoute,
+    StoredUpdate,
 };
 
 /// Everything needed to insert a run. Lineage is explicit so that children, retries and
@@ -108,6 +109,8 @@ pub struct NewCheckpoint {
     pub slot: Option<String>,
     /// What undoes the step, or which step it undoes.
     pub saga: Option<Saga>,
+    /// Where a remote step or turn was routed and what decided it.
+    pub route: Option<StepRoute>,
 }
 
 impl NewCheckpoint {
@@ -139,6 +142,7 @@ impl NewCheckpoint {
             priority: None,
             slot: None,
             saga: None,
+            route: None,
         }
     }
 
@@ -175,6 +179,7 @@ impl NewCheckpoint {
             priority: None,
             slot: None,
             saga: None,
+            route: None,
         }
     }
 }
@@ -386,6 +391,7 @@ impl History {
                 priority: cp.priority,
                 slot: cp.slot.clone(),
                 saga: cp.saga.clone(),
+                route: cp.route.clone(),
             });
         }
         self.checkpoints.sort_by_key(|c| c.seq);

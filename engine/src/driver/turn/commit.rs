@@ -124,6 +124,7 @@ pub(crate) fn commit_of(
                 priority: None,
                 slot: None,
                 saga: None,
+                route: None,
             }),
             Command::FireTimer { seq } => fired_timers.push(seq),
             Command::CancelRun { id } => cancel_runs.push(id),
@@ -193,6 +194,7 @@ pub(crate) fn commit_of(
                     priority: None,
                     slot: None,
                     saga: None,
+                    route: None,
                 });
                 refused_here = true;
             }
@@ -235,6 +237,7 @@ pub(crate) fn commit_of(
                     priority: None,
                     slot: None,
                     saga: None,
+                    route: None,
                 });
             }
         }
@@ -350,6 +353,7 @@ fn signal_wait(seq: u32, name: String, deadline: Option<i64>, now: i64) -> NewCh
         priority: None,
         slot: None,
         saga: None,
+        route: None,
     }
 }
 

@@ -51,6 +51,7 @@ fn pending(seq: u32, kind: CheckpointKind, name: &str) -> Checkpoint {
         priority: None,
         slot: None,
         saga: None,
+        route: None,
     }
 }
 

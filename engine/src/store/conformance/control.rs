@@ -134,6 +134,7 @@ pub async fn control_verbs_and_leases_follow_their_rules(store: Arc<dyn Store>) 
         priority: None,
         slot: None,
         saga: None,
+        route: None,
     };
     let commit = TurnCommit {
         checkpoints: vec![wait],

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::support::{
     attempt_of, completed, lease, new_run, ns, pending_step, suspended_on_a_step_sent_by,
 };
-use crate::model::{Millis, RunId, RunStatus, Scope};
+use crate::model::{Millis, PoolName, RoutedBy, RunId, RunStatus, Scope, StepRoute};
 use crate::store::{
     LostDispatch, NewCheckpoint, RunPatch, SlotOut, Store, TurnCommit, TurnOutcome,
 };
@@ -176,4 +176,69 @@ pub async fn slots_out_are_the_slotted_steps_still_out(store: Arc<dyn Store>) {
         .map(|s| s.run_id.as_str().to_owned())
         .collect();
     assert_eq!(left, ["so-b"]);
+}
+
+/// Where a remote step was routed, and what decided it, is kept with its checkpoint, through a
+/// run's first turn written with its insert and through a later turn.
+pub async fn a_steps_route_is_kept_with_its_checkpoint(store: Arc<dyn Store>) {
+    let acme = Scope::Only(ns("acme"));
+    let by_rule = StepRoute {
+        pool: Some(PoolName::parse("gpu").expect("pool")),
+        by: RoutedBy::Rule {
+            rule: 2,
+            version: 9,
+        },
+        instead_of: Some(PoolName::parse("gpu-a").expect("pool")),
+    };
+    let routed = |seq: u32, route: StepRoute| NewCheckpoint {
+        worker_group: Some("charge@acme.gpu".into()),
+        route: Some(route),
+        ..pending_step(seq)
+    };
+    let suspend = |checkpoints| TurnCommit {
+        checkpoints,
+        ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
+    };
+    let first = store
+        .create_run_and_commit(
+            new_run("route-1", "acme"),
+            &lease("me"),
+            suspend(vec![routed(0, by_rule.clone())]),
+            1,
+        )
+        .await
+        .expect("create")
+        .expect("held")
+        .run;
+    let later = store
+        .create_run(new_run("route-2", "acme"), 1, Some(&lease("me")))
+        .await
+        .expect("create");
+    store
+        .commit_turn(
+            &lease("me"),
+            &later.id,
+            attempt_of(&store, &later.id).await,
+            suspend(vec![routed(0, StepRoute::by_default()), pending_step(1)]),
+            2,
+        )
+        .await
+        .expect("commit")
+        .expect("held");
+    let routes = |id: RunId| {
+        let (store, acme) = (store.clone(), acme.clone());
+        async move {
+            let checkpoints = store.checkpoints(&acme, &id).await.expect("read");
+            assert_eq!(
+                checkpoints[0].worker_group.as_deref(),
+                Some("charge@acme.gpu")
+            );
+            checkpoints.into_iter().map(|c| c.route).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(routes(first.id).await, vec![Some(by_rule)]);
+    assert_eq!(
+        routes(later.id).await,
+        vec![Some(StepRoute::by_default()), None]
+    );
 }

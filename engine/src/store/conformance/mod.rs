@@ -108,6 +108,7 @@ macro_rules! store_conformance {
             step_beats_touch_only_their_own_pending_step,
             // dispatch.rs
             lost_dispatches_spare_live_senders,
+            a_steps_route_is_kept_with_its_checkpoint,
             slots_out_are_the_slotted_steps_still_out,
             // plans.rs
             plans_round_trip_and_an_empty_one_is_removed,

@@ -120,6 +120,7 @@ pub(super) fn checkpoint_from_row(row: &PgRow) -> StoreResult<Checkpoint> {
         priority: get(row, 16, "priority")?,
         slot: get(row, 17, "slot")?,
         saga: opt_json(get(row, 18, "saga")?, "checkpoint saga")?,
+        route: opt_json(get(row, 19, "route")?, "checkpoint route")?,
     })
 }
 

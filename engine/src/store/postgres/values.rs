@@ -120,6 +120,7 @@ row_values! {
         priority: Option<i64> as "BIGINT",
         slot: Option<String> as "TEXT",
         saga: Option<Value> as "JSONB",
+        route: Option<Value> as "JSONB",
         dispatched_by: Option<String> as "TEXT",
     }
 }
@@ -235,6 +236,7 @@ impl CheckpointValues {
             priority: cp.priority,
             slot: cp.slot.clone(),
             saga: cp.saga.as_ref().map(to_value),
+            route: cp.route.as_ref().map(to_value),
             dispatched_by: cp.enqueued_at.and(owner).map(str::to_owned),
         }
     }

@@ -113,6 +113,7 @@ pub(super) fn checkpoint_from_row(row: &Row<'_>) -> StoreResult<Checkpoint> {
         priority: at(row, 16, "priority")?,
         slot: at(row, 17, "slot")?,
         saga: opt_json(at(row, 18, "saga")?, "checkpoint saga")?,
+        route: opt_json(at(row, 19, "route")?, "checkpoint route")?,
     })
 }
 

@@ -134,8 +134,8 @@ fn insert_checkpoints(
         .prepare_cached(
             "INSERT INTO checkpoints (run_id, seq, kind, name, status, attempts, worker_group, \
              input, output, error, wake_at, enqueued_at, started_at, finished_at, retry_policy, \
-             timeout_ms, priority, slot, saga, dispatched_by) \
-             VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             timeout_ms, priority, slot, saga, route, dispatched_by) \
+             VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (run_id, seq) DO NOTHING",
         )
         .map_err(db)?;
@@ -162,6 +162,7 @@ fn insert_checkpoints(
                 cp.priority,
                 cp.slot,
                 cp.saga.as_ref().map(to_json),
+                cp.route.as_ref().map(to_json),
                 cp.enqueued_at.and(owner),
             ])
             .map_err(db)?;
