@@ -13,6 +13,7 @@ pub(crate) mod fast_path;
 pub(crate) mod loops;
 pub(crate) mod plans;
 mod publisher;
+pub(crate) mod routing;
 pub(crate) mod state;
 pub(crate) mod step_tallies;
 pub(crate) mod turn;

@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::PoolName;
+
 /// The longest key a limit may take from an input: a key is stored and compared, not read.
 pub const MAX_FLOW_KEY_CHARS: usize = 200;
 
@@ -243,4 +245,8 @@ pub struct StepFlow {
     /// Its priority among its step's waiting tasks (the wire's `priority`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
+    /// The pool of the run's tenant its author sent it to, which wins over the tenant's
+    /// routing (`StepOptions::pool`, or a worker's `call.group` naming one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolName>,
 }

@@ -224,10 +224,12 @@ mod tests {
                 rate_limit: Some(RateLimit::per_minute(100)),
                 concurrency: Some(Concurrency::at_most(2).per("/account")),
                 priority: Some(5),
+                pool: Some(crate::model::PoolName::parse("gpu").unwrap()),
             },
             saga: None,
         };
         let wire = serde_json::to_value(&call).unwrap();
+        assert_eq!(wire["pool"], "gpu");
         assert_eq!(wire["kind"], "call");
         assert_eq!(wire["requires"], json!(["gpu"]));
         assert_eq!(wire["priority"], 5);

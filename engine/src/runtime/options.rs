@@ -35,6 +35,9 @@ pub struct StepOptions {
     /// The step's part in a saga: the step that undoes it (see
     /// [`StepOptions::compensate_with`]); the engine marks a compensation it runs itself.
     pub saga: Option<Saga>,
+    /// The pool of the run's tenant it is sent to, whatever the tenant's routing says (see
+    /// [`StepOptions::pool`]).
+    pub pool: Option<String>,
 }
 
 impl StepOptions {
@@ -87,6 +90,16 @@ impl StepOptions {
     /// The same options with `priority` (higher goes first among the step's waiting tasks).
     pub fn priority(mut self, priority: i64) -> Self {
         self.flow.priority = Some(priority);
+        self
+    }
+
+    /// The same options, sent to the run's tenant's pool `pool` (its own, or a shared pool
+    /// granted to it): the workers of `durable worker --tenant T --pool POOL`, or an SDK worker
+    /// on partition `T.POOL`. The author's choice wins over the tenant's routing rules. A name
+    /// that is not a pool name fails the step; a pool nobody serves leaves it waiting, as any
+    /// step waits for a worker.
+    pub fn pool(mut self, pool: &str) -> Self {
+        self.pool = Some(pool.to_owned());
         self
     }
 

@@ -40,6 +40,7 @@ mod peers;
 mod plans;
 mod published_events;
 mod restarts;
+mod routing;
 mod run_limits;
 mod sagas;
 mod schedules;

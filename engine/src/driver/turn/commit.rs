@@ -6,13 +6,14 @@ use super::guard::Outgoing;
 use serde_json::{Map, Value};
 
 use crate::driver::dead_letter::dead_letter_run;
+use crate::driver::routing;
 use crate::model::{
     ATTRIBUTES_MARKER, CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, Run, RunId,
     RunStatus, StepFailure, StepFlow, step_id,
 };
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
 use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
-use crate::transport::naming::routing_token;
+use crate::transport::naming::partition_token;
 
 /// Turns a decision into the durable commit and the tasks to dispatch after it. A child deeper
 /// than `max_depth` (the tenant's `max_nesting_depth`) is not started: it fails at once, and
@@ -55,6 +56,7 @@ pub(crate) fn commit_of(
                     timeout_ms,
                     priority: out.task.priority,
                     saga,
+                    route: Some(out.route.clone()),
                     ..NewCheckpoint::remote_step(seq, name, out.task.group.clone(), input, now)
                 });
                 tasks.push(out);
@@ -370,8 +372,8 @@ fn successor_id(id: &RunId) -> RunId {
     RunId::parse(&format!("{base}:c{}", n + 1)).unwrap_or_else(|_| RunId::generate())
 }
 
-/// The task that sends try `attempt` of step `seq` of `run`, routed to its step's token in the
-/// run's tenant, with how it goes out.
+/// The task that sends try `attempt` of step `seq` of `run`, routed ([`routing::route`]) to its
+/// step's token on the run's tenant's partition or one of its pools, with how it goes out.
 fn outgoing(
     run: &Run,
     seq: u32,
@@ -380,11 +382,12 @@ fn outgoing(
     attempt: u32,
     flow: StepFlow,
 ) -> Outgoing {
+    let routed = routing::route(&run.namespace, flow.pool.as_ref());
     let task = RemoteTask {
         run_id: run.id.clone(),
         seq,
         step_id: step_id(&run.id, seq),
-        group: routing_token(&name, Some(&run.namespace)),
+        group: partition_token(&name, &routed.partition),
         name,
         input: Some(input),
         context: Some(serde_json::json!({ "tenant": run.namespace })),
@@ -396,5 +399,9 @@ fn outgoing(
         priority: flow.priority,
         receipt: Default::default(),
     };
-    Outgoing { task, flow }
+    Outgoing {
+        task,
+        flow,
+        route: routed.route,
+    }
 }

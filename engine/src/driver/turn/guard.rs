@@ -14,8 +14,8 @@ use super::backoff::backing_off;
 use super::flow;
 use crate::driver::state::State;
 use crate::model::{
-    Incompatibility, Millis, Protocol, RemoteTask, StepFailure, StepFlow, check_dispatch,
-    parked_by_guard,
+    Incompatibility, Millis, Protocol, RemoteTask, StepFailure, StepFlow, StepRoute,
+    check_dispatch, parked_by_guard,
 };
 use crate::store::{TurnCommit, TurnOutcome};
 
@@ -24,6 +24,8 @@ use crate::store::{TurnCommit, TurnOutcome};
 pub(crate) struct Outgoing {
     pub task: RemoteTask,
     pub flow: StepFlow,
+    /// Where it was routed and why (kept on its checkpoint).
+    pub route: StepRoute,
 }
 
 /// Keeps the tasks of `outgoing` a live worker can take and their flow limits let go (see
@@ -44,7 +46,7 @@ pub(crate) async fn screen(
     let mut held: Option<Incompatibility> = None;
     let mut limited: Option<flow::Hold> = None;
     let mut soonest = Millis::MAX;
-    for Outgoing { task, flow } in outgoing {
+    for Outgoing { task, flow, .. } in outgoing {
         let pass = match admits(state, &task.group, &flow.requires).await {
             Ok(()) => flow_allows(state, commit, &task, &flow, before, now)
                 .await

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::awaiting::Pending;
 use super::guard;
+use crate::driver::routing;
 use crate::driver::state::State;
 use crate::model::{
     Checkpoint, CheckpointKind, CheckpointStatus, Millis, Namespace, Partition, Run, Scope,
@@ -20,7 +21,7 @@ use crate::model::{
 };
 use crate::runtime::{Command, Decision, DecisionStatus};
 use crate::store::{History, TurnOutcome};
-use crate::transport::naming::{partition_token, routing_token, sanitize};
+use crate::transport::naming::{partition_token, sanitize};
 
 /// How long a worker may stay silent on a turn before it is sent again.
 const SILENCE: Duration = Duration::from_secs(30);
@@ -98,13 +99,14 @@ pub(crate) async fn turn(
     let Some(turns) = state.transport.remote_turns() else {
         return Err(unserved());
     };
-    if !served_versions(state, &run.workflow, &run.namespace.clone().into())
+    let routed = routing::route(&run.namespace, None);
+    if !served_versions(state, &run.workflow, &routed.partition)
         .await
         .contains(&run.workflow_version)
     {
         return Err(unserved());
     }
-    let group = routing_token(&run.workflow, Some(&run.namespace));
+    let group = partition_token(&run.workflow, &routed.partition);
     if let Err(why) = guard::admits(state, &group, &[]).await {
         return Err(guard::park(&why, run.error.as_ref(), now, None));
     }
@@ -279,14 +281,6 @@ fn prepare(history: &History, namespace: &Namespace, now: Millis) -> Prepared {
     out
 }
 
-/// The partition a worker's `call` names (wire §3.5 `call.group`) when it is neither its run's
-/// namespace nor `default` (nor absent or blank, which mean `default`).
-fn foreign_partition(command: &Value, run: &Namespace) -> Option<String> {
-    let group = command.get("group")?.as_str()?;
-    (!group.is_empty() && group != Namespace::DEFAULT_NAME && group != run.as_str())
-        .then(|| group.chars().take(80).collect())
-}
-
 /// A worker's decision as this engine applies it: the control plane's own commands first, then
 /// the worker's, minus those for positions that already have a checkpoint.
 fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
@@ -345,23 +339,36 @@ fn decision(raw: Value, prepared: &Prepared, now: Millis) -> Decision {
                 | Command::WaitSignal { .. }
                 | Command::StartChild { .. }),
             ) => {
+                let group = command.get("group").and_then(Value::as_str).unwrap_or("");
+                let mut c = c;
                 if let Command::Call {
-                    seq, name, input, ..
-                } = &c
-                    && let Some(partition) = foreign_partition(&command, &prepared.namespace)
+                    seq,
+                    name,
+                    input,
+                    flow,
+                    ..
+                } = &mut c
                 {
-                    commands.push(Command::RefusedCall {
-                        seq: *seq,
-                        name: name.clone(),
-                        input: input.clone(),
-                        error: StepFailure::new(format!(
-                            "step `{name}` asked for partition `{partition}`, which is not its run's (`{}`): a call runs on its run's partition or `default`; drop `group` or name one of those",
-                            prepared.namespace
-                        ))
-                        .with_code("foreign_partition")
-                        .fatal(),
-                    });
-                    continue;
+                    // A group naming a pool wins; one naming none leaves the pool our own
+                    // workers' decisions carry (`pool`, an extension) as it is.
+                    match routing::explicit_pool(group, &prepared.namespace) {
+                        Ok(Some(pool)) => flow.pool = Some(pool),
+                        Ok(None) => {}
+                        Err(partition) => {
+                            commands.push(Command::RefusedCall {
+                                seq: *seq,
+                                name: name.clone(),
+                                input: input.clone(),
+                                error: StepFailure::new(format!(
+                                    "step `{name}` asked for partition `{partition}`, which is not its run's (`{tenant}`) nor one of its pools: a call runs on its run's partition, one of its pools (`{tenant}.<pool>`) or `default`; drop `group` or name one of those",
+                                    tenant = prepared.namespace
+                                ))
+                                .with_code("foreign_partition")
+                                .fatal(),
+                            });
+                            continue;
+                        }
+                    }
                 }
                 if let Command::Sleep { ms, .. } = &c {
                     let at = now.saturating_add(i64::try_from(*ms).unwrap_or(i64::MAX));

@@ -16,8 +16,8 @@ use super::turn_state::TurnState;
 use super::{Clock, Command, Operation, StepError, StepOptions, WorkflowError};
 use crate::model::{
     ATTRIBUTES_MARKER, BufferedSignal, COMPENSATE_SIGNAL, Checkpoint, CheckpointKind,
-    CheckpointStatus, Millis, Namespace, PATCH_MARKER, RetryPolicy, RunId, Saga, StepFailure,
-    StepFlow,
+    CheckpointStatus, Millis, Namespace, PATCH_MARKER, PoolName, RetryPolicy, RunId, Saga,
+    StepFailure, StepFlow,
 };
 
 /// Handed to every workflow body. Each durable operation takes the next position (`seq`) in the
@@ -197,11 +197,25 @@ impl WorkflowContext {
         let StepOptions {
             retry,
             timeout,
-            flow,
+            mut flow,
             saga,
+            pool,
         } = options.into();
         let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         let (seq, replay) = self.replay(CheckpointKind::RemoteStep, name);
+        if !matches!(replay, Replay::Resolved(_))
+            && let Some(pool) = pool
+        {
+            match PoolName::parse(&pool) {
+                Ok(pool) => flow.pool = Some(pool),
+                Err(e) => {
+                    return Operation::ready(Err(StepError::fatal(format!(
+                        "step `{name}` names a pool that cannot be one: {e}"
+                    ))
+                    .with_code("bad_pool")));
+                }
+            }
+        }
         match replay {
             Replay::Resolved(cp) => Operation::ready(resolved(*cp, name)),
             Replay::Waiting => {

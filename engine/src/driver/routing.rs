@@ -1,0 +1,90 @@
+//! Where a remote step or a workflow turn runs. One function decides it, before dispatch, for
+//! every send (a step's first, its retries, a remote turn): the author's explicit choice in
+//! code wins (a pool of the run's tenant, named by `StepOptions::pool` or by a worker's
+//! `call.group`), then the tenant's own partition. The decision is kept on the step's
+//! checkpoint ([`StepRoute`]); a dispatch sent again because it may have been lost goes where
+//! the first one went.
+
+use crate::model::{Namespace, Partition, PoolName, RoutedBy, StepRoute};
+
+/// Where one send goes: the partition whose token it is sent on, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Routed {
+    /// The run's tenant's own partition, or one of its pools.
+    pub partition: Partition,
+    /// What is kept on the checkpoint.
+    pub route: StepRoute,
+}
+
+/// Routes a send of a run of `tenant`, whose code chose pool `explicit` (if any).
+pub(crate) fn route(tenant: &Namespace, explicit: Option<&PoolName>) -> Routed {
+    match explicit {
+        Some(pool) => Routed {
+            partition: Partition::of_pool(tenant.clone(), pool.clone()),
+            route: StepRoute {
+                pool: Some(pool.clone()),
+                by: RoutedBy::Code,
+                instead_of: None,
+            },
+        },
+        None => Routed {
+            partition: Partition::of_tenant(tenant.clone()),
+            route: StepRoute::by_default(),
+        },
+    }
+}
+
+/// The pool a worker's `call.group` (wire §3.5) asks for, for a run of `tenant`. The wire's
+/// group is a partition: the calling worker's own, so blank, `default` and the run's tenant mean
+/// no choice at all (the tenant's routing decides), and `<tenant>.<pool>` names one of the
+/// tenant's pools: the steps of a workflow turned on a pool's worker stay on that pool. Another
+/// tenant's partition, or one that does not parse, is refused: the error names it.
+pub(crate) fn explicit_pool(group: &str, tenant: &Namespace) -> Result<Option<PoolName>, String> {
+    if group.is_empty() || group == Namespace::DEFAULT_NAME || group == tenant.as_str() {
+        return Ok(None);
+    }
+    match Partition::parse(group) {
+        Ok(partition) if partition.tenant() == tenant => Ok(partition.pool().cloned()),
+        _ => Err(group.chars().take(80).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(raw: &str) -> Namespace {
+        Namespace::parse(raw).expect("namespace")
+    }
+
+    fn pool(raw: &str) -> PoolName {
+        PoolName::parse(raw).expect("pool")
+    }
+
+    #[test]
+    fn the_code_s_pool_wins_else_the_tenant_s_partition() {
+        let chosen = route(&ns("acme"), Some(&pool("gpu")));
+        assert_eq!(chosen.partition.to_string(), "acme.gpu");
+        assert_eq!(chosen.route.by, RoutedBy::Code);
+        assert_eq!(chosen.route.to_string(), "routed to gpu by the step's code");
+        let default = route(&ns("acme"), None);
+        assert_eq!(default.partition, Partition::of_tenant(ns("acme")));
+        assert_eq!(default.route, StepRoute::by_default());
+    }
+
+    #[test]
+    fn a_wire_group_names_a_pool_of_the_run_s_tenant_or_nothing() {
+        let acme = ns("acme");
+        for none in ["", "default", "acme"] {
+            assert_eq!(explicit_pool(none, &acme), Ok(None), "{none:?}");
+        }
+        assert_eq!(explicit_pool("acme.gpu", &acme), Ok(Some(pool("gpu"))));
+        for refused in ["globex", "globex.gpu", "acme.GPU", "acme.", "a:b"] {
+            assert_eq!(
+                explicit_pool(refused, &acme),
+                Err(refused.to_owned()),
+                "{refused:?}"
+            );
+        }
+    }
+}
