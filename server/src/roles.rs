@@ -16,7 +16,7 @@ use anyhow::Context;
 use app::ssr::AppState;
 use durable::gateway::RunRequestResponder;
 use durable::model::InputLimits;
-use durable::model::{Namespace, Scope};
+use durable::model::{Namespace, Partition, Scope};
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::transport::{MemoryTransport, Partitions, RedisConfig, RedisTransport, Transport};
 use durable::{Engine, EngineConfig};
@@ -58,8 +58,9 @@ pub struct ServeConfig {
 
 /// `durable worker` settings.
 pub struct WorkerRole {
-    /// Its tenant: its partition, and under a namespaced control plane its namespace too.
-    pub tenant: Namespace,
+    /// Its partition: its tenant's own or one of its pools (under a namespaced control plane,
+    /// the tenant is its namespace too).
+    pub partition: Partition,
     /// Steps at once.
     pub concurrency: usize,
     /// The cluster's Redis; with a namespace, that of the namespaced control plane it serves.
@@ -94,14 +95,15 @@ pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
         Arc::new(transport.clone()),
         Arc::new(SystemClock),
         WorkerConfig {
-            partitions: Partitions::Only(vec![cfg.tenant.clone().into()]),
+            partitions: Partitions::Only(vec![cfg.partition.clone()]),
             concurrency: cfg.concurrency,
         },
     )
     .await
     .context("starting the worker")?;
     tracing::info!(
-        tenant = %cfg.tenant,
+        tenant = %cfg.partition.tenant(),
+        partition = %cfg.partition,
         prefix = transport.prefix(),
         instance = transport.instance_id(),
         steps = ?registry.step_names(),

@@ -6,12 +6,14 @@
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
+use std::collections::BTreeMap;
+
 use durable::model::{
-    Checkpoint, EventOutcome, Namespace, Plan, PublishedEvent, Run, RunDetail, RunId, RunPage,
-    RunQuery, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord, UpdateId,
-    Usage,
+    Checkpoint, EventOutcome, Namespace, Plan, Pool, PoolName, PublishedEvent, Run, RunDetail,
+    RunId, RunPage, RunQuery, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord,
+    UpdateId, Usage, WorkerGroup,
 };
-use durable::store::{ScopedStore, SignalSent, StoreResult};
+use durable::store::{PoolPut, ScopedStore, SignalSent, StoreResult};
 use durable::{Control, Engine, EngineError, StartRun, UpdateOutcome};
 use serde_json::Value;
 
@@ -241,6 +243,30 @@ impl TenantView {
         id: &ScheduleId,
     ) -> Result<Option<TickRecord>, EngineError> {
         self.engine.trigger_schedule(&self.tenant, id).await
+    }
+
+    /// Creates one of the tenant's pools, or changes its labels.
+    pub async fn put_pool(
+        &self,
+        name: PoolName,
+        labels: BTreeMap<String, String>,
+    ) -> Result<PoolPut, EngineError> {
+        self.engine.put_pool(&self.tenant, name, labels).await
+    }
+
+    /// The tenant's pools, by name.
+    pub async fn pools(&self) -> Result<Vec<Pool>, EngineError> {
+        self.engine.pools(&self.tenant).await
+    }
+
+    /// Deletes one of the tenant's pools; whether it had it.
+    pub async fn delete_pool(&self, name: &PoolName) -> Result<bool, EngineError> {
+        self.engine.delete_pool(&self.tenant, name).await
+    }
+
+    /// The live workers on the tenant's partitions (its own and its pools'), by token.
+    pub async fn worker_groups(&self) -> Result<Vec<WorkerGroup>, EngineError> {
+        Ok(self.engine.transport().worker_groups(self.scope()).await?)
     }
 
     /// The plan the tenant is held to, and what it uses of it.

@@ -647,3 +647,64 @@ async fn a_worker_and_its_control_plane_each_serve_their_metrics_to_an_operator(
         "the control plane times the steps its remote workers ran"
     );
 }
+
+/// `durable worker --tenant acme --pool gpu` serves partition `acme.gpu`: it announces itself
+/// there (not on acme's own partition), and the tenant's pool lists it as live. `--pool` needs
+/// the tenant whose pool it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_worker_serves_its_pools_partition_and_the_pool_lists_it() {
+    let said = refused(
+        &["worker", "--pool", "gpu"],
+        &[("REDIS_URL", "redis://127.0.0.1:6379")],
+    );
+    assert!(said.contains("--tenant"), "{said}");
+    let Some(cluster) = Cluster::start(&[]).await else {
+        return;
+    };
+    let server = &cluster.control_plane;
+    let client = reqwest::Client::new();
+    let acme = server.token("acme");
+    let created = client
+        .put(server.url("/api/v1/pools/gpu"))
+        .bearer_auth(&acme)
+        .json(&serde_json::json!({"labels": {"gpu": "a100"}}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+    let _worker = WorkerProcess::start_as(&["--tenant", "acme", "--pool", "gpu"], &cluster.env);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pool = loop {
+        let pool = get_json(&client, server, &acme, "/api/v1/pools/gpu").await;
+        if pool["workers"].as_array().is_some_and(|w| !w.is_empty()) {
+            break pool;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pool never listed its worker: {pool}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(pool["partition"], "acme.gpu");
+    assert!(
+        pool["workers"]
+            .as_array()
+            .expect("workers")
+            .iter()
+            .any(|w| w["name"] == "order.charge" && w["workers"] == 1),
+        "{pool}"
+    );
+    let on_pool = cluster
+        .transport
+        .worker_descriptors("order.charge@acme.gpu")
+        .await
+        .expect("descriptors");
+    assert_eq!(on_pool.len(), 1);
+    assert_eq!(on_pool[0].partition.as_deref(), Some("acme.gpu"));
+    let on_own = cluster
+        .transport
+        .worker_descriptors("order.charge@acme")
+        .await
+        .expect("descriptors");
+    assert!(on_own.is_empty(), "{on_own:?}");
+}

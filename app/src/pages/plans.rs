@@ -18,6 +18,7 @@ pub struct PlanInput {
     max_payload_bytes: String,
     weight: String,
     retention_days: String,
+    max_pools: String,
 }
 
 /// Sets the plan of `tenant` (blank: the default plan) from the form's fields. Operators only.
@@ -44,6 +45,7 @@ pub async fn save_plan(tenant: String, fields: PlanInput) -> Result<(), AppError
                 max_payload_bytes: field("max payload bytes", &fields.max_payload_bytes)?,
                 weight: field("weight", &fields.weight)?,
                 retention_days: field("retention days", &fields.retention_days)?,
+                max_pools: field("max pools", &fields.max_pools)?,
             };
             view.set_plan(tenant.as_ref(), plan).await
         }
@@ -147,13 +149,14 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         ),
         None => (None, None, None),
     };
-    let (c, r, q, d, w, k) = (
+    let (c, r, q, d, w, k, pools) = (
         u32s(|p| p.max_concurrent_runs),
         u32s(|p| p.starts_per_minute),
         u32s(|p| p.max_queued_runs),
         u32s(|p| p.max_nesting_depth),
         u32s(|p| p.weight),
         u32s(|p| p.retention_days),
+        u32s(|p| p.max_pools),
     );
     let fields = [
         field(
@@ -181,6 +184,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         ),
         field("weight", "Weight", w.0, w.1, None),
         field("retention_days", "History kept (days)", k.0, k.1, None),
+        field("max_pools", "Max pools", pools.0, pools.1, None),
     ];
     let inputs = fields
         .into_iter()
@@ -189,6 +193,8 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
                 "1".to_owned()
             } else if name == "retention_days" && effective.is_none() {
                 "forever".to_owned()
+            } else if name == "max_pools" && effective.is_none() {
+                durable::model::DEFAULT_MAX_POOLS.to_string()
             } else {
                 default_of(own, effective)
             };

@@ -9,6 +9,7 @@ mod handlers;
 mod input;
 mod lifecycle;
 mod plans;
+mod pools;
 mod publish;
 mod quota;
 mod start;

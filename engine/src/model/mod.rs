@@ -16,6 +16,7 @@ mod limits;
 mod namespace;
 mod partition;
 mod plan;
+mod pool;
 mod published_event;
 mod query;
 mod receipt;
@@ -52,7 +53,10 @@ pub use history::{HISTORY_FORMAT, RunHistory};
 pub use limits::{InputError, InputLimits, is_attribute_key};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use partition::{Partition, PartitionError, PoolName};
-pub use plan::{Limit, MAX_WEIGHT, Plan, PlanError, Usage};
+pub use plan::{DEFAULT_MAX_POOLS, Limit, MAX_WEIGHT, Plan, PlanError, Usage};
+pub use pool::{
+    LabelError, MAX_LABEL_KEY_CHARS, MAX_LABEL_VALUE_CHARS, MAX_POOL_LABELS, Pool, check_labels,
+};
 pub use published_event::{
     EVENT_SIGNAL_PREFIX, EventFilter, EventId, EventIdError, EventOutcome, MAX_EVENT_ID_CHARS,
     PublishedEvent, event_signal,

@@ -32,7 +32,14 @@ pub struct Plan {
     /// is deleted; unset keeps history forever.
     #[serde(default)]
     pub retention_days: Option<u32>,
+    /// How many worker pools the tenant may define; unset allows [`DEFAULT_MAX_POOLS`]: every
+    /// pool is read by every control plane's routing, so none is unbounded.
+    #[serde(default)]
+    pub max_pools: Option<u32>,
 }
+
+/// The pools a tenant may define when no plan says.
+pub const DEFAULT_MAX_POOLS: u32 = 50;
 
 /// The longest retention a plan may set: a century.
 pub const MAX_RETENTION_DAYS: u32 = 36_500;
@@ -88,7 +95,13 @@ impl Plan {
             max_payload_bytes: self.max_payload_bytes.or(default.max_payload_bytes),
             weight: self.weight.or(default.weight),
             retention_days: self.retention_days.or(default.retention_days),
+            max_pools: self.max_pools.or(default.max_pools),
         }
+    }
+
+    /// How many pools the tenant may define.
+    pub fn pools_allowed(&self) -> usize {
+        self.max_pools.unwrap_or(DEFAULT_MAX_POOLS) as usize
     }
 }
 

@@ -10,6 +10,7 @@ pub mod api;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod columns;
 mod error;
+mod pools;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod records;
@@ -29,6 +30,7 @@ pub use api::{
     Dispatches, Events, Leases, Plans, Retention, RunControl, RunReads, Store, Turns, Upkeep,
 };
 pub use error::{StoreError, StoreResult};
+pub use pools::{PoolPut, Pools};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
 #[cfg(all(feature = "postgres", any(test, feature = "test-util")))]

@@ -1,11 +1,12 @@
 //! The command line, one file per command: `serve`, `control-plane` and `worker` ([`serve`]),
 //! `migrate`, `user` ([`users`]), `token` ([`tokens`]), `run` ([`runs`]), `tenant plan`
-//! ([`plans`]), `schedule` ([`schedules`]), `event` ([`event`]) and `prune` ([`prune`]); the
-//! options several share are [`args`].
+//! ([`plans`]), `pool` ([`pools`]), `schedule` ([`schedules`]), `event` ([`event`]) and
+//! `prune` ([`prune`]); the options several share are [`args`].
 
 mod args;
 mod event;
 mod plans;
+mod pools;
 mod prune;
 mod runs;
 mod schedules;
@@ -15,7 +16,7 @@ mod users;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use durable::model::Namespace;
+use durable::model::{Namespace, Partition, PoolName};
 
 pub use self::args::DbArgs;
 use self::plans::{TenantCommand, plan_command};
@@ -59,6 +60,8 @@ pub enum Command {
     /// Manage tenants' plans (ceilings and fair-share weights).
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// Manage a tenant's worker pools (the partitions its steps can be routed to).
+    Pool(pools::PoolArgs),
     /// Manage a tenant's schedules (workflows started on a cron expression or an interval).
     Schedule(schedules::ScheduleArgs),
     /// Publish an event to a tenant: its runs waiting for it take it, and the workflows it
@@ -115,6 +118,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 (None, None) => Namespace::default_ns(),
             };
+            let partition = match args.pool {
+                Some(pool) => {
+                    Partition::of_pool(tenant, PoolName::parse(&pool).context("invalid --pool")?)
+                }
+                None => Partition::of_tenant(tenant),
+            };
             let metrics = match (args.metrics_bind, args.metrics_token) {
                 (Some(bind), Some(token)) => {
                     if token.trim().chars().count() < 32 {
@@ -128,7 +137,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 _ => None,
             };
             roles::worker(roles::WorkerRole {
-                tenant,
+                partition,
                 concurrency: args.concurrency.max(1),
                 metrics,
                 redis: durable::transport::RedisConfig {
@@ -146,6 +155,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::User(command) => users::run(&cli.db.url(), command).await,
         Command::Run(args) => run_verb(&cli.db.url(), args).await,
         Command::Schedule(args) => schedules::run(&cli.db.url(), args).await,
+        Command::Pool(args) => pools::run(&cli.db.url(), args).await,
         Command::Event(args) => event::run(&cli.db.url(), args).await,
         Command::Prune(args) => prune::run(&cli.db.url(), args).await,
         Command::Token(command) => tokens::run(&cli.db.url(), command).await,

@@ -64,6 +64,9 @@ pub struct PlanFields {
     /// Days a finished run is kept before it is deleted (`none`: forever).
     #[arg(long, value_name = "DAYS|none")]
     retention_days: Option<String>,
+    /// Worker pools the tenant may define (`none`: 50).
+    #[arg(long, value_name = "N|none")]
+    max_pools: Option<String>,
 }
 
 impl PlanFields {
@@ -116,6 +119,7 @@ impl PlanFields {
             &self.retention_days,
             &mut plan.retention_days,
         )?;
+        value("max-pools", &self.max_pools, &mut plan.max_pools)?;
         plan.validate()?;
         Ok(plan)
     }

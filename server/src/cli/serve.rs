@@ -108,6 +108,11 @@ pub struct WorkerArgs {
     /// queues and keys all live under `<prefix>-<namespace>`.
     #[arg(long, env = "DURABLE_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Serve this pool of the tenant (`durable pool put --tenant T NAME`) instead of its own
+    /// partition: the queues of partition `<tenant>.<pool>`, where the tenant's routing sends
+    /// the steps it gives the pool.
+    #[arg(long, env = "DURABLE_POOL", requires = "tenant")]
+    pub pool: Option<String>,
     /// Steps run at once.
     #[arg(long, env = "DURABLE_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,

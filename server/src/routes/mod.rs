@@ -12,6 +12,7 @@ mod headers;
 mod health;
 mod params;
 mod plans;
+mod pools;
 mod publish;
 mod runs;
 mod schedules;

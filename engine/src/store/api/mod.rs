@@ -28,7 +28,7 @@ pub use retention::Retention;
 pub use turns::Turns;
 pub use upkeep::Upkeep;
 
-use super::Schedules;
+use super::{Pools, Schedules};
 
 /// Runs and checkpoints, as every backend stores them: every capability at once, which is what
 /// an engine needs. Implemented for every type that has them all.
@@ -41,6 +41,7 @@ pub trait Store:
     + Dispatches
     + Plans
     + Schedules
+    + Pools
     + Events
     + Retention
 {
@@ -55,6 +56,7 @@ impl<T> Store for T where
         + Dispatches
         + Plans
         + Schedules
+        + Pools
         + Events
         + Retention
 {

@@ -15,6 +15,7 @@ mod control;
 mod dispatch;
 mod lists;
 mod plans;
+mod pools;
 mod results;
 mod retention;
 mod runs;
@@ -33,6 +34,7 @@ pub use control::*;
 pub use dispatch::*;
 pub use lists::*;
 pub use plans::*;
+pub use pools::*;
 pub use results::*;
 pub use retention::*;
 pub use runs::*;
@@ -110,6 +112,9 @@ macro_rules! store_conformance {
             lost_dispatches_spare_live_senders,
             a_steps_route_is_kept_with_its_checkpoint,
             slots_out_are_the_slotted_steps_still_out,
+            // pools.rs
+            pools_are_their_tenants_and_each_edit_bumps_its_version,
+            a_tenant_holds_at_most_its_allowed_pools,
             // plans.rs
             plans_round_trip_and_an_empty_one_is_removed,
             usage_counts_a_tenants_top_level_runs,

@@ -77,6 +77,7 @@ mod leases;
 mod lifecycle;
 mod merged;
 mod plans;
+mod pools;
 mod reads;
 mod result;
 mod retention;

@@ -18,6 +18,7 @@
 //! - `filters.rs`: a list query's filters and its page;
 //! - `reads.rs`: counts both stores aggregate alike;
 //! - `plans.rs`: how plans are keyed and a tenant's usage is counted;
+//! - `pools.rs`: how many pools a tenant holds, and what a put keeps;
 //! - `retention.rs`: which runs a deletion of expired history may take;
 //! - `activity.rs`: how the activity minutes are keyed, added to and read back;
 //! - `statement.rs`: the builder both dialects implement, through which a statement they both
@@ -28,6 +29,7 @@ pub(crate) mod events;
 pub(crate) mod filters;
 pub(crate) mod lifecycle;
 pub(crate) mod plans;
+pub(crate) mod pools;
 pub(crate) mod reads;
 pub(crate) mod result;
 pub(crate) mod retention;

@@ -38,6 +38,7 @@ mod events;
 mod leases;
 mod lifecycle;
 mod plans;
+mod pools;
 mod readers;
 mod reads;
 mod result;

@@ -1,0 +1,37 @@
+//! Tenants' worker pools, and the version of each tenant's routing definitions: every edit of a
+//! tenant's pools bumps it in the edit's own transaction, so a control plane holding a cached
+//! copy of older version knows it is stale.
+
+use async_trait::async_trait;
+
+use super::StoreResult;
+use crate::model::{Namespace, Pool, PoolName};
+
+/// What storing a pool did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolPut {
+    /// The pool as stored (an existing pool keeps its `created_at`).
+    pub pool: Pool,
+    /// Whether it was new.
+    pub created: bool,
+    /// The tenant's definitions version after the edit.
+    pub version: u64,
+}
+
+/// Pools: per tenant, edited by its admins, read by every control plane's routing.
+#[async_trait]
+pub trait Pools: Send + Sync + 'static {
+    /// Creates `pool`, or replaces the labels of the tenant's pool of that name. Creating one
+    /// more than `max_per_tenant` is refused ([`crate::store::StoreError::Refused`]).
+    async fn put_pool(&self, pool: &Pool, max_per_tenant: usize) -> StoreResult<PoolPut>;
+
+    /// The pools of `tenant`, by name.
+    async fn pools(&self, tenant: &Namespace) -> StoreResult<Vec<Pool>>;
+
+    /// Deletes pool `name` of `tenant`; the tenant's definitions version after it, or `None`
+    /// when there was no such pool.
+    async fn delete_pool(&self, tenant: &Namespace, name: &PoolName) -> StoreResult<Option<u64>>;
+
+    /// The version of `tenant`'s routing definitions: 0 until its first edit.
+    async fn definitions_version(&self, tenant: &Namespace) -> StoreResult<u64>;
+}

@@ -1,0 +1,22 @@
+//! Pools: how many a tenant may hold, and what a put keeps of the pool it replaces.
+
+use crate::model::{Millis, Pool};
+use crate::store::{StoreError, StoreResult};
+
+/// Refuses a new pool of a tenant that holds `held` already, `max` being allowed.
+pub(crate) fn room_for_one_more(held: i64, max: usize) -> StoreResult<()> {
+    if held >= max as i64 {
+        return Err(StoreError::Refused(format!(
+            "the tenant already has {held} pools, the most its plan allows (max_pools); delete one first"
+        )));
+    }
+    Ok(())
+}
+
+/// `pool` as a put stores it: a pool that existed (created at `created_at`) keeps that time.
+pub(crate) fn as_stored(pool: &Pool, created_at: Option<Millis>) -> Pool {
+    Pool {
+        created_at: created_at.unwrap_or(pool.created_at),
+        ..pool.clone()
+    }
+}

@@ -1,0 +1,171 @@
+//! `/api/v1/pools` and `durable pool` against the real server, on SQLite and on PostgreSQL: the
+//! contract's shapes, errors that name the fix, a read-only token that reads only, and another
+//! tenant's token finding nothing of acme's.
+
+mod common;
+
+use common::{Server, cli, get_json, tempdir};
+use durable::store::postgres_testing;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let response = request.send().await.expect("send");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn the_pools_api_keeps_its_contract(server: &Server) {
+    let client = reqwest::Client::new();
+    let (acme, globex) = (server.token("acme"), server.token("globex"));
+    let reader = cli(
+        &server.db_url,
+        &["token", "issue", "--tenant", "acme", "--read-only"],
+    )
+    .trim()
+    .to_owned();
+    let put = |name: &str, token: &str, body: Value| {
+        client
+            .put(server.url(&format!("/api/v1/pools/{name}")))
+            .bearer_auth(token)
+            .json(&body)
+    };
+
+    // Created: 201, with the partition its workers serve; changed: 200, created_at kept.
+    let (status, gpu) = answer(put("gpu", &acme, json!({"labels": {"region": "eu"}}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{gpu}");
+    assert_eq!(gpu["name"], "gpu");
+    assert_eq!(gpu["tenant"], "acme");
+    assert_eq!(gpu["partition"], "acme.gpu");
+    assert_eq!(gpu["labels"], json!({"region": "eu"}));
+    assert_eq!(gpu["workers"], json!([]));
+    let (status, changed) = answer(put("gpu", &acme, json!({"labels": {"region": "us"}}))).await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["labels"], json!({"region": "us"}));
+    assert_eq!(changed["created_at"], gpu["created_at"]);
+
+    // Bad input: 400 naming the fix; nothing created.
+    for (name, body, names) in [
+        ("GPU", json!({}), "pool name"),
+        ("cpu", json!({"labels": {"bad key": "x"}}), "label key"),
+        (
+            "cpu",
+            json!({"labels": {}, "tenant": "globex"}),
+            "unknown field",
+        ),
+        ("cpu", json!({"labels": "eu"}), "invalid JSON"),
+    ] {
+        let (status, err) = answer(put(name, &acme, body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name} {body}: {err}");
+        assert!(err.to_string().contains(names), "{name} {body}: {err}");
+    }
+
+    // A read-only token lists and reads, but does not edit.
+    let listed = get_json(&client, server, &reader, "/api/v1/pools").await;
+    let names: Vec<&str> = listed["pools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["gpu"]);
+    let (status, _) = answer(put("cpu", &reader, json!({}))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // Another tenant sees none of acme's pools, and a pool of its own of the same name is its
+    // own; deleting it leaves acme's.
+    let theirs = get_json(&client, server, &globex, "/api/v1/pools").await;
+    assert_eq!(theirs["pools"], json!([]));
+    let (status, _) = answer(
+        client
+            .get(server.url("/api/v1/pools/gpu"))
+            .bearer_auth(&globex),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, own) = answer(put("gpu", &globex, json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(own["partition"], "globex.gpu");
+    let delete = |token: &str| {
+        client
+            .delete(server.url("/api/v1/pools/gpu"))
+            .bearer_auth(token)
+    };
+    assert_eq!(answer(delete(&globex)).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(answer(delete(&globex)).await.0, StatusCode::NOT_FOUND);
+    let shown = get_json(&client, server, &acme, "/api/v1/pools/gpu").await;
+    assert_eq!(shown["labels"], json!({"region": "us"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pools_api_keeps_its_contract_on_sqlite() {
+    let server = Server::start(&tempdir(), &[]).await;
+    the_pools_api_keeps_its_contract(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pools_api_keeps_its_contract_on_postgres() {
+    let Some(url) = postgres_testing::fresh_database().await else {
+        return;
+    };
+    let server = Server::start(&tempdir(), &[("DATABASE_URL", url)]).await;
+    the_pools_api_keeps_its_contract(&server).await;
+}
+
+/// `durable pool` puts, lists and deletes a tenant's pools; a tenant's plan bounds how many it
+/// holds (`durable tenant plan set --max-pools`), and the refusal names the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_manages_a_tenants_pools_within_its_plan() {
+    let dir = tempdir();
+    let db = format!("sqlite://{}/durable.db", dir.display());
+    cli(&db, &["migrate"]);
+    let put = cli(
+        &db,
+        &[
+            "pool",
+            "put",
+            "--tenant",
+            "acme",
+            "gpu",
+            "--label",
+            "region=eu",
+        ],
+    );
+    assert!(
+        put.contains("partition `acme.gpu`") && put.contains("--pool gpu"),
+        "{put}"
+    );
+    cli(&db, &["tenant", "plan", "set", "acme", "--max-pools", "1"]);
+    let refused = common::refused(
+        &["pool", "put", "--tenant", "acme", "cpu"],
+        &[("DATABASE_URL", &db)],
+    );
+    assert!(refused.contains("max_pools"), "{refused}");
+    cli(
+        &db,
+        &[
+            "pool",
+            "put",
+            "--tenant",
+            "acme",
+            "gpu",
+            "--label",
+            "region=us",
+        ],
+    );
+    let listed: Value =
+        serde_json::from_str(&cli(&db, &["pool", "list", "--tenant", "acme"])).expect("json");
+    assert_eq!(listed[0]["name"], "gpu");
+    assert_eq!(listed[0]["labels"], json!({"region": "us"}));
+    let bad = common::refused(
+        &["pool", "put", "--tenant", "acme", "x", "--label", "nope"],
+        &[("DATABASE_URL", &db)],
+    );
+    assert!(bad.contains("KEY=VALUE"), "{bad}");
+    cli(&db, &["pool", "delete", "--tenant", "acme", "gpu"]);
+    let gone = common::refused(
+        &["pool", "delete", "--tenant", "acme", "gpu"],
+        &[("DATABASE_URL", &db)],
+    );
+    assert!(gone.contains("no pool `gpu`"), "{gone}");
+}
