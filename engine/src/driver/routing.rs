@@ -2,8 +2,8 @@
 //! every send (a step's first, its retries, a remote turn): the author's explicit choice in
 //! code wins (a pool of the run's tenant, named by `StepOptions::pool` or by a worker's
 //! `call.group`), then the tenant's own partition. The decision is kept on the step's
-//! checkpoint ([`StepRoute`]); a dispatch sent again because it may have been lost goes where
-//! the first one went.
+//! checkpoint ([`StepRoute`]; none for the tenant's own partition); a dispatch sent again
+//! because it may have been lost goes where the first one went.
 
 use crate::model::{Namespace, Partition, PoolName, RoutedBy, StepRoute};
 
@@ -12,8 +12,9 @@ use crate::model::{Namespace, Partition, PoolName, RoutedBy, StepRoute};
 pub(crate) struct Routed {
     /// The run's tenant's own partition, or one of its pools.
     pub partition: Partition,
-    /// What is kept on the checkpoint.
-    pub route: StepRoute,
+    /// What is kept on the checkpoint: nothing when nothing chose (the tenant's own partition),
+    /// so the write of every step no one routed stays as small as it was.
+    pub route: Option<StepRoute>,
 }
 
 /// Routes a send of a run of `tenant`, whose code chose pool `explicit` (if any).
@@ -21,15 +22,15 @@ pub(crate) fn route(tenant: &Namespace, explicit: Option<&PoolName>) -> Routed {
     match explicit {
         Some(pool) => Routed {
             partition: Partition::of_pool(tenant.clone(), pool.clone()),
-            route: StepRoute {
+            route: Some(StepRoute {
                 pool: Some(pool.clone()),
                 by: RoutedBy::Code,
                 instead_of: None,
-            },
+            }),
         },
         None => Routed {
             partition: Partition::of_tenant(tenant.clone()),
-            route: StepRoute::by_default(),
+            route: None,
         },
     }
 }
@@ -65,11 +66,12 @@ mod tests {
     fn the_code_s_pool_wins_else_the_tenant_s_partition() {
         let chosen = route(&ns("acme"), Some(&pool("gpu")));
         assert_eq!(chosen.partition.to_string(), "acme.gpu");
-        assert_eq!(chosen.route.by, RoutedBy::Code);
-        assert_eq!(chosen.route.to_string(), "routed to gpu by the step's code");
+        let kept = chosen.route.expect("a route");
+        assert_eq!(kept.by, RoutedBy::Code);
+        assert_eq!(kept.to_string(), "routed to gpu by the step's code");
         let default = route(&ns("acme"), None);
         assert_eq!(default.partition, Partition::of_tenant(ns("acme")));
-        assert_eq!(default.route, StepRoute::by_default());
+        assert_eq!(default.route, None);
     }
 
     #[test]

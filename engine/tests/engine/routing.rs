@@ -93,7 +93,7 @@ async fn a_steps_code_sends_it_to_a_pool_of_its_tenant(backend: Backend) {
         })
     );
     assert_eq!(cps[1].worker_group.as_deref(), Some("where@acme"));
-    assert_eq!(cps[1].route, Some(StepRoute::by_default()));
+    assert_eq!(cps[1].route, None, "nothing chose: no route is kept");
     assert!(cps.iter().all(|c| c.status == CheckpointStatus::Completed));
 
     let typo = h.engine.start_run(start("route.typo")).await.unwrap();

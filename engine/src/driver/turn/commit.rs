@@ -56,7 +56,7 @@ pub(crate) fn commit_of(
                     timeout_ms,
                     priority: out.task.priority,
                     saga,
-                    route: Some(out.route.clone()),
+                    route: out.route.clone(),
                     ..NewCheckpoint::remote_step(seq, name, out.task.group.clone(), input, now)
                 });
                 tasks.push(out);

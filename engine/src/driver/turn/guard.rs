@@ -24,8 +24,8 @@ use crate::store::{TurnCommit, TurnOutcome};
 pub(crate) struct Outgoing {
     pub task: RemoteTask,
     pub flow: StepFlow,
-    /// Where it was routed and why (kept on its checkpoint).
-    pub route: StepRoute,
+    /// Where it was routed and why (kept on its checkpoint), if anything chose.
+    pub route: Option<StepRoute>,
 }
 
 /// Keeps the tasks of `outgoing` a live worker can take and their flow limits let go (see
