@@ -6,6 +6,7 @@ use leptos_router::{Lazy, LazyRoute, SsrMode, lazy_route, path};
 use crate::components::layout::Layout;
 use crate::pages::login::LoginPage;
 use crate::pages::operator::OperatorPage;
+use crate::pages::pools::PoolsPage;
 use crate::pages::run_detail::RunDetailPage;
 use crate::pages::runs::RunsPage;
 use crate::pages::schedules::SchedulesPage;
@@ -50,6 +51,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("operator") view={Lazy::<OperatorRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("tokens") view={Lazy::<TokensRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("schedules") view={Lazy::<SchedulesRoute>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("pools") view={Lazy::<PoolsRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("runs/:id") view={Lazy::<RunDetailRoute>::new()} ssr=SsrMode::Async />
                 </ParentRoute>
             </Routes>
@@ -100,4 +102,5 @@ lazy_page!(RunsRoute, RunsPage);
 lazy_page!(OperatorRoute, OperatorPage);
 lazy_page!(TokensRoute, TokensPage);
 lazy_page!(SchedulesRoute, SchedulesPage);
+lazy_page!(PoolsRoute, PoolsPage);
 lazy_page!(RunDetailRoute, RunDetailPage);

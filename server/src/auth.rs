@@ -41,8 +41,10 @@ pub async fn require_login(
     next: Next,
 ) -> Response {
     let path = req.uri().path();
-    let is_page =
-        path == "/" || path == "/operator" || path == "/tokens" || path.starts_with("/runs/");
+    let is_page = matches!(
+        path,
+        "/" | "/operator" | "/tokens" | "/schedules" | "/pools"
+    ) || path.starts_with("/runs/");
     let is_login = path == "/login";
     if is_page || is_login {
         let logged_in = matches!(

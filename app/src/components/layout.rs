@@ -134,6 +134,9 @@ fn WhoAmI(me: Me) -> impl IntoView {
         <a class="text-indigo-700 hover:underline" href="/schedules" data-testid="nav-schedules">
             "Schedules"
         </a>
+        <a class="text-indigo-700 hover:underline" href="/pools" data-testid="nav-pools">
+            "Pools"
+        </a>
         {tenant_admin
             .then(|| {
                 view! {

@@ -7,6 +7,7 @@ pub mod filters;
 pub mod login;
 pub mod operator;
 pub mod plans;
+pub mod pools;
 pub mod publish;
 pub mod queries;
 pub mod run_detail;

@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Namespace, NamespaceError};
 
-/// The name of a worker pool: lowercase `[a-z0-9][a-z0-9_-]{0,62}`, as a tenant's.
+/// The name of a worker pool: lowercase `[a-z0-9][a-z0-9_-]{0,62}`, as a tenant's; `default`
+/// is not one (it names the tenant's own partition where a pool can be named).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct PoolName(String);
@@ -27,6 +28,9 @@ pub enum PartitionError {
         "pool name `{0}` is invalid: use 1 to 63 lowercase letters, digits, `_` and `-`, starting with a letter or digit"
     )]
     Pool(String),
+    /// `default` names the tenant's own partition, not a pool.
+    #[error("`default` names the tenant's own partition and cannot name a pool; pick another name")]
+    Reserved,
     /// The tenant part of a partition is not a tenant name.
     #[error("partition `{partition}`: {error}")]
     Tenant {
@@ -40,6 +44,9 @@ pub enum PartitionError {
 impl PoolName {
     /// Checks a pool name taken from a URL, a form, a flag or a stored row.
     pub fn parse(raw: &str) -> Result<Self, PartitionError> {
+        if raw == Namespace::DEFAULT_NAME {
+            return Err(PartitionError::Reserved);
+        }
         let ok = Namespace::parse(raw).is_ok() && !raw.is_empty();
         if ok {
             Ok(PoolName(raw.to_owned()))
@@ -207,6 +214,8 @@ mod tests {
             assert!(err.to_string().contains("lowercase"), "{bad}: {err}");
         }
         assert!(PoolName::parse(&"x".repeat(64)).is_err());
+        assert_eq!(PoolName::parse("default"), Err(PartitionError::Reserved));
+        assert!(Partition::parse("acme.default").is_err());
         assert!(PoolName::parse("gpu-2_eu").is_ok());
     }
 

@@ -4,6 +4,7 @@
 //! scope is fixed when it is built, so no page can widen it, and no page can reach the engine.
 
 mod plans;
+mod pools;
 mod reads;
 mod schedules;
 mod scope;
@@ -15,7 +16,7 @@ mod verbs;
 mod workers;
 
 use durable::Engine;
-use durable::model::{Role, Scope};
+use durable::model::{Namespace, Role, Scope};
 use durable::store::{ScopedStore, User};
 
 pub use scope::{ViewRefused, session_scope};
@@ -96,6 +97,15 @@ impl SessionView {
     /// The session's user, for its role, its email in logs, and what the pages show of it.
     pub fn user(&self) -> &User {
         &self.user
+    }
+
+    /// The tenant whose own objects (schedules, pools) this session manages: its user's, or for
+    /// an operator bound to no tenant the engine's own namespace (where its starts go too).
+    pub fn own_tenant(&self) -> Namespace {
+        self.user
+            .tenant
+            .clone()
+            .unwrap_or_else(|| self.engine.stamp_namespace())
     }
 
     /// What this view can see.

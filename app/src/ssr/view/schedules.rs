@@ -2,7 +2,7 @@
 //! to no tenant: the engine's own namespace, where its starts go too), whatever the request
 //! says.
 
-use durable::model::{Namespace, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, TickRecord};
+use durable::model::{Schedule, ScheduleId, SchedulePatch, ScheduleSpec, TickRecord};
 
 use super::SessionView;
 use crate::AppError;
@@ -12,17 +12,9 @@ use crate::ssr::engine_error;
 const SHOWN: usize = 1_000;
 
 impl SessionView {
-    /// The tenant whose schedules this session manages.
-    fn schedules_tenant(&self) -> Namespace {
-        self.user
-            .tenant
-            .clone()
-            .unwrap_or_else(|| self.engine.stamp_namespace())
-    }
-
     /// The tenant's schedules, by id.
     pub async fn schedules(&self) -> Result<Vec<Schedule>, AppError> {
-        let tenant = self.schedules_tenant();
+        let tenant = self.own_tenant();
         let scope = durable::model::Scope::Only(tenant);
         self.engine
             .schedules(&scope, None, SHOWN)
@@ -32,7 +24,7 @@ impl SessionView {
 
     /// One of the tenant's schedules.
     pub async fn schedule(&self, id: &ScheduleId) -> Result<Option<Schedule>, AppError> {
-        let tenant = self.schedules_tenant();
+        let tenant = self.own_tenant();
         self.engine
             .schedule(&tenant, id)
             .await
@@ -45,7 +37,7 @@ impl SessionView {
         id: ScheduleId,
         spec: ScheduleSpec,
     ) -> Result<Schedule, AppError> {
-        let tenant = self.schedules_tenant();
+        let tenant = self.own_tenant();
         self.engine
             .create_schedule(&tenant, id, spec)
             .await
@@ -58,7 +50,7 @@ impl SessionView {
         id: &ScheduleId,
         patch: &SchedulePatch,
     ) -> Result<Option<Schedule>, AppError> {
-        let tenant = self.schedules_tenant();
+        let tenant = self.own_tenant();
         self.engine
             .update_schedule(&tenant, id, patch)
             .await
@@ -67,7 +59,7 @@ impl SessionView {
 
     /// Deletes one of the tenant's schedules.
     pub async fn delete_schedule(&self, id: &ScheduleId) -> Result<bool, AppError> {
-        let tenant = self.schedules_tenant();
+        let tenant = self.own_tenant();
         self.engine
             .delete_schedule(&tenant, id)
             .await
@@ -76,7 +68,7 @@ impl SessionView {
 
     /// Fires one of the tenant's schedules now.
     pub async fn trigger_schedule(&self, id: &ScheduleId) -> Result<Option<TickRecord>, AppError> {
-        let tenant = self.schedules_tenant();
+        let tenant = self.own_tenant();
         self.engine
             .trigger_schedule(&tenant, id)
             .await

@@ -1,0 +1,319 @@
+//! Worker pools: the session tenant's pools, each with the partition its workers serve (the
+//! command that starts one) and the workers live on it; an admin creates a pool, changes its
+//! labels or deletes it, a viewer sees them. The forms post without the wasm too.
+
+use crate::data;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use serde::{Deserialize, Serialize};
+
+use crate::AppError;
+
+/// One pool as the page shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolRow {
+    /// Its name.
+    pub name: String,
+    /// The partition its workers serve (`acme.gpu`).
+    pub partition: String,
+    /// Its labels, `key=value`.
+    pub labels: Vec<(String, String)>,
+    /// The live workers on it, by what they serve, with how many.
+    pub workers: Vec<(String, u32)>,
+}
+
+/// The pools screen's data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolsPage {
+    /// The tenant's pools, by name.
+    pub pools: Vec<PoolRow>,
+    /// Whether the session may create, change and delete them.
+    pub can_act: bool,
+    /// The tenant, for the worker command.
+    pub tenant: String,
+}
+
+/// The session tenant's pools with their live workers.
+#[server(endpoint = "list_pools")]
+pub async fn list_pools() -> Result<PoolsPage, AppError> {
+    crate::ssr::reply(
+        async move {
+            use crate::ssr::{Need, SessionView};
+
+            let view = SessionView::open(Need::Read, None).await?;
+            let pools = view.pools().await?;
+            let groups = view.live_workers().await.unwrap_or_default();
+            let tenant = view.own_tenant().to_string();
+            let pools = pools
+                .into_iter()
+                .map(|pool| {
+                    let partition = pool.partition();
+                    PoolRow {
+                        workers: groups
+                            .iter()
+                            .filter(|g| g.partition.as_ref() == Some(&partition))
+                            .map(|g| (g.name.clone(), g.workers))
+                            .collect(),
+                        partition: partition.to_string(),
+                        labels: pool.labels.into_iter().collect(),
+                        name: pool.name.to_string(),
+                    }
+                })
+                .collect();
+            Ok(PoolsPage {
+                pools,
+                can_act: view.user().role.can_act(),
+                tenant,
+            })
+        }
+        .await,
+    )
+}
+
+/// Creates a pool of the session tenant's, or replaces its labels (`labels`: one `key=value`
+/// per line or comma). Admins only.
+#[server(endpoint = "save_pool")]
+pub async fn save_pool(name: String, labels: String) -> Result<String, AppError> {
+    crate::ssr::reply(
+        async move {
+            use std::collections::BTreeMap;
+
+            use durable::model::PoolName;
+
+            use crate::ssr::{Need, SessionView};
+
+            let view = SessionView::open(Need::Act, None).await?;
+            let name =
+                PoolName::parse(name.trim()).map_err(|e| AppError::Invalid(e.to_string()))?;
+            let labels = labels
+                .split(['\n', ','])
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(|l| match l.split_once('=') {
+                    Some((k, v)) => Ok((k.trim().to_owned(), v.trim().to_owned())),
+                    None => Err(AppError::Invalid(format!(
+                        "label `{l}` must be written key=value"
+                    ))),
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()?;
+            let put = view.put_pool(name, labels).await?;
+            let verb = if put.created { "created" } else { "saved" };
+            Ok(format!(
+                "pool {} {verb}: its workers serve partition {}",
+                put.pool.name,
+                put.pool.partition()
+            ))
+        }
+        .await,
+    )
+}
+
+/// Deletes a pool of the session tenant's. Admins only.
+#[server(endpoint = "delete_pool")]
+pub async fn delete_pool(name: String) -> Result<String, AppError> {
+    crate::ssr::reply(
+        async move {
+            use durable::model::PoolName;
+
+            use crate::ssr::{Need, SessionView};
+
+            let view = SessionView::open(Need::Act, None).await?;
+            let name = PoolName::parse(&name).map_err(|e| AppError::Invalid(e.to_string()))?;
+            if !view.delete_pool(&name).await? {
+                return Err(AppError::Invalid(format!(
+                    "there is no pool {name}; reload the list"
+                )));
+            }
+            Ok(format!("pool {name} deleted"))
+        }
+        .await,
+    )
+}
+
+/// The pools screen.
+#[component]
+pub fn PoolsPage() -> impl IntoView {
+    let save = ServerAction::<SavePool>::new();
+    let remove = ServerAction::<DeletePool>::new();
+    // Outside the list's transition: what was typed survives the reload after a save, so a
+    // refused one can be corrected rather than typed again.
+    let typed = (RwSignal::new(String::new()), RwSignal::new(String::new()));
+    let pools = data::resource(
+        move || (save.version().get(), remove.version().get()),
+        |_| list_pools(),
+    );
+    let outcome = move || {
+        save.value()
+            .get()
+            .or_else(|| remove.value().get())
+            .map(|done| match done {
+                Ok(message) => view! {
+                    <p class="mt-3 text-sm text-emerald-800" role="status" data-testid="pool-saved">
+                        {message}
+                    </p>
+                }
+                .into_any(),
+                Err(e) => view! {
+                    <p class="mt-3 text-sm text-red-700" role="alert" data-testid="pool-error">
+                        {e.to_string()}
+                    </p>
+                }
+                .into_any(),
+            })
+    };
+    view! {
+        <Title text="Pools · durable" />
+        <h1 class="text-xl font-semibold">"Worker pools"</h1>
+        <p class="mt-1 text-sm text-slate-600">
+            "A pool is a partition of your own that a group of workers serves: the GPU machines, the EU ones. "
+            "A step goes to a pool when its code names it ("
+            <code>"StepOptions::pool(\"gpu\")"</code>
+            "); otherwise to your tenant's own workers."
+        </p>
+        <Transition fallback=|| view! { <p class="mt-4 text-sm text-slate-500">"Loading pools…"</p> }>
+            {move || Suspend::new(async move {
+                match pools.await {
+                    Ok(page) => {
+                        let can_act = page.can_act;
+                        view! {
+                            <Show when=move || can_act>
+                                <PoolForm save typed />
+                            </Show>
+                            {outcome}
+                            <PoolTable page=page.clone() remove />
+                        }
+                            .into_any()
+                    }
+                    Err(e) => view! {
+                        <p class="mt-4 text-sm text-red-700" role="alert">{e.to_string()}</p>
+                    }
+                    .into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// Creates a pool or changes one's labels (the same name replaces them); `typed` holds what
+/// its two fields say.
+#[component]
+fn PoolForm(
+    save: ServerAction<SavePool>,
+    typed: (RwSignal<String>, RwSignal<String>),
+) -> impl IntoView {
+    let (name, labels) = typed;
+    view! {
+        <ActionForm action=save>
+            <div class="mt-4 flex flex-wrap items-end gap-3 rounded-lg border border-slate-200 bg-white p-4">
+                <label class="flex flex-col text-sm">
+                    "Name"
+                    <input
+                        name="name"
+                        required
+                        maxlength="63"
+                        pattern="[a-z0-9][a-z0-9_\\-]*"
+                        title="lowercase letters, digits, _ and -"
+                        placeholder="gpu"
+                        class="mt-1 rounded-md border border-slate-300 px-2 py-1"
+                        data-testid="pool-name"
+                        prop:value=move || name.get()
+                        on:input=move |ev| name.set(event_target_value(&ev))
+                    />
+                </label>
+                <label class="flex flex-col text-sm">
+                    "Labels"
+                    <input
+                        name="labels"
+                        placeholder="region=eu, gpu=a100"
+                        class="mt-1 w-64 rounded-md border border-slate-300 px-2 py-1"
+                        data-testid="pool-labels"
+                        prop:value=move || labels.get()
+                        on:input=move |ev| labels.set(event_target_value(&ev))
+                    />
+                </label>
+                <button type="submit" class="rounded-md bg-indigo-600 px-3 py-1.5 text-sm text-white hover:bg-indigo-700" data-testid="pool-save">
+                    "Save pool"
+                </button>
+            </div>
+        </ActionForm>
+    }
+}
+
+#[component]
+fn PoolTable(page: PoolsPage, remove: ServerAction<DeletePool>) -> impl IntoView {
+    if page.pools.is_empty() {
+        return view! {
+            <p class="mt-4 text-sm text-slate-600" data-testid="pools-empty">
+                "No pools yet. Without one, every step runs on your tenant's own workers ("
+                <code>{format!("durable worker --tenant {}", page.tenant)}</code>
+                ")."
+            </p>
+        }
+        .into_any();
+    }
+    let can_act = page.can_act;
+    let tenant = page.tenant.clone();
+    let rows = page
+        .pools
+        .into_iter()
+        .map(|pool| {
+            let command = format!("durable worker --tenant {tenant} --pool {}", pool.name);
+            let labels = pool
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let workers = if pool.workers.is_empty() {
+                view! { <span class="text-amber-800" data-testid="pool-no-workers">"no live worker"</span> }
+                    .into_any()
+            } else {
+                pool.workers
+                    .iter()
+                    .map(|(name, n)| view! { <li>{format!("{name}: {n}")}</li> })
+                    .collect_view()
+                    .into_any()
+            };
+            let name = pool.name.clone();
+            view! {
+                <tr class="border-t border-slate-100 align-top" data-testid="pool-row">
+                    <td class="px-3 py-2 font-medium" data-testid="pool-row-name">{pool.name.clone()}</td>
+                    <td class="px-3 py-2">
+                        <code data-testid="pool-partition">{pool.partition}</code>
+                        <div class="mt-1 text-xs text-slate-500"><code>{command}</code></div>
+                    </td>
+                    <td class="px-3 py-2" data-testid="pool-labels-shown">{labels}</td>
+                    <td class="px-3 py-2"><ul>{workers}</ul></td>
+                    <td class="px-3 py-2 text-right">
+                        {can_act
+                            .then(|| {
+                                view! {
+                                    <ActionForm action=remove>
+                                        <input type="hidden" name="name" value=name.clone() />
+                                        <button type="submit" class="text-red-700 hover:underline" data-testid="pool-delete">
+                                            "Delete"
+                                        </button>
+                                    </ActionForm>
+                                }
+                            })}
+                    </td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <table class="mt-4 w-full rounded-lg border border-slate-200 bg-white text-sm">
+            <thead class="text-left text-slate-500">
+                <tr>
+                    <th class="px-3 py-2">"Pool"</th>
+                    <th class="px-3 py-2">"Partition"</th>
+                    <th class="px-3 py-2">"Labels"</th>
+                    <th class="px-3 py-2">"Live workers"</th>
+                    <th class="px-3 py-2"></th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
