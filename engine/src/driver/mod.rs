@@ -9,6 +9,7 @@
 
 mod config;
 pub(crate) mod dead_letter;
+pub(crate) mod definitions;
 pub(crate) mod fast_path;
 pub(crate) mod loops;
 pub(crate) mod plans;

@@ -10,6 +10,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use super::config::EngineConfig;
+use super::definitions::DefinitionBook;
 use super::fast_path::{InFlight, ParkedRuns};
 use super::plans::PlanBook;
 use super::publisher::Publisher;
@@ -65,6 +66,8 @@ pub(crate) struct State {
     events: Publisher,
     /// The tenants' plans: ceilings and weights.
     pub plans: PlanBook,
+    /// The tenants' routing definitions (their pools), for the turns whose code names a pool.
+    pub definitions: DefinitionBook,
     /// Step run times recorded here and not yet added to the store's activity minutes.
     pub step_tallies: StepTallies,
     /// Steps with no result whose jobs the redispatch loop found gone from the broker.
@@ -103,6 +106,7 @@ impl State {
             requeued,
             awaiting: Awaiting::default(),
             plans: PlanBook::default(),
+            definitions: DefinitionBook::default(),
             step_tallies: StepTallies::default(),
             vanished: VanishedJobs::default(),
             config,

@@ -28,7 +28,9 @@ impl Engine {
             updated_at: now,
         };
         let allowed = self.effective_plan(tenant).await.pools_allowed();
-        Ok(state.store.put_pool(&pool, allowed).await?)
+        let put = state.store.put_pool(&pool, allowed).await?;
+        state.definitions.forget(tenant);
+        Ok(put)
     }
 
     /// The pools of `tenant`, by name.
@@ -43,6 +45,8 @@ impl Engine {
         tenant: &Namespace,
         name: &PoolName,
     ) -> Result<bool, EngineError> {
-        Ok(self.state.store.delete_pool(tenant, name).await?.is_some())
+        let deleted = self.state.store.delete_pool(tenant, name).await?.is_some();
+        self.state.definitions.forget(tenant);
+        Ok(deleted)
     }
 }

@@ -18,6 +18,7 @@ use crate::harness::start_worker;
 
 engine_cases! {
     a_steps_code_sends_it_to_a_pool_of_its_tenant,
+    a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it,
 }
 
 /// A registry whose step `where` answers `answer`: which pool's worker ran it.
@@ -57,6 +58,10 @@ async fn a_steps_code_sends_it_to_a_pool_of_its_tenant(backend: Backend) {
     );
     let h = backend.start(registry).await;
     let acme = Namespace::tenant("acme").unwrap();
+    h.engine
+        .put_pool(&acme, PoolName::parse("gpu").unwrap(), Default::default())
+        .await
+        .unwrap();
     let on = |partition: &str| Partitions::Only(vec![Partition::parse(partition).unwrap()]);
     let transport = h.engine.transport().clone();
     let gpu = start_worker(
@@ -106,5 +111,61 @@ async fn a_steps_code_sends_it_to_a_pool_of_its_tenant(backend: Backend) {
     for worker in [gpu, own] {
         worker.shutdown().await;
     }
+    h.stop().await;
+}
+
+/// A step naming a pool its tenant does not have fails at once, saying how to create it; once
+/// any control plane creates it, the next such step goes there, on this plane too: a pool it
+/// has not seen yet is looked for in the store before a step is refused.
+async fn a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it(backend: Backend) {
+    let mut registry = Registry::new();
+    registry.workflow(
+        "route.late",
+        1,
+        |ctx: WorkflowContext, _: Value| async move {
+            let answer: String = ctx
+                .step_with("where", &json!(null), StepOptions::default().pool("late"))
+                .await?;
+            Ok::<_, WorkflowError>(json!(answer))
+        },
+    );
+    let h = backend.start(registry).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let late = start_worker(
+        Arc::new(answering("late")),
+        h.engine.transport().clone(),
+        Partitions::Only(vec![Partition::parse("acme.late").unwrap()]),
+        backend.clock(),
+    )
+    .await;
+    let start = || StartRun {
+        workflow: "route.late".into(),
+        input: Value::Null,
+        namespace: Some(acme.clone()),
+        ..Default::default()
+    };
+    let refused = h.engine.start_run(start()).await.unwrap();
+    let failed = wait_for(&h.store, &refused.id, RunStatus::Failed).await;
+    let error = failed.error.expect("why");
+    assert!(
+        error.message.contains("does not have") && error.message.contains("durable pool put"),
+        "{error:?}"
+    );
+    let cps = h.store.checkpoints(&Scope::All, &refused.id).await.unwrap();
+    assert_eq!(
+        cps[0].error.as_ref().and_then(|e| e.code.as_deref()),
+        Some("unknown_pool")
+    );
+
+    // Another control plane creates it; this one sends the next step there at once.
+    let peer = backend.peer().await;
+    peer.put_pool(&acme, PoolName::parse("late").unwrap(), Default::default())
+        .await
+        .unwrap();
+    let run = h.engine.start_run(start()).await.unwrap();
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!("late")));
+    late.shutdown().await;
+    peer.shutdown().await;
     h.stop().await;
 }

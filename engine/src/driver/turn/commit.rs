@@ -6,6 +6,7 @@ use super::guard::Outgoing;
 use serde_json::{Map, Value};
 
 use crate::driver::dead_letter::dead_letter_run;
+use crate::driver::definitions::TenantDefinitions;
 use crate::driver::routing;
 use crate::model::{
     ATTRIBUTES_MARKER, CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, Run, RunId,
@@ -18,7 +19,9 @@ use crate::transport::naming::partition_token;
 /// Turns a decision into the durable commit and the tasks to dispatch after it. A child deeper
 /// than `max_depth` (the tenant's `max_nesting_depth`) is not started: it fails at once, and
 /// the parent sees that failure on its next turn. Search attributes the run set over `limits`
-/// fail it, naming the limit, and nothing it asked for leaves.
+/// fail it, naming the limit, and nothing it asked for leaves. A call naming a pool the
+/// tenant does not have (`definitions`, read when a call names one) fails at once, naming the
+/// fix.
 pub(crate) fn commit_of(
     run: &Run,
     decision: Decision,
@@ -26,6 +29,7 @@ pub(crate) fn commit_of(
     registry: &Registry,
     max_depth: Option<u32>,
     limits: &InputLimits,
+    definitions: Option<&TenantDefinitions>,
 ) -> (TurnCommit, Vec<Outgoing>) {
     // A child or call refused here resolved at once: the run turns again to see it failed.
     let mut refused_here = false;
@@ -50,6 +54,26 @@ pub(crate) fn commit_of(
                 flow,
                 saga,
             } => {
+                if let (Some(pool), Some(definitions)) = (&flow.pool, definitions)
+                    && !definitions.pools.contains(pool)
+                {
+                    let error = StepFailure::new(format!(
+                        "step `{name}` names pool `{pool}`, which tenant `{tenant}` does not have: create it (PUT /api/v1/pools/{pool}, or durable pool put --tenant {tenant} {pool}) or name another",
+                        tenant = run.namespace
+                    ))
+                    .with_code("unknown_pool")
+                    .fatal();
+                    checkpoints.push(NewCheckpoint {
+                        status: CheckpointStatus::Failed,
+                        worker_group: None,
+                        error: Some(error),
+                        enqueued_at: None,
+                        finished_at: Some(now),
+                        ..NewCheckpoint::remote_step(seq, name, String::new(), input, now)
+                    });
+                    refused_here = true;
+                    continue;
+                }
                 let out = outgoing(run, seq, name.clone(), input.clone(), 1, flow);
                 checkpoints.push(NewCheckpoint {
                     retry_policy: retry,

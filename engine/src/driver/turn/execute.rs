@@ -5,6 +5,7 @@
 
 use super::commit::commit_of;
 use super::persist::{Prepared, prepare};
+use crate::driver::definitions::TenantDefinitions;
 use crate::driver::state::State;
 use crate::metrics;
 use crate::model::{CheckpointKind, Interval, Millis, Run, StepFailure, StepResult};
@@ -40,23 +41,17 @@ pub(crate) async fn compute(
         .of(&run.namespace)
         .max_nesting_depth;
     let limits = &state.config.limits;
-    let (commit, outgoing) = match state.registry.get(&run.workflow, run.workflow_version) {
+    let decided = match state.registry.get(&run.workflow, run.workflow_version) {
         // Past its timeout: it fails, whatever its code would do next.
-        _ if let Some(deadline) = run.deadline_at.filter(|at| *at <= now) => {
-            let decision = Decision {
-                status: DecisionStatus::Failed {
-                    error: timed_out(run, deadline),
-                },
-                commands: Vec::new(),
-                next_wake: None,
-            };
-            commit_of(run, decision, now, &state.registry, max_depth, limits)
-        }
+        _ if let Some(deadline) = run.deadline_at.filter(|at| *at <= now) => Ok(Decision {
+            status: DecisionStatus::Failed {
+                error: timed_out(run, deadline),
+            },
+            commands: Vec::new(),
+            next_wake: None,
+        }),
         // Not here: a worker announcing it on the run's partition turns it, or it parks.
-        None => match super::remote::turn(state, run, history, now).await {
-            Ok(decision) => commit_of(run, decision, now, &state.registry, max_depth, limits),
-            Err(block) => (TurnCommit::new(block), Vec::new()),
-        },
+        None => super::remote::turn(state, run, history, now).await,
         Some(workflow) => {
             let History {
                 checkpoints,
@@ -70,9 +65,23 @@ pub(crate) async fn compute(
                 signals,
                 now,
             };
-            let decision = run_turn(workflow, input, state.clock.clone()).await;
-            commit_of(run, decision, now, &state.registry, max_depth, limits)
+            Ok(run_turn(workflow, input, state.clock.clone()).await)
         }
+    };
+    let (commit, outgoing) = match decided {
+        Ok(decision) => {
+            let definitions = definitions_for(state, run, &decision).await;
+            commit_of(
+                run,
+                decision,
+                now,
+                &state.registry,
+                max_depth,
+                limits,
+                definitions.as_deref(),
+            )
+        }
+        Err(block) => (TurnCommit::new(block), Vec::new()),
     };
     let alike = replays_alike(&replayed, &commit);
     let (commit, mut after) = prepare(state, run, replayed, commit, outgoing, now).await;
@@ -137,4 +146,25 @@ pub(crate) async fn compute_ahead(
     let mut prepared = compute(state, run, history, Some(result)).await;
     prepared.send_early(state, &run.id).await;
     prepared
+}
+
+/// The definitions of `run`'s tenant when `decision` names one of its pools (see
+/// [`crate::driver::definitions`]); `None` when none is named, or when the store cannot say
+/// (the call is then sent to the pool it names, as if it existed).
+pub(super) async fn definitions_for(
+    state: &State,
+    run: &Run,
+    decision: &Decision,
+) -> Option<std::sync::Arc<TenantDefinitions>> {
+    match state
+        .definitions
+        .for_decision(&*state.store, &run.namespace, decision)
+        .await
+    {
+        Ok(definitions) => definitions,
+        Err(e) => {
+            tracing::warn!(error = %e, run_id = %run.id, "could not read the tenant's pools; a step naming one is sent to it unchecked");
+            None
+        }
+    }
 }

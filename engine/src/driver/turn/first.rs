@@ -76,7 +76,16 @@ pub(crate) async fn with_first_turn(
     let plans = state.plans.current(&*state.store).await;
     let max_depth = plans.of(&view.namespace).max_nesting_depth;
     let limits = &state.config.limits;
-    let (commit, outgoing) = commit_of(&view, decision, now, &state.registry, max_depth, limits);
+    let definitions = super::execute::definitions_for(state, &view, &decision).await;
+    let (commit, outgoing) = commit_of(
+        &view,
+        decision,
+        now,
+        &state.registry,
+        max_depth,
+        limits,
+        definitions.as_deref(),
+    );
     metrics::turn_computed(&new.namespace, &new.workflow, began.elapsed());
     let local_steps = local_steps(&commit);
     let alike = replays_alike(&History::default(), &commit);
