@@ -9,9 +9,9 @@ use axum::http::request::Parts;
 use std::collections::BTreeMap;
 
 use durable::model::{
-    Checkpoint, EventOutcome, Namespace, Plan, Pool, PoolName, PublishedEvent, Run, RunDetail,
-    RunId, RunPage, RunQuery, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord,
-    UpdateId, Usage, WorkerGroup,
+    Checkpoint, EventOutcome, Namespace, Plan, Pool, PoolName, PublishedEvent, RoutingRules, Run,
+    RunDetail, RunId, RunPage, RunQuery, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope,
+    TickRecord, UpdateId, Usage, WorkerGroup,
 };
 use durable::store::{PoolPut, ScopedStore, SignalSent, StoreResult};
 use durable::{Control, Engine, EngineError, StartRun, UpdateOutcome};
@@ -262,6 +262,16 @@ impl TenantView {
     /// Deletes one of the tenant's pools; whether it had it.
     pub async fn delete_pool(&self, name: &PoolName) -> Result<bool, EngineError> {
         self.engine.delete_pool(&self.tenant, name).await
+    }
+
+    /// Replaces the tenant's routing rules; its definitions version after it.
+    pub async fn put_routing_rules(&self, rules: RoutingRules) -> Result<u64, EngineError> {
+        self.engine.put_routing_rules(&self.tenant, rules).await
+    }
+
+    /// The tenant's routing rules and the definitions version they are at.
+    pub async fn routing_rules(&self) -> Result<(Option<RoutingRules>, u64), EngineError> {
+        self.engine.routing_rules(&self.tenant).await
     }
 
     /// The live workers on the tenant's partitions (its own and its pools'), by token.

@@ -95,6 +95,61 @@ async fn the_pools_api_keeps_its_contract(server: &Server) {
     assert_eq!(answer(delete(&globex)).await.0, StatusCode::NOT_FOUND);
     let shown = get_json(&client, server, &acme, "/api/v1/pools/gpu").await;
     assert_eq!(shown["labels"], json!({"region": "us"}));
+
+    // Routing rules: one list per tenant, replaced whole. A rule naming a pool the tenant does
+    // not have (another tenant's included) is refused, and so is a list without a catch-all.
+    let routing = |token: &str, rules: Value| {
+        client
+            .put(server.url("/api/v1/routing"))
+            .bearer_auth(token)
+            .json(&json!({ "rules": rules }))
+    };
+    let (status, _) = answer(put("eu", &globex, json!({}))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    for (rules, names) in [
+        (
+            json!([{"match": {}, "pool": "eu"}]),
+            "not one of the tenant's",
+        ),
+        (
+            json!([{"match": {"step": "x"}, "pool": "gpu"}]),
+            "must match everything",
+        ),
+        (
+            json!([{"match": {"when": 1}, "pool": "gpu"}]),
+            "unknown field",
+        ),
+    ] {
+        let (status, err) = answer(routing(&acme, rules.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{rules}: {err}");
+        assert!(err.to_string().contains(names), "{rules}: {err}");
+    }
+    let rules = json!([
+        {"match": {"workflow": "demo.order", "step": "order.charge"}, "pool": "gpu"},
+        {"match": {}, "pool": "default"},
+    ]);
+    let (status, saved) = answer(routing(&acme, rules.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{saved}");
+    assert_eq!(saved["rules"], rules);
+    let shown = get_json(&client, server, &acme, "/api/v1/routing").await;
+    assert_eq!(shown["rules"], rules);
+    assert_eq!(shown["version"], saved["version"]);
+    assert_eq!(
+        get_json(&client, server, &globex, "/api/v1/routing").await["rules"],
+        json!([])
+    );
+    assert_eq!(
+        answer(routing(&reader, rules)).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let (status, err) = answer(
+        client
+            .delete(server.url("/api/v1/pools/gpu"))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("routing rule 1"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,7 +168,8 @@ async fn the_pools_api_keeps_its_contract_on_postgres() {
 }
 
 /// `durable pool` puts, lists and deletes a tenant's pools; a tenant's plan bounds how many it
-/// holds (`durable tenant plan set --max-pools`), and the refusal names the limit.
+/// holds (`durable tenant plan set --max-pools`), and the refusal names the limit. `durable
+/// route` sets and shows its rules, and a pool a rule names cannot be deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_manages_a_tenants_pools_within_its_plan() {
     let dir = tempdir();
@@ -162,6 +218,42 @@ async fn the_cli_manages_a_tenants_pools_within_its_plan() {
         &[("DATABASE_URL", &db)],
     );
     assert!(bad.contains("KEY=VALUE"), "{bad}");
+    let rules = dir.join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"rules": [{"match": {"step": "order.charge"}, "pool": "gpu"}, {"match": {}, "pool": "default"}]}"#,
+    )
+    .expect("write");
+    let saved = cli(
+        &db,
+        &[
+            "route",
+            "set",
+            "--tenant",
+            "acme",
+            rules.to_str().expect("utf8"),
+        ],
+    );
+    assert!(saved.contains("2 rules saved"), "{saved}");
+    let shown: Value =
+        serde_json::from_str(&cli(&db, &["route", "show", "--tenant", "acme"])).expect("json");
+    assert_eq!(shown["rules"][0]["pool"], "gpu");
+    let in_use = common::refused(
+        &["pool", "delete", "--tenant", "acme", "gpu"],
+        &[("DATABASE_URL", &db)],
+    );
+    assert!(in_use.contains("routing rule 1"), "{in_use}");
+    std::fs::write(&rules, r#"{"rules": [{"match": {}, "pool": "default"}]}"#).expect("write");
+    cli(
+        &db,
+        &[
+            "route",
+            "set",
+            "--tenant",
+            "acme",
+            rules.to_str().expect("utf8"),
+        ],
+    );
     cli(&db, &["pool", "delete", "--tenant", "acme", "gpu"]);
     let gone = common::refused(
         &["pool", "delete", "--tenant", "acme", "gpu"],

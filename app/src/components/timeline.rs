@@ -110,6 +110,9 @@ fn bar(axis: &Axis, cp: &Checkpoint) -> Bar {
     if let Some(group) = &cp.worker_group {
         parts.push(format!("on {group}"));
     }
+    if let Some(route) = &cp.route {
+        parts.push(route.to_string());
+    }
     if !matches!(
         cp.status,
         CheckpointStatus::Completed | CheckpointStatus::Failed

@@ -19,6 +19,7 @@ pub struct PlanInput {
     weight: String,
     retention_days: String,
     max_pools: String,
+    max_rules: String,
 }
 
 /// Sets the plan of `tenant` (blank: the default plan) from the form's fields. Operators only.
@@ -46,6 +47,7 @@ pub async fn save_plan(tenant: String, fields: PlanInput) -> Result<(), AppError
                 weight: field("weight", &fields.weight)?,
                 retention_days: field("retention days", &fields.retention_days)?,
                 max_pools: field("max pools", &fields.max_pools)?,
+                max_rules: field("max rules", &fields.max_rules)?,
             };
             view.set_plan(tenant.as_ref(), plan).await
         }
@@ -149,7 +151,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         ),
         None => (None, None, None),
     };
-    let (c, r, q, d, w, k, pools) = (
+    let (c, r, q, d, w, k, pools, rules) = (
         u32s(|p| p.max_concurrent_runs),
         u32s(|p| p.starts_per_minute),
         u32s(|p| p.max_queued_runs),
@@ -157,6 +159,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         u32s(|p| p.weight),
         u32s(|p| p.retention_days),
         u32s(|p| p.max_pools),
+        u32s(|p| p.max_rules),
     );
     let fields = [
         field(
@@ -185,6 +188,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         field("weight", "Weight", w.0, w.1, None),
         field("retention_days", "History kept (days)", k.0, k.1, None),
         field("max_pools", "Max pools", pools.0, pools.1, None),
+        field("max_rules", "Max routing rules", rules.0, rules.1, None),
     ];
     let inputs = fields
         .into_iter()
@@ -195,6 +199,8 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
                 "forever".to_owned()
             } else if name == "max_pools" && effective.is_none() {
                 durable::model::DEFAULT_MAX_POOLS.to_string()
+            } else if name == "max_rules" && effective.is_none() {
+                durable::model::DEFAULT_MAX_RULES.to_string()
             } else {
                 default_of(own, effective)
             };

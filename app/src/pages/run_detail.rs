@@ -479,7 +479,19 @@ fn CheckpointRow(cp: Checkpoint) -> impl IntoView {
                 {cp.status.as_str()}
             </td>
             <td class="px-3 py-2">{cp.attempts}</td>
-            <td class="px-3 py-2 font-mono text-xs">{cp.worker_group.clone().unwrap_or_default()}</td>
+            <td class="px-3 py-2 font-mono text-xs">
+                {cp.worker_group.clone().unwrap_or_default()}
+                {cp
+                    .route
+                    .as_ref()
+                    .map(|route| {
+                        view! {
+                            <span class="block font-sans text-slate-500" data-testid="checkpoint-route">
+                                {route.to_string()}
+                            </span>
+                        }
+                    })}
+            </td>
             <td class="px-3 py-2">{queued}</td>
             <td class="px-3 py-2">{ran}</td>
             <td class="max-w-xs truncate px-3 py-2 font-mono text-xs" title=result.clone()>

@@ -1,6 +1,6 @@
-//! Each tenant's routing definitions (its pools), read from the store and kept per tenant: a
-//! turn whose code names a pool asks whether the tenant has it, and a read per ask would cost
-//! a query each. A kept copy is checked against the tenant's definitions version once it is
+//! Each tenant's routing definitions (its pools and its routing rules), read from the store and
+//! kept per tenant: every turn that sends a step routes it by them, and a read per turn would
+//! cost queries each. A kept copy is checked against the tenant's definitions version once it is
 //! [`FRESH_FOR`] old, and a pool it lacks is looked for in the store before a step naming it is
 //! refused: a pool created on another control plane a moment ago is never taken for missing.
 //! An edit through this engine drops its tenant's copy at once.
@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::model::{Namespace, PoolName};
+use crate::model::{Namespace, PoolName, RoutingRules};
 use crate::runtime::{Command, Decision};
 use crate::store::{Store, StoreResult};
 
@@ -17,12 +17,14 @@ use crate::store::{Store, StoreResult};
 pub(crate) const FRESH_FOR: Duration = Duration::from_secs(5);
 
 /// One tenant's definitions, as of one version.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct TenantDefinitions {
     /// The version they were read at.
     pub version: u64,
     /// The tenant's pools.
     pub pools: BTreeSet<PoolName>,
+    /// The tenant's routing rules, if it set any.
+    pub rules: Option<RoutingRules>,
 }
 
 struct Kept {
@@ -41,15 +43,22 @@ impl DefinitionBook {
         self.tenants.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `tenant`'s definitions when `decision` names a pool of it (a step's explicit choice):
-    /// kept ones, checked against the store's version once stale, and read again whenever a
-    /// named pool is not among them. `None` when no call names a pool: nothing is read.
+    /// `tenant`'s definitions when `decision` sends a step: kept ones, checked against the
+    /// store's version once stale, and read again whenever a pool a call names is not among
+    /// them. `None` when it sends none: nothing is read.
     pub async fn for_decision(
         &self,
         store: &dyn Store,
         tenant: &Namespace,
         decision: &Decision,
     ) -> StoreResult<Option<Arc<TenantDefinitions>>> {
+        let sends = decision
+            .commands
+            .iter()
+            .any(|c| matches!(c, Command::Call { .. } | Command::RetryStep { .. }));
+        if !sends {
+            return Ok(None);
+        }
         let named: Vec<&PoolName> = decision
             .commands
             .iter()
@@ -58,14 +67,21 @@ impl DefinitionBook {
                 _ => None,
             })
             .collect();
-        if named.is_empty() {
-            return Ok(None);
-        }
         let kept = self.kept(store, tenant).await?;
         if named.iter().all(|p| kept.pools.contains(*p)) {
             return Ok(Some(kept));
         }
         Ok(Some(self.read(store, tenant).await?))
+    }
+
+    /// `tenant`'s definitions: the kept copy, or a new read when there is none or its version
+    /// moved on (a remote turn routes by them).
+    pub async fn of(
+        &self,
+        store: &dyn Store,
+        tenant: &Namespace,
+    ) -> StoreResult<Arc<TenantDefinitions>> {
+        self.kept(store, tenant).await
     }
 
     /// The kept copy, or a new read when there is none or its version moved on.
@@ -101,9 +117,11 @@ impl DefinitionBook {
     ) -> StoreResult<Arc<TenantDefinitions>> {
         let version = store.definitions_version(tenant).await?;
         let pools = store.pools(tenant).await?;
+        let rules = store.routing_rules(tenant).await?;
         let definitions = Arc::new(TenantDefinitions {
             version,
             pools: pools.into_iter().map(|p| p.name).collect(),
+            rules,
         });
         self.tenants().insert(
             tenant.clone(),

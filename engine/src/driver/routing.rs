@@ -1,11 +1,14 @@
 //! Where a remote step or a workflow turn runs. One function decides it, before dispatch, for
 //! every send (a step's first, its retries, a remote turn): the author's explicit choice in
 //! code wins (a pool of the run's tenant, named by `StepOptions::pool` or by a worker's
-//! `call.group`), then the tenant's own partition. The decision is kept on the step's
+//! `call.group`), then the first of the tenant's routing rules that matches, then the tenant's
+//! own partition. The decision is kept on the step's
 //! checkpoint ([`StepRoute`]; none for the tenant's own partition); a dispatch sent again
 //! because it may have been lost goes where the first one went.
 
-use crate::model::{Namespace, Partition, PoolName, RoutedBy, StepRoute};
+use crate::model::{
+    Namespace, Partition, PoolName, RouteTarget, RoutedBy, RoutingRules, StepRoute,
+};
 
 /// Where one send goes: the partition whose token it is sent on, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,10 +18,39 @@ pub(crate) struct Routed {
     /// What is kept on the checkpoint: nothing when nothing chose (the tenant's own partition),
     /// so the write of every step no one routed stays as small as it was.
     pub route: Option<StepRoute>,
+    /// The priority the matching rule gives, for a send whose code set none.
+    pub priority: Option<i64>,
 }
 
-/// Routes a send of a run of `tenant`, whose code chose pool `explicit` (if any).
-pub(crate) fn route(tenant: &Namespace, explicit: Option<&PoolName>) -> Routed {
+/// Routes a send of a run of `tenant`, whose code chose pool `explicit` (if any), by the
+/// tenant's `rules` (with their version) for `target`.
+pub(crate) fn route(
+    tenant: &Namespace,
+    explicit: Option<&PoolName>,
+    rules: Option<(&RoutingRules, u64)>,
+    target: &RouteTarget<'_>,
+) -> Routed {
+    if explicit.is_none()
+        && let Some((rules, version)) = rules
+        && let Some((at, rule)) = rules.first_match(target)
+    {
+        let pool = rule.pool();
+        return Routed {
+            partition: match &pool {
+                Some(pool) => Partition::of_pool(tenant.clone(), pool.clone()),
+                None => Partition::of_tenant(tenant.clone()),
+            },
+            route: Some(StepRoute {
+                pool,
+                by: RoutedBy::Rule {
+                    rule: u32::try_from(at).unwrap_or(u32::MAX),
+                    version,
+                },
+                instead_of: None,
+            }),
+            priority: rule.priority,
+        };
+    }
     match explicit {
         Some(pool) => Routed {
             partition: Partition::of_pool(tenant.clone(), pool.clone()),
@@ -27,10 +59,12 @@ pub(crate) fn route(tenant: &Namespace, explicit: Option<&PoolName>) -> Routed {
                 by: RoutedBy::Code,
                 instead_of: None,
             }),
+            priority: None,
         },
         None => Routed {
             partition: Partition::of_tenant(tenant.clone()),
             route: None,
+            priority: None,
         },
     }
 }
@@ -64,14 +98,59 @@ mod tests {
 
     #[test]
     fn the_code_s_pool_wins_else_the_tenant_s_partition() {
-        let chosen = route(&ns("acme"), Some(&pool("gpu")));
+        let none = serde_json::Map::new();
+        let target = RouteTarget {
+            workflow: "w",
+            step: Some("s"),
+            tags: &[],
+            attributes: &none,
+        };
+        let chosen = route(&ns("acme"), Some(&pool("gpu")), None, &target);
         assert_eq!(chosen.partition.to_string(), "acme.gpu");
         let kept = chosen.route.expect("a route");
         assert_eq!(kept.by, RoutedBy::Code);
         assert_eq!(kept.to_string(), "routed to gpu by the step's code");
-        let default = route(&ns("acme"), None);
+        let default = route(&ns("acme"), None, None, &target);
         assert_eq!(default.partition, Partition::of_tenant(ns("acme")));
         assert_eq!(default.route, None);
+    }
+
+    #[test]
+    fn the_first_matching_rule_routes_what_the_code_leaves_open() {
+        let rules: RoutingRules = serde_json::from_value(serde_json::json!({"rules": [
+            {"match": {"step": "blur"}, "pool": "gpu"},
+            {"match": {}, "pool": "default"},
+        ]}))
+        .unwrap();
+        let none = serde_json::Map::new();
+        let at = |step| RouteTarget {
+            workflow: "render",
+            step: Some(step),
+            tags: &[],
+            attributes: &none,
+        };
+        let blur = route(&ns("acme"), None, Some((&rules, 7)), &at("blur"));
+        assert_eq!(blur.partition.to_string(), "acme.gpu");
+        assert_eq!(
+            blur.route.as_ref().map(ToString::to_string).as_deref(),
+            Some("routed to gpu by rule 1")
+        );
+        let other = route(&ns("acme"), None, Some((&rules, 7)), &at("crop"));
+        assert_eq!(other.partition.to_string(), "acme");
+        assert_eq!(
+            other.route.map(|r| r.by),
+            Some(RoutedBy::Rule {
+                rule: 2,
+                version: 7
+            })
+        );
+        let coded = route(
+            &ns("acme"),
+            Some(&pool("cpu")),
+            Some((&rules, 7)),
+            &at("blur"),
+        );
+        assert_eq!(coded.partition.to_string(), "acme.cpu", "the code wins");
     }
 
     #[test]

@@ -1,11 +1,11 @@
-//! A tenant's worker pools: created, changed and deleted by the tenant (through its verified
-//! door), each edit bumping the tenant's definitions version, and listed with the partition each
-//! pool's workers serve.
+//! A tenant's routing definitions: its worker pools, created, changed and deleted by the tenant
+//! (through its verified door) and listed with the partition each pool's workers serve, and its
+//! routing rules; each edit bumps the tenant's definitions version.
 
 use std::collections::BTreeMap;
 
 use super::{Engine, EngineError};
-use crate::model::{LabelError, Namespace, Pool, PoolName, check_labels};
+use crate::model::{LabelError, Namespace, Pool, PoolName, RoutingRules, check_labels};
 use crate::store::PoolPut;
 
 impl Engine {
@@ -38,15 +38,65 @@ impl Engine {
         Ok(self.state.store.pools(tenant).await?)
     }
 
-    /// Deletes pool `name` of `tenant`; whether there was one. Steps already sent to it stay in
-    /// its queue for its workers.
+    /// Deletes pool `name` of `tenant`; whether there was one. Refused while a routing rule
+    /// names it. Steps already sent to it stay in its queue for its workers.
     pub async fn delete_pool(
         &self,
         tenant: &Namespace,
         name: &PoolName,
     ) -> Result<bool, EngineError> {
+        if let Some(rules) = self.state.store.routing_rules(tenant).await?
+            && let Some(at) = rules
+                .rules
+                .iter()
+                .position(|r| r.pool == name.as_str() || r.fallback.iter().any(|f| f == name))
+        {
+            return Err(EngineError::BadInput(format!(
+                "pool `{name}` is named by routing rule {}: change the rules (PUT /api/v1/routing) before deleting it",
+                at + 1
+            )));
+        }
         let deleted = self.state.store.delete_pool(tenant, name).await?.is_some();
         self.state.definitions.forget(tenant);
         Ok(deleted)
+    }
+
+    /// Replaces `tenant`'s routing rules; the tenant's definitions version after it. Refused,
+    /// saving nothing, unless the list ends with a catch-all, names only the tenant's pools
+    /// (or `default`) and fits the plan (`max_rules`).
+    pub async fn put_routing_rules(
+        &self,
+        tenant: &Namespace,
+        rules: RoutingRules,
+    ) -> Result<u64, EngineError> {
+        let state = &self.state;
+        let pools = state
+            .store
+            .pools(tenant)
+            .await?
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        let allowed = self.effective_plan(tenant).await.rules_allowed();
+        rules
+            .check(&pools, allowed)
+            .map_err(|e| EngineError::BadInput(e.to_string()))?;
+        let version = state
+            .store
+            .put_routing_rules(tenant, &rules, state.clock.now())
+            .await?;
+        state.definitions.forget(tenant);
+        Ok(version)
+    }
+
+    /// `tenant`'s routing rules and the definitions version they are at; no rules (every step
+    /// goes where its code says, else to the tenant's own partition) until it sets some.
+    pub async fn routing_rules(
+        &self,
+        tenant: &Namespace,
+    ) -> Result<(Option<RoutingRules>, u64), EngineError> {
+        let store = &self.state.store;
+        let version = store.definitions_version(tenant).await?;
+        Ok((store.routing_rules(tenant).await?, version))
     }
 }

@@ -22,6 +22,7 @@ mod query;
 mod receipt;
 mod retry;
 mod route;
+mod routing;
 mod run;
 mod run_id;
 mod saga;
@@ -53,7 +54,7 @@ pub use history::{HISTORY_FORMAT, RunHistory};
 pub use limits::{InputError, InputLimits, is_attribute_key};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use partition::{Partition, PartitionError, PoolName};
-pub use plan::{DEFAULT_MAX_POOLS, Limit, MAX_WEIGHT, Plan, PlanError, Usage};
+pub use plan::{DEFAULT_MAX_POOLS, DEFAULT_MAX_RULES, Limit, MAX_WEIGHT, Plan, PlanError, Usage};
 pub use pool::{
     LabelError, MAX_LABEL_KEY_CHARS, MAX_LABEL_VALUE_CHARS, MAX_POOL_LABELS, Pool, check_labels,
 };
@@ -68,6 +69,7 @@ pub use query::{
 pub use receipt::{Receipt, Settle};
 pub use retry::RetryPolicy;
 pub use route::{RoutedBy, StepRoute};
+pub use routing::{DEFAULT_POOL, RouteTarget, RoutingError, RoutingRules, Rule, RuleMatch};
 pub use run::{Run, RunDetail, RunStatus, UnknownStatus};
 pub use run_id::{RunId, RunIdError};
 pub use saga::{COMPENSATE_SIGNAL, Saga};

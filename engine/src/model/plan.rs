@@ -36,10 +36,17 @@ pub struct Plan {
     /// pool is read by every control plane's routing, so none is unbounded.
     #[serde(default)]
     pub max_pools: Option<u32>,
+    /// How many routing rules the tenant's list may hold; unset allows [`DEFAULT_MAX_RULES`]:
+    /// every send is matched against them.
+    #[serde(default)]
+    pub max_rules: Option<u32>,
 }
 
 /// The pools a tenant may define when no plan says.
 pub const DEFAULT_MAX_POOLS: u32 = 50;
+
+/// The routing rules a tenant's list may hold when no plan says.
+pub const DEFAULT_MAX_RULES: u32 = 100;
 
 /// The longest retention a plan may set: a century.
 pub const MAX_RETENTION_DAYS: u32 = 36_500;
@@ -96,12 +103,18 @@ impl Plan {
             weight: self.weight.or(default.weight),
             retention_days: self.retention_days.or(default.retention_days),
             max_pools: self.max_pools.or(default.max_pools),
+            max_rules: self.max_rules.or(default.max_rules),
         }
     }
 
     /// How many pools the tenant may define.
     pub fn pools_allowed(&self) -> usize {
         self.max_pools.unwrap_or(DEFAULT_MAX_POOLS) as usize
+    }
+
+    /// How many routing rules the tenant's list may hold.
+    pub fn rules_allowed(&self) -> usize {
+        self.max_rules.unwrap_or(DEFAULT_MAX_RULES) as usize
     }
 }
 

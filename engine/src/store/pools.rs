@@ -1,11 +1,11 @@
-//! Tenants' worker pools, and the version of each tenant's routing definitions: every edit of a
-//! tenant's pools bumps it in the edit's own transaction, so a control plane holding a cached
-//! copy of older version knows it is stale.
+//! Tenants' routing definitions (their worker pools and their routing rules), and the version
+//! of each tenant's: every edit bumps it in the edit's own transaction, so a control plane
+//! holding a copy of an older version knows it is stale.
 
 use async_trait::async_trait;
 
 use super::StoreResult;
-use crate::model::{Namespace, Pool, PoolName};
+use crate::model::{Millis, Namespace, Pool, PoolName, RoutingRules};
 
 /// What storing a pool did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,7 +18,8 @@ pub struct PoolPut {
     pub version: u64,
 }
 
-/// Pools: per tenant, edited by its admins, read by every control plane's routing.
+/// Pools and routing rules: per tenant, edited by its admins, read by every control plane's
+/// routing.
 #[async_trait]
 pub trait Pools: Send + Sync + 'static {
     /// Creates `pool`, or replaces the labels of the tenant's pool of that name. Creating one
@@ -34,4 +35,16 @@ pub trait Pools: Send + Sync + 'static {
 
     /// The version of `tenant`'s routing definitions: 0 until its first edit.
     async fn definitions_version(&self, tenant: &Namespace) -> StoreResult<u64>;
+
+    /// Replaces `tenant`'s routing rules (checked by the caller against its pools); the
+    /// tenant's definitions version after the edit.
+    async fn put_routing_rules(
+        &self,
+        tenant: &Namespace,
+        rules: &RoutingRules,
+        now: Millis,
+    ) -> StoreResult<u64>;
+
+    /// `tenant`'s routing rules, `None` until it sets some.
+    async fn routing_rules(&self, tenant: &Namespace) -> StoreResult<Option<RoutingRules>>;
 }

@@ -1,11 +1,13 @@
-//! Routing: where a remote step runs. The author's explicit pool wins, else the tenant's own
-//! partition; the decision is kept on the step's checkpoint.
+//! Routing: where a remote step runs. The author's explicit pool wins, then the first of the
+//! tenant's routing rules that matches, else the tenant's own partition; the decision is kept
+//! on the step's checkpoint.
 
 use std::sync::Arc;
 
 use durable::StartRun;
 use durable::model::{
-    CheckpointStatus, Namespace, Partition, PoolName, RoutedBy, RunStatus, Scope, StepRoute,
+    CheckpointStatus, Namespace, Partition, PoolName, RoutedBy, RoutingRules, RunStatus, Scope,
+    StepRoute,
 };
 use durable::prelude::*;
 use durable::runtime::{Registry, StepOptions};
@@ -19,6 +21,7 @@ use crate::harness::start_worker;
 engine_cases! {
     a_steps_code_sends_it_to_a_pool_of_its_tenant,
     a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it,
+    a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next,
 }
 
 /// A registry whose step `where` answers `answer`: which pool's worker ran it.
@@ -167,5 +170,106 @@ async fn a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it(backe
     assert_eq!(done.output, Some(json!("late")));
     late.shutdown().await;
     peer.shutdown().await;
+    h.stop().await;
+}
+
+/// A rule sends a step its code leaves open to pool `gpu`, and the checkpoint says which rule
+/// of which version did; the tenant replaces its rules and the next run's step goes where the
+/// new list says (a refused list changes nothing, and a pool a rule names cannot be deleted).
+async fn a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next(backend: Backend) {
+    let mut registry = Registry::new();
+    registry.workflow(
+        "route.open",
+        1,
+        |ctx: WorkflowContext, _: Value| async move {
+            let answer: String = ctx.step("where", &json!(null)).await?;
+            Ok::<_, WorkflowError>(json!(answer))
+        },
+    );
+    let h = backend.start(registry).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let gpu = PoolName::parse("gpu").unwrap();
+    h.engine
+        .put_pool(&acme, gpu.clone(), Default::default())
+        .await
+        .unwrap();
+    let transport = h.engine.transport().clone();
+    let on = |partition: &str| Partitions::Only(vec![Partition::parse(partition).unwrap()]);
+    let workers = [
+        start_worker(
+            Arc::new(answering("gpu")),
+            transport.clone(),
+            on("acme.gpu"),
+            backend.clock(),
+        )
+        .await,
+        start_worker(
+            Arc::new(answering("own")),
+            transport,
+            on("acme"),
+            backend.clock(),
+        )
+        .await,
+    ];
+    let rules =
+        |raw: Value| serde_json::from_value::<RoutingRules>(json!({ "rules": raw })).unwrap();
+    let refused = h
+        .engine
+        .put_routing_rules(
+            &acme,
+            rules(json!([{"match": {"step": "where"}, "pool": "gpu"}])),
+        )
+        .await
+        .expect_err("no catch-all");
+    assert!(
+        refused.to_string().contains("must match everything"),
+        "{refused}"
+    );
+    let version = h
+        .engine
+        .put_routing_rules(
+            &acme,
+            rules(json!([
+                {"match": {"step": "where"}, "pool": "gpu"},
+                {"match": {}, "pool": "default"},
+            ])),
+        )
+        .await
+        .unwrap();
+    let in_use = h
+        .engine
+        .delete_pool(&acme, &gpu)
+        .await
+        .expect_err("named by a rule");
+    assert!(in_use.to_string().contains("routing rule 1"), "{in_use}");
+    let start = || StartRun {
+        workflow: "route.open".into(),
+        input: Value::Null,
+        namespace: Some(acme.clone()),
+        ..Default::default()
+    };
+    let run = h.engine.start_run(start()).await.unwrap();
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!("gpu")));
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(cps[0].worker_group.as_deref(), Some("where@acme.gpu"));
+    let route = cps[0].route.clone().expect("a rule chose");
+    assert_eq!(route.by, RoutedBy::Rule { rule: 1, version });
+    assert_eq!(route.to_string(), "routed to gpu by rule 1");
+
+    h.engine
+        .put_routing_rules(&acme, rules(json!([{"match": {}, "pool": "default"}])))
+        .await
+        .unwrap();
+    let next = h.engine.start_run(start()).await.unwrap();
+    let done = wait_for(&h.store, &next.id, RunStatus::Completed).await;
+    assert_eq!(
+        done.output,
+        Some(json!("own")),
+        "the edit rerouted the next step"
+    );
+    for worker in workers {
+        worker.shutdown().await;
+    }
     h.stop().await;
 }

@@ -1,13 +1,14 @@
 //! The command line, one file per command: `serve`, `control-plane` and `worker` ([`serve`]),
 //! `migrate`, `user` ([`users`]), `token` ([`tokens`]), `run` ([`runs`]), `tenant plan`
-//! ([`plans`]), `pool` ([`pools`]), `schedule` ([`schedules`]), `event` ([`event`]) and
-//! `prune` ([`prune`]); the options several share are [`args`].
+//! ([`plans`]), `pool` ([`pools`]), `route` ([`routing`]), `schedule` ([`schedules`]),
+//! `event` ([`event`]) and `prune` ([`prune`]); the options several share are [`args`].
 
 mod args;
 mod event;
 mod plans;
 mod pools;
 mod prune;
+mod routing;
 mod runs;
 mod schedules;
 mod serve;
@@ -62,6 +63,8 @@ pub enum Command {
     Tenant(TenantCommand),
     /// Manage a tenant's worker pools (the partitions its steps can be routed to).
     Pool(pools::PoolArgs),
+    /// Manage a tenant's routing rules (which pool each step goes to).
+    Route(routing::RouteArgs),
     /// Manage a tenant's schedules (workflows started on a cron expression or an interval).
     Schedule(schedules::ScheduleArgs),
     /// Publish an event to a tenant: its runs waiting for it take it, and the workflows it
@@ -156,6 +159,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run_verb(&cli.db.url(), args).await,
         Command::Schedule(args) => schedules::run(&cli.db.url(), args).await,
         Command::Pool(args) => pools::run(&cli.db.url(), args).await,
+        Command::Route(args) => routing::run(&cli.db.url(), args).await,
         Command::Event(args) => event::run(&cli.db.url(), args).await,
         Command::Prune(args) => prune::run(&cli.db.url(), args).await,
         Command::Token(command) => tokens::run(&cli.db.url(), command).await,

@@ -15,6 +15,8 @@ pub enum TenantCommand {
 }
 
 /// `durable tenant plan …`
+// Parsed once per command run: the size of the `set` variant's fields costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum PlanCommand {
     /// Print the plan (as set, as in force, and the tenant's usage) as JSON.
@@ -67,6 +69,9 @@ pub struct PlanFields {
     /// Worker pools the tenant may define (`none`: 50).
     #[arg(long, value_name = "N|none")]
     max_pools: Option<String>,
+    /// Routing rules the tenant's list may hold (`none`: 100).
+    #[arg(long, value_name = "N|none")]
+    max_rules: Option<String>,
 }
 
 impl PlanFields {
@@ -120,6 +125,7 @@ impl PlanFields {
             &mut plan.retention_days,
         )?;
         value("max-pools", &self.max_pools, &mut plan.max_pools)?;
+        value("max-rules", &self.max_rules, &mut plan.max_rules)?;
         plan.validate()?;
         Ok(plan)
     }

@@ -28,6 +28,7 @@ pub fn router(body_limit: usize) -> Router<ServerState> {
         .merge(super::handlers::router())
         .merge(super::schedules::router())
         .merge(super::pools::router())
+        .merge(super::routing::router())
         .merge(super::plans::router())
         .merge(super::tokens::router())
         .fallback(no_such_route)
@@ -44,7 +45,7 @@ async fn no_such_route(uri: axum::http::Uri) -> (StatusCode, Json<Value>) {
         StatusCode::NOT_FOUND,
         Json(serde_json::json!({ "error": {
             "code": "not-found",
-            "message": format!("no API route at `{}`; the routes are under /api/v1/runs, /api/v1/schedules, /api/v1/pools, /api/v1/events and /api/v1/tenants", uri.path()),
+            "message": format!("no API route at `{}`; the routes are under /api/v1/runs, /api/v1/schedules, /api/v1/pools, /api/v1/routing, /api/v1/events and /api/v1/tenants", uri.path()),
         }})),
     )
 }

@@ -14,6 +14,7 @@ mod params;
 mod plans;
 mod pools;
 mod publish;
+mod routing;
 mod runs;
 mod schedules;
 mod server_fns;

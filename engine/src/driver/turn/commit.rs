@@ -9,8 +9,8 @@ use crate::driver::dead_letter::dead_letter_run;
 use crate::driver::definitions::TenantDefinitions;
 use crate::driver::routing;
 use crate::model::{
-    ATTRIBUTES_MARKER, CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, Run, RunId,
-    RunStatus, StepFailure, StepFlow, step_id,
+    ATTRIBUTES_MARKER, CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, RouteTarget,
+    RoutingRules, Run, RunId, RunStatus, StepFailure, StepFlow, step_id,
 };
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
 use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
@@ -33,6 +33,7 @@ pub(crate) fn commit_of(
 ) -> (TurnCommit, Vec<Outgoing>) {
     // A child or call refused here resolved at once: the run turns again to see it failed.
     let mut refused_here = false;
+    let rules = definitions.and_then(|d| d.rules.as_ref().map(|rules| (rules, d.version)));
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
     let mut fired_timers = Vec::new();
     let mut redispatched = Vec::new();
@@ -74,7 +75,7 @@ pub(crate) fn commit_of(
                     refused_here = true;
                     continue;
                 }
-                let out = outgoing(run, seq, name.clone(), input.clone(), 1, flow);
+                let out = outgoing(run, seq, name.clone(), input.clone(), 1, flow, rules);
                 checkpoints.push(NewCheckpoint {
                     retry_policy: retry,
                     timeout_ms,
@@ -161,7 +162,7 @@ pub(crate) fn commit_of(
                 attempt,
                 flow,
             } => {
-                tasks.push(outgoing(run, seq, name, input, attempt, flow));
+                tasks.push(outgoing(run, seq, name, input, attempt, flow, rules));
                 redispatched.push(seq);
             }
             Command::WaitSignal {
@@ -396,17 +397,26 @@ fn successor_id(id: &RunId) -> RunId {
     RunId::parse(&format!("{base}:c{}", n + 1)).unwrap_or_else(|_| RunId::generate())
 }
 
-/// The task that sends try `attempt` of step `seq` of `run`, routed ([`routing::route`]) to its
-/// step's token on the run's tenant's partition or one of its pools, with how it goes out.
+/// The task that sends try `attempt` of step `seq` of `run`, routed ([`routing::route`], by
+/// the tenant's `rules` and their version) to its step's token on the run's tenant's partition
+/// or one of its pools, with how it goes out.
 fn outgoing(
     run: &Run,
     seq: u32,
     name: String,
     input: Value,
     attempt: u32,
-    flow: StepFlow,
+    mut flow: StepFlow,
+    rules: Option<(&RoutingRules, u64)>,
 ) -> Outgoing {
-    let routed = routing::route(&run.namespace, flow.pool.as_ref());
+    let target = RouteTarget {
+        workflow: &run.workflow,
+        step: Some(&name),
+        tags: &run.tags,
+        attributes: &run.search_attributes,
+    };
+    let routed = routing::route(&run.namespace, flow.pool.as_ref(), rules, &target);
+    flow.priority = flow.priority.or(routed.priority);
     let task = RemoteTask {
         run_id: run.id.clone(),
         seq,

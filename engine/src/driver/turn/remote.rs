@@ -99,7 +99,21 @@ pub(crate) async fn turn(
     let Some(turns) = state.transport.remote_turns() else {
         return Err(unserved());
     };
-    let routed = routing::route(&run.namespace, None);
+    let definitions = state
+        .definitions
+        .of(&*state.store, &run.namespace)
+        .await
+        .ok();
+    let rules = definitions
+        .as_deref()
+        .and_then(|d| d.rules.as_ref().map(|rules| (rules, d.version)));
+    let target = crate::model::RouteTarget {
+        workflow: &run.workflow,
+        step: None,
+        tags: &run.tags,
+        attributes: &run.search_attributes,
+    };
+    let routed = routing::route(&run.namespace, None, rules, &target);
     if !served_versions(state, &run.workflow, &routed.partition)
         .await
         .contains(&run.workflow_version)

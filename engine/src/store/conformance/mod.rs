@@ -115,6 +115,7 @@ macro_rules! store_conformance {
             // pools.rs
             pools_are_their_tenants_and_each_edit_bumps_its_version,
             a_tenant_holds_at_most_its_allowed_pools,
+            routing_rules_are_their_tenants_and_bump_its_version,
             // plans.rs
             plans_round_trip_and_an_empty_one_is_removed,
             usage_counts_a_tenants_top_level_runs,

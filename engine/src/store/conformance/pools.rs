@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::support::ns;
-use crate::model::{Namespace, Pool, PoolName};
+use crate::model::{Namespace, Pool, PoolName, RoutingRules};
 use crate::store::{Store, StoreError};
 
 fn pool(tenant: &str, name: &str, labels: &[(&str, &str)], at: i64) -> Pool {
@@ -105,4 +105,54 @@ pub async fn a_tenant_holds_at_most_its_allowed_pools(store: Arc<dyn Store>) {
         .await
         .expect("another tenant has its own count");
     assert_eq!(store.pools(&ns("acme")).await.expect("list").len(), 2);
+}
+
+/// A tenant's routing rules come back as they were put, another tenant's are its own, and each
+/// put bumps the definitions version pools share.
+pub async fn routing_rules_are_their_tenants_and_bump_its_version(store: Arc<dyn Store>) {
+    let acme = ns("acme");
+    assert_eq!(store.routing_rules(&acme).await.expect("read"), None);
+    let rules: RoutingRules = serde_json::from_value(serde_json::json!({"rules": [
+        {"match": {"step": "blur"}, "pool": "gpu", "fallback": ["cpu"], "priority": 3},
+        {"match": {}, "pool": "default"},
+    ]}))
+    .expect("rules");
+    store
+        .put_pool(&pool("acme", "gpu", &[], 1), 10)
+        .await
+        .expect("pool");
+    assert_eq!(
+        store
+            .put_routing_rules(&acme, &rules, 2)
+            .await
+            .expect("put"),
+        2
+    );
+    assert_eq!(
+        store.routing_rules(&acme).await.expect("read").as_ref(),
+        Some(&rules)
+    );
+    assert_eq!(
+        store.routing_rules(&ns("globex")).await.expect("read"),
+        None
+    );
+    let only_default: RoutingRules = serde_json::from_value(serde_json::json!({"rules": [
+        {"match": {}, "pool": "default"},
+    ]}))
+    .expect("rules");
+    assert_eq!(
+        store
+            .put_routing_rules(&acme, &only_default, 3)
+            .await
+            .expect("replace"),
+        3
+    );
+    assert_eq!(
+        store.routing_rules(&acme).await.expect("read"),
+        Some(only_default)
+    );
+    assert_eq!(
+        store.definitions_version(&ns("globex")).await.expect("v"),
+        0
+    );
 }

@@ -7,7 +7,7 @@ use sqlx::{PgConnection, Row};
 
 use super::PgStore;
 use super::rows::db;
-use crate::model::{Namespace, Pool, PoolName};
+use crate::model::{Millis, Namespace, Pool, PoolName, RoutingRules};
 use crate::store::rules::pools::{as_stored, room_for_one_more};
 use crate::store::{PoolPut, Pools, StoreError, StoreResult};
 
@@ -127,5 +127,38 @@ impl Pools for PgStore {
                 .await
                 .map_err(db)?;
         Ok(version.unwrap_or(0).max(0) as u64)
+    }
+
+    async fn put_routing_rules(
+        &self,
+        tenant: &Namespace,
+        rules: &RoutingRules,
+        now: Millis,
+    ) -> StoreResult<u64> {
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        sqlx::query(
+            "INSERT INTO routing_rules (namespace, rules, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (namespace) DO UPDATE \
+             SET rules = excluded.rules, updated_at = excluded.updated_at",
+        )
+        .bind(tenant.as_str())
+        .bind(sqlx::types::Json(rules))
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        let version = bump(&mut tx, tenant.as_str()).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(version)
+    }
+
+    async fn routing_rules(&self, tenant: &Namespace) -> StoreResult<Option<RoutingRules>> {
+        let rules: Option<sqlx::types::Json<RoutingRules>> =
+            sqlx::query_scalar("SELECT rules FROM routing_rules WHERE namespace = $1")
+                .bind(tenant.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db)?;
+        Ok(rules.map(|r| r.0))
     }
 }

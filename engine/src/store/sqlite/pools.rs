@@ -9,7 +9,7 @@ use super::SqliteStore;
 use super::rows::{from_json, to_json};
 use super::sql::db;
 use super::writer::Wrote;
-use crate::model::{Namespace, Pool, PoolName};
+use crate::model::{Millis, Namespace, Pool, PoolName, RoutingRules};
 use crate::store::rules::pools::{as_stored, room_for_one_more};
 use crate::store::{PoolPut, Pools, StoreError, StoreResult};
 
@@ -129,6 +129,43 @@ impl Pools for SqliteStore {
                     .optional()
                     .map_err(db)?;
                 Ok(version.unwrap_or(0).max(0) as u64)
+            })
+            .await
+    }
+
+    async fn put_routing_rules(
+        &self,
+        tenant: &Namespace,
+        rules: &RoutingRules,
+        now: Millis,
+    ) -> StoreResult<u64> {
+        let (ns, doc) = (tenant.as_str().to_owned(), to_json(rules));
+        self.writer
+            .write(move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO routing_rules (namespace, rules, updated_at) VALUES (?, ?, ?) \
+                     ON CONFLICT (namespace) DO UPDATE \
+                     SET rules = excluded.rules, updated_at = excluded.updated_at",
+                )
+                .map_err(db)?
+                .execute(params![ns, doc, now])
+                .map_err(db)?;
+                Ok(Wrote::Keep(bump(conn, &ns)?))
+            })
+            .await
+    }
+
+    async fn routing_rules(&self, tenant: &Namespace) -> StoreResult<Option<RoutingRules>> {
+        let ns = tenant.as_str().to_owned();
+        self.readers
+            .read(move |conn| {
+                let doc: Option<String> = conn
+                    .prepare_cached("SELECT rules FROM routing_rules WHERE namespace = ?")
+                    .map_err(db)?
+                    .query_row([ns], |r| r.get(0))
+                    .optional()
+                    .map_err(db)?;
+                doc.map(|doc| from_json(&doc, "routing rules")).transpose()
             })
             .await
     }
