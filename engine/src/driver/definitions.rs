@@ -5,9 +5,11 @@
 //! refused: a pool created on another control plane a moment ago is never taken for missing.
 //! An edit through this engine drops its tenant's copy at once.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use crate::model::{Namespace, PoolName, RoutingRules};
 use crate::runtime::{Command, Decision};
@@ -32,10 +34,14 @@ struct Kept {
     checked_at: Instant,
 }
 
-/// The definitions of the tenants whose code named a pool lately.
+/// The definitions of the tenants whose turns sent steps lately, and the acknowledgements an
+/// edit through this engine waits for.
 #[derive(Default)]
 pub(crate) struct DefinitionBook {
     tenants: Mutex<HashMap<Namespace, Kept>>,
+    /// Per announced edit being waited for: the control planes that dropped their copy.
+    acks: Mutex<HashMap<(Namespace, u64), HashSet<String>>>,
+    acked: Notify,
 }
 
 impl DefinitionBook {
@@ -136,5 +142,65 @@ impl DefinitionBook {
     /// Drops `tenant`'s kept copy: it was edited through this engine.
     pub fn forget(&self, tenant: &Namespace) {
         self.tenants().remove(tenant);
+    }
+
+    /// Drops `tenant`'s kept copy if it is older than `version` (another control plane
+    /// announced the edit).
+    pub fn forget_before(&self, tenant: &Namespace, version: u64) {
+        let mut tenants = self.tenants();
+        if tenants
+            .get(tenant)
+            .is_some_and(|k| k.definitions.version < version)
+        {
+            tenants.remove(tenant);
+        }
+    }
+
+    fn acks(&self) -> MutexGuard<'_, HashMap<(Namespace, u64), HashSet<String>>> {
+        self.acks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes that control plane `by` dropped its copy of `tenant`'s definitions before
+    /// `version`, if an edit here waits for it (anything else is dropped: no wait, no memory).
+    pub fn note_ack(&self, tenant: &Namespace, version: u64, by: &str) {
+        if let Some(seen) = self.acks().get_mut(&(tenant.clone(), version)) {
+            seen.insert(by.to_owned());
+            self.acked.notify_waiters();
+        }
+    }
+
+    /// Waits, `within` at most, until `peers` control planes other than `me` acknowledged
+    /// `tenant`'s `version`, counting from `expect`'s call; how many did.
+    pub async fn wait_for_acks(
+        &self,
+        tenant: &Namespace,
+        version: u64,
+        me: &str,
+        peers: u32,
+        within: Duration,
+    ) -> u32 {
+        let key = (tenant.clone(), version);
+        let deadline = tokio::time::Instant::now() + within;
+        let acked = loop {
+            let notified = self.acked.notified();
+            let acked = self
+                .acks()
+                .get(&key)
+                .map_or(0, |seen| seen.iter().filter(|by| *by != me).count());
+            let acked = u32::try_from(acked).unwrap_or(u32::MAX);
+            if acked >= peers {
+                break acked;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break acked;
+            }
+        };
+        self.acks().remove(&key);
+        acked
+    }
+
+    /// Starts collecting acknowledgements of `tenant`'s `version`, before it is announced.
+    pub fn expect_acks(&self, tenant: &Namespace, version: u64) {
+        self.acks().entry((tenant.clone(), version)).or_default();
     }
 }

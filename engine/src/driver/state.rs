@@ -3,7 +3,7 @@
 //! path and remote turns keep.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
@@ -52,6 +52,7 @@ pub(crate) struct State {
     /// Whether the store's last heartbeat showed no other live driver (see
     /// [`State::alone`]).
     alone: AtomicBool,
+    peers: AtomicU32,
     /// Runs this engine last suspended, for the sticky fast path.
     pub parked: ParkedRuns,
     /// Runs this engine is working on (turning, their leases renewed, or applying a result),
@@ -101,6 +102,7 @@ impl State {
             turns: Arc::new(Shares::new(config.max_concurrent_turns)),
             accepting: AtomicBool::new(false),
             alone: AtomicBool::new(false),
+            peers: AtomicU32::new(0),
             parked: ParkedRuns::default(),
             in_flight: InFlight::default(),
             requeued,
@@ -172,6 +174,13 @@ impl State {
     /// Notes how many other live drivers the store reported, or that it could not say.
     pub fn note_peers(&self, peers: Option<u32>) {
         self.alone.store(peers == Some(0), Ordering::Relaxed);
+        self.peers.store(peers.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// How many other live control planes the store reported at the last heartbeat (0 until it
+    /// has, or when it could not say).
+    pub fn peers(&self) -> u32 {
+        self.peers.load(Ordering::Relaxed)
     }
 
     /// Tells the claim loop a run of `tenant` went on record waiting for it: it wakes the loop

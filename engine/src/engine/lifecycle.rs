@@ -3,7 +3,7 @@
 
 use super::{Engine, EngineError};
 use crate::driver::loops::{
-    activity, claim, counts, lease, redispatch, replies, results, retention, sweep,
+    activity, claim, counts, definitions, lease, redispatch, replies, results, retention, sweep,
 };
 use crate::model::{Millis, TenantEventKind};
 
@@ -47,6 +47,10 @@ impl Engine {
             tokio::spawn(sweep::sweep_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(claim::claim_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(counts::counts_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(definitions::definitions_loop(
+                s.clone(),
+                self.stop.subscribe(),
+            )),
             tokio::spawn(activity::activity_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(results::results_loop(
                 s.clone(),

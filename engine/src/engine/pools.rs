@@ -3,10 +3,12 @@
 //! routing rules; each edit bumps the tenant's definitions version.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::{Engine, EngineError};
 use crate::model::{LabelError, Namespace, Pool, PoolName, RoutingRules, check_labels};
 use crate::store::PoolPut;
+use crate::transport::DefinitionsNotice;
 
 impl Engine {
     /// Creates pool `name` of `tenant` with `labels`, or replaces the labels of the one it has.
@@ -29,7 +31,7 @@ impl Engine {
         };
         let allowed = self.effective_plan(tenant).await.pools_allowed();
         let put = state.store.put_pool(&pool, allowed).await?;
-        state.definitions.forget(tenant);
+        self.announce_definitions(tenant, put.version).await;
         Ok(put)
     }
 
@@ -56,9 +58,11 @@ impl Engine {
                 at + 1
             )));
         }
-        let deleted = self.state.store.delete_pool(tenant, name).await?.is_some();
-        self.state.definitions.forget(tenant);
-        Ok(deleted)
+        let deleted = self.state.store.delete_pool(tenant, name).await?;
+        if let Some(version) = deleted {
+            self.announce_definitions(tenant, version).await;
+        }
+        Ok(deleted.is_some())
     }
 
     /// Replaces `tenant`'s routing rules; the tenant's definitions version after it. Refused,
@@ -85,7 +89,7 @@ impl Engine {
             .store
             .put_routing_rules(tenant, &rules, state.clock.now())
             .await?;
-        state.definitions.forget(tenant);
+        self.announce_definitions(tenant, version).await;
         Ok(version)
     }
 
@@ -99,4 +103,36 @@ impl Engine {
         let version = store.definitions_version(tenant).await?;
         Ok((store.routing_rules(tenant).await?, version))
     }
+
+    /// Makes an edit of `tenant`'s definitions (now at `version`) reach every control plane
+    /// before this one answers: its own copy is dropped, the edit announced, and the live
+    /// peers' acknowledgements waited for ([`ACKS_WITHIN`] at most; a peer that does not
+    /// answer finds the edit by its periodic version check).
+    async fn announce_definitions(&self, tenant: &Namespace, version: u64) {
+        let state = &self.state;
+        state.definitions.forget(tenant);
+        if !state.transport.reaches_peers() {
+            return;
+        }
+        let peers = state.peers();
+        state.definitions.expect_acks(tenant, version);
+        let notice = DefinitionsNotice {
+            tenant: tenant.clone(),
+            version,
+            seen_by: None,
+        };
+        if let Err(e) = state.transport.publish_definitions(notice).await {
+            tracing::warn!(error = %e, %tenant, "could not announce an edit of the tenant's definitions; other control planes find it by their periodic check");
+        }
+        let acked = state
+            .definitions
+            .wait_for_acks(tenant, version, &state.config.owner, peers, ACKS_WITHIN)
+            .await;
+        if acked < peers {
+            tracing::info!(%tenant, version, acked, peers, "not every control plane acknowledged the edit in time; the others find it by their periodic check");
+        }
+    }
 }
+
+/// How long an edit waits for the other control planes to acknowledge it.
+const ACKS_WITHIN: Duration = Duration::from_secs(2);

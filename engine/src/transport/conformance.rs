@@ -8,7 +8,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 
-use super::{EventDelivery, Partitions, SlotClaim, Subscription, TaskSubscription, Transport};
+use super::{
+    DefinitionsNotice, EventDelivery, Partitions, SlotClaim, Subscription, TaskSubscription,
+    Transport,
+};
 use crate::model::{
     ControlMessage, ControlNotice, Namespace, Partition, RemoteTask, RunId, RunStatus, Scope,
     StepOutcome, StepResult, TenantEvent, TenantEventKind,
@@ -394,6 +397,29 @@ pub async fn control_messages_reach_every_process(transport: Arc<dyn Transport>)
     assert_eq!(next(&mut two).await, Some(message));
 }
 
+/// A definitions notice, and an acknowledgement of one, reach every subscriber as sent.
+pub async fn definition_notices_reach_every_subscriber(transport: Arc<dyn Transport>) {
+    let mut one = transport.subscribe_definitions().await.expect("subscribe");
+    let mut two = transport.subscribe_definitions().await.expect("subscribe");
+    let notice = DefinitionsNotice {
+        tenant: ns("acme"),
+        version: 7,
+        seen_by: None,
+    };
+    let ack = DefinitionsNotice {
+        seen_by: Some("cp-b".into()),
+        ..notice.clone()
+    };
+    for sent in [notice, ack] {
+        transport
+            .publish_definitions(sent.clone())
+            .await
+            .expect("publish");
+        assert_eq!(next(&mut one).await, Some(sent.clone()));
+        assert_eq!(next(&mut two).await, Some(sent));
+    }
+}
+
 /// A consuming worker shows up as a worker group of its partition, to that tenant and the
 /// operator only, and disappears when it stops.
 pub async fn worker_groups_follow_consumers(transport: Arc<dyn Transport>) {
@@ -599,6 +625,7 @@ macro_rules! transport_conformance {
             a_task_is_outstanding_until_its_result_is_sent,
             events_stay_inside_their_tenant,
             control_messages_reach_every_process,
+            definition_notices_reach_every_subscriber,
             worker_groups_follow_consumers,
             descriptors_describe_a_tokens_live_workers,
             run_requests_and_replies_travel,

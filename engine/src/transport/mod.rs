@@ -23,8 +23,8 @@ pub use self::redis::testing as redis_testing;
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisConfig, RedisTransport};
 pub use api::{
-    ControlChannel, RateLimits, RemoteTurns, RunRequests, SlotClaim, Slots, StepQueues,
-    TenantEvents, Transport, TurnTask, WorkerRegistry,
+    ControlChannel, DefinitionNotices, DefinitionsNotice, RateLimits, RemoteTurns, RunRequests,
+    SlotClaim, Slots, StepQueues, TenantEvents, Transport, TurnTask, WorkerRegistry,
 };
 pub use memory::MemoryTransport;
 

@@ -197,6 +197,12 @@ pub fn decision_relay_channel(p: &str) -> String {
     format!("{p}-decision-relay")
 }
 
+/// The channel control planes announce changed tenant definitions on, and acknowledge them
+/// (`P-definitions`; between our control planes only).
+pub fn definitions_channel(p: &str) -> String {
+    format!("{p}-definitions")
+}
+
 /// The channel workers beat on while they run a step or replay a turn (`P-heartbeat`).
 pub fn heartbeat_channel(p: &str) -> String {
     format!("{p}-heartbeat")

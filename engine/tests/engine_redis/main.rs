@@ -13,4 +13,5 @@ mod harness;
 mod malformed;
 mod pools;
 mod python;
+mod routing;
 mod turns;

@@ -4,6 +4,7 @@
 //! - [`activity`]: adds the step run times recorded here to the activity minutes.
 //! - [`claim`]: claims due runs and starts their turns.
 //! - [`counts`]: folds the run counts' deltas into their totals.
+//! - [`definitions`]: hears other control planes' edits of tenants' definitions.
 //! - [`results`]: applies step results, on the sticky path when it can.
 //! - [`redispatch`]: sends again the steps whose dispatch may be lost.
 //! - [`retention`]: deletes history older than its tenant's plan keeps it.
@@ -14,6 +15,7 @@
 pub(crate) mod activity;
 pub(crate) mod claim;
 pub(crate) mod counts;
+pub(crate) mod definitions;
 pub(crate) mod lease;
 pub(crate) mod redispatch;
 pub(crate) mod replies;

@@ -15,8 +15,9 @@ use tokio::sync::{broadcast, mpsc};
 use self::inbox::Inbox;
 use super::naming::{sanitize, split_token, token_tenant};
 use super::{
-    ControlChannel, EventDelivery, Partitions, RemoteTurns, RunRequests, StepQueues, Subscription,
-    TaskSubscription, TenantEvents, Transport, TransportError, TransportResult, WorkerRegistry,
+    ControlChannel, DefinitionNotices, DefinitionsNotice, EventDelivery, Partitions, RemoteTurns,
+    RunRequests, StepQueues, Subscription, TaskSubscription, TenantEvents, Transport,
+    TransportError, TransportResult, WorkerRegistry,
 };
 use crate::fair::{self, Weight};
 use crate::model::{
@@ -38,6 +39,7 @@ struct Inner {
     results_rx: Mutex<Option<mpsc::UnboundedReceiver<StepResult>>>,
     events: broadcast::Sender<TenantEvent>,
     control: broadcast::Sender<ControlMessage>,
+    definitions: broadcast::Sender<DefinitionsNotice>,
     requests_tx: mpsc::UnboundedSender<String>,
     requests_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
     starts_tx: mpsc::UnboundedSender<String>,
@@ -90,6 +92,7 @@ impl MemoryTransport {
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (control, _) = broadcast::channel(EVENT_BUFFER);
+        let (definitions, _) = broadcast::channel(EVENT_BUFFER);
         let (requests_tx, requests_rx) = mpsc::unbounded_channel();
         let (starts_tx, starts_rx) = mpsc::unbounded_channel();
         let (replies, _) = broadcast::channel(EVENT_BUFFER);
@@ -101,6 +104,7 @@ impl MemoryTransport {
                 results_rx: Mutex::new(Some(results_rx)),
                 events,
                 control,
+                definitions,
                 requests_tx,
                 requests_rx: Mutex::new(Some(requests_rx)),
                 starts_tx,
@@ -307,6 +311,23 @@ impl ControlChannel for MemoryTransport {
         // A missed cancel notice is only a lost hint: the engine also drops results for
         // cancelled runs.
         Ok(listen(&self.inner.control))
+    }
+}
+
+/// In one process the only control plane is this one.
+#[async_trait]
+impl DefinitionNotices for MemoryTransport {
+    fn reaches_peers(&self) -> bool {
+        false
+    }
+
+    async fn publish_definitions(&self, notice: DefinitionsNotice) -> TransportResult<()> {
+        let _ = self.inner.definitions.send(notice);
+        Ok(())
+    }
+
+    async fn subscribe_definitions(&self) -> TransportResult<Subscription<DefinitionsNotice>> {
+        Ok(listen(&self.inner.definitions))
     }
 }
 

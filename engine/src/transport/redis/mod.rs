@@ -10,6 +10,7 @@
 
 mod consumer;
 mod control;
+mod definitions;
 mod events;
 #[macro_use]
 mod holds;
