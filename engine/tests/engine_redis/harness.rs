@@ -90,6 +90,16 @@ pub(crate) async fn worker_on(
     .expect("worker starts")
 }
 
+/// Another process's connection on `first`'s key prefix (a second control plane, say).
+pub(crate) async fn same_prefix(first: &RedisTransport) -> RedisTransport {
+    RedisTransport::connect(durable::transport::RedisConfig {
+        prefix: first.prefix().to_owned(),
+        ..durable::transport::RedisConfig::new(test_url())
+    })
+    .await
+    .expect("a second connection on the same prefix")
+}
+
 /// A plain connection to the test Redis, for looking at or planting keys beside the transport.
 pub(crate) async fn raw_redis() -> redis::aio::MultiplexedConnection {
     redis::Client::open(test_url())

@@ -7,12 +7,12 @@ use durable::StartRun;
 use durable::model::{Partition, PoolName, RoutingRules, RunStatus};
 use durable::prelude::*;
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
-use durable::transport::redis_testing::{fresh_transport, test_url};
-use durable::transport::{Partitions, RedisConfig, RedisTransport};
+use durable::transport::redis_testing::fresh_transport;
+use durable::transport::{Partitions, RedisTransport};
 use serde_json::{Value, json};
 
 use crate::common::wait_for;
-use crate::harness::{control_plane, ns, sqlite};
+use crate::harness::{control_plane, ns, same_prefix, sqlite};
 
 /// A worker answering which pool it serves.
 async fn answering(transport: &RedisTransport, partition: &str, answer: &'static str) -> Worker {
@@ -38,12 +38,7 @@ async fn an_edit_on_one_control_plane_reroutes_the_next_step_on_another() {
     let Some(first) = fresh_transport().await else {
         return;
     };
-    let second = RedisTransport::connect(RedisConfig {
-        prefix: first.prefix().to_owned(),
-        ..RedisConfig::new(test_url())
-    })
-    .await
-    .expect("a second connection on the same prefix");
+    let second = same_prefix(&first).await;
     let dir = tempfile::tempdir().expect("tmp");
     let store = sqlite(&dir).await;
     let mut registry = Registry::new();

@@ -7,8 +7,8 @@ use std::time::Duration;
 use durable::StartRun;
 use durable::model::{RunStatus, Scope};
 use durable::prelude::*;
-use durable::transport::redis_testing::{fresh_transport, test_url};
-use durable::transport::{RedisConfig, RedisTransport, WorkerRegistry};
+use durable::transport::WorkerRegistry;
+use durable::transport::redis_testing::fresh_transport;
 use serde_json::{Value, json};
 
 use crate::common::wait_for;
@@ -72,12 +72,7 @@ async fn a_decision_taken_by_another_control_plane_reaches_the_one_awaiting_it()
     let Some(first) = fresh_transport().await else {
         return;
     };
-    let second = RedisTransport::connect(RedisConfig {
-        prefix: first.prefix().to_owned(),
-        ..RedisConfig::new(test_url())
-    })
-    .await
-    .expect("a second connection on the same prefix");
+    let second = same_prefix(&first).await;
     let mut worker_registry = counting_registry(Arc::new(AtomicU32::new(0)));
     worker_registry.workflow("rs.pair", 1, |ctx: WorkflowContext, n: i64| async move {
         let a: i64 = ctx.step("add", &n).await?;
