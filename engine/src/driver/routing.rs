@@ -20,6 +20,31 @@ pub(crate) struct Routed {
     pub route: Option<StepRoute>,
     /// The priority the matching rule gives, for a send whose code set none.
     pub priority: Option<i64>,
+    /// The pools the matching rule falls back to, in order, while the first has no live
+    /// worker (see [`fall_back`]).
+    pub fallbacks: Vec<PoolName>,
+}
+
+/// The first of `fallbacks` (pools of `tenant`) to send a task of step `name` to, when its
+/// routed partition has no live worker that can take it: a fallback is used only then, and
+/// only one with such a worker (`live` says which token has one). `None`: keep the first.
+pub(crate) async fn fall_back<F, Fut>(
+    tenant: &Namespace,
+    name: &str,
+    fallbacks: &[PoolName],
+    live: F,
+) -> Option<PoolName>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for pool in fallbacks {
+        let partition = Partition::of_pool(tenant.clone(), pool.clone());
+        if live(crate::transport::naming::partition_token(name, &partition)).await {
+            return Some(pool.clone());
+        }
+    }
+    None
 }
 
 /// Routes a send of a run of `tenant`, whose code chose pool `explicit` (if any), by the
@@ -49,6 +74,7 @@ pub(crate) fn route(
                 instead_of: None,
             }),
             priority: rule.priority,
+            fallbacks: rule.fallback.clone(),
         };
     }
     match explicit {
@@ -60,11 +86,13 @@ pub(crate) fn route(
                 instead_of: None,
             }),
             priority: None,
+            fallbacks: Vec::new(),
         },
         None => Routed {
             partition: Partition::of_tenant(tenant.clone()),
             route: None,
             priority: None,
+            fallbacks: Vec::new(),
         },
     }
 }

@@ -22,6 +22,7 @@ engine_cases! {
     a_steps_code_sends_it_to_a_pool_of_its_tenant,
     a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it,
     a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next,
+    a_fallback_pool_is_used_only_while_the_first_has_no_live_worker,
 }
 
 /// A registry whose step `where` answers `answer`: which pool's worker ran it.
@@ -272,4 +273,110 @@ async fn a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next(backend: Ba
         worker.shutdown().await;
     }
     h.stop().await;
+}
+
+/// A rule's fallback pool takes the step only while the rule's pool has no live worker: the
+/// checkpoint says which pool it stood in for. Once a worker serves the first pool, the next
+/// step goes there.
+async fn a_fallback_pool_is_used_only_while_the_first_has_no_live_worker(backend: Backend) {
+    let mut registry = Registry::new();
+    registry.workflow(
+        "route.open",
+        1,
+        |ctx: WorkflowContext, _: Value| async move {
+            let answer: String = ctx.step("where", &json!(null)).await?;
+            Ok::<_, WorkflowError>(json!(answer))
+        },
+    );
+    let h = backend.start(registry).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    let (gpu, spare) = (
+        PoolName::parse("gpu").unwrap(),
+        PoolName::parse("gpu-b").unwrap(),
+    );
+    for pool in [&gpu, &spare] {
+        h.engine
+            .put_pool(&acme, pool.clone(), Default::default())
+            .await
+            .unwrap();
+    }
+    let rules = serde_json::from_value::<RoutingRules>(json!({"rules": [
+        {"match": {"step": "where"}, "pool": "gpu", "fallback": ["gpu-b"]},
+        {"match": {}, "pool": "default"},
+    ]}))
+    .unwrap();
+    let version = h.engine.put_routing_rules(&acme, rules).await.unwrap();
+    let transport = h.engine.transport().clone();
+    let on = |partition: &str| Partitions::Only(vec![Partition::parse(partition).unwrap()]);
+    let standby = start_worker(
+        Arc::new(answering("gpu-b")),
+        transport.clone(),
+        on("acme.gpu-b"),
+        backend.clock(),
+    )
+    .await;
+    until_live(&transport, "where@acme.gpu-b").await;
+    let start = || StartRun {
+        workflow: "route.open".into(),
+        input: Value::Null,
+        namespace: Some(acme.clone()),
+        ..Default::default()
+    };
+    let run = h.engine.start_run(start()).await.unwrap();
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!("gpu-b")), "nobody serves gpu yet");
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(cps[0].worker_group.as_deref(), Some("where@acme.gpu-b"));
+    let route = cps[0].route.clone().expect("routed");
+    assert_eq!(
+        route,
+        StepRoute {
+            pool: Some(spare.clone()),
+            by: RoutedBy::Rule { rule: 1, version },
+            instead_of: Some(gpu.clone()),
+        }
+    );
+    assert_eq!(
+        route.to_string(),
+        "routed to gpu-b by rule 1 (gpu had no live worker)"
+    );
+
+    let first = start_worker(
+        Arc::new(answering("gpu")),
+        transport.clone(),
+        on("acme.gpu"),
+        backend.clock(),
+    )
+    .await;
+    until_live(&transport, "where@acme.gpu").await;
+    let run = h.engine.start_run(start()).await.unwrap();
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!("gpu")), "the first pool is back");
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(
+        cps[0].route.as_ref().and_then(|r| r.instead_of.clone()),
+        None
+    );
+    for worker in [standby, first] {
+        worker.shutdown().await;
+    }
+    h.stop().await;
+}
+
+/// Waits until the control plane's `transport` has heard a worker on `token` announce itself
+/// (on Redis, a moment after it starts).
+async fn until_live(transport: &Arc<dyn durable::transport::Transport>, token: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while transport
+        .worker_descriptors(token)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no worker on {token} ever showed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

@@ -437,5 +437,6 @@ fn outgoing(
         task,
         flow,
         route: routed.route,
+        fallbacks: routed.fallbacks,
     }
 }

@@ -12,12 +12,14 @@
 
 use super::backoff::backing_off;
 use super::flow;
+use crate::driver::routing;
 use crate::driver::state::State;
 use crate::model::{
-    Incompatibility, Millis, Protocol, RemoteTask, StepFailure, StepFlow, StepRoute,
-    check_dispatch, parked_by_guard,
+    Incompatibility, Millis, Partition, PoolName, Protocol, RemoteTask, StepFailure, StepFlow,
+    StepRoute, check_dispatch, parked_by_guard,
 };
 use crate::store::{TurnCommit, TurnOutcome};
+use crate::transport::naming::{partition_token, token_tenant};
 
 /// A task a turn sends, with how it goes out: what its worker must be able to do, how often it
 /// may go and how many of its step may be out at once.
@@ -26,6 +28,8 @@ pub(crate) struct Outgoing {
     pub flow: StepFlow,
     /// Where it was routed and why (kept on its checkpoint), if anything chose.
     pub route: Option<StepRoute>,
+    /// The pools its rule falls back to while the first has no live worker.
+    pub fallbacks: Vec<PoolName>,
 }
 
 /// Keeps the tasks of `outgoing` a live worker can take and their flow limits let go (see
@@ -46,7 +50,16 @@ pub(crate) async fn screen(
     let mut held: Option<Incompatibility> = None;
     let mut limited: Option<flow::Hold> = None;
     let mut soonest = Millis::MAX;
-    for Outgoing { task, flow, .. } in outgoing {
+    for Outgoing {
+        mut task,
+        flow,
+        route,
+        fallbacks,
+    } in outgoing
+    {
+        if !fallbacks.is_empty() {
+            fall_back(state, commit, &mut task, route, &fallbacks, &flow.requires).await;
+        }
         let pass = match admits(state, &task.group, &flow.requires).await {
             Ok(()) => flow_allows(state, commit, &task, &flow, before, now)
                 .await
@@ -127,6 +140,37 @@ pub(crate) async fn admits(
             Vec::new()
         });
     check_dispatch(token, requires, &live, &Protocol::default())
+}
+
+/// Sends `task` (routed as `route`) to the first of `fallbacks` with a live worker able to take
+/// it, when none on its own token can: the task and its checkpoint in `commit` are rewritten,
+/// and the route says which pool it stood in for. With no live worker anywhere it stays.
+async fn fall_back(
+    state: &State,
+    commit: &mut TurnCommit,
+    task: &mut RemoteTask,
+    route: Option<StepRoute>,
+    fallbacks: &[PoolName],
+    requires: &[String],
+) {
+    if capable_worker_live(state, &task.group, requires).await {
+        return;
+    }
+    let tenant = token_tenant(&task.group);
+    let live = |token: String| async move { capable_worker_live(state, &token, requires).await };
+    let Some(pool) = routing::fall_back(&tenant, &task.name, fallbacks, live).await else {
+        return;
+    };
+    let partition = Partition::of_pool(tenant, pool.clone());
+    task.group = partition_token(&task.name, &partition);
+    if let Some(cp) = commit.checkpoints.iter_mut().find(|c| c.seq == task.seq) {
+        cp.worker_group = Some(task.group.clone());
+        cp.route = route.map(|route| StepRoute {
+            instead_of: route.pool,
+            pool: Some(pool),
+            ..route
+        });
+    }
 }
 
 /// Whether a live worker that announced itself on `token` can take work requiring `requires`.
