@@ -20,6 +20,7 @@ pub struct PlanInput {
     retention_days: String,
     max_pools: String,
     max_rules: String,
+    max_priority: String,
 }
 
 /// Sets the plan of `tenant` (blank: the default plan) from the form's fields. Operators only.
@@ -48,6 +49,7 @@ pub async fn save_plan(tenant: String, fields: PlanInput) -> Result<(), AppError
                 retention_days: field("retention days", &fields.retention_days)?,
                 max_pools: field("max pools", &fields.max_pools)?,
                 max_rules: field("max rules", &fields.max_rules)?,
+                max_priority: field("max priority", &fields.max_priority)?,
             };
             view.set_plan(tenant.as_ref(), plan).await
         }
@@ -151,7 +153,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         ),
         None => (None, None, None),
     };
-    let (c, r, q, d, w, k, pools, rules) = (
+    let (c, r, q, d, w, k, pools, rules, priority) = (
         u32s(|p| p.max_concurrent_runs),
         u32s(|p| p.starts_per_minute),
         u32s(|p| p.max_queued_runs),
@@ -160,6 +162,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         u32s(|p| p.retention_days),
         u32s(|p| p.max_pools),
         u32s(|p| p.max_rules),
+        u32s(|p| p.max_priority),
     );
     let fields = [
         field(
@@ -189,6 +192,13 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         field("retention_days", "History kept (days)", k.0, k.1, None),
         field("max_pools", "Max pools", pools.0, pools.1, None),
         field("max_rules", "Max routing rules", rules.0, rules.1, None),
+        field(
+            "max_priority",
+            "Max step priority",
+            priority.0,
+            priority.1,
+            None,
+        ),
     ];
     let inputs = fields
         .into_iter()

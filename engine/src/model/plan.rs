@@ -40,6 +40,10 @@ pub struct Plan {
     /// every send is matched against them.
     #[serde(default)]
     pub max_rules: Option<u32>,
+    /// The highest priority the tenant's steps may take among their step's waiting tasks
+    /// (their code's or their routing rules'): a higher one is lowered to it. Unset: no cap.
+    #[serde(default)]
+    pub max_priority: Option<u32>,
 }
 
 /// The pools a tenant may define when no plan says.
@@ -104,12 +108,21 @@ impl Plan {
             retention_days: self.retention_days.or(default.retention_days),
             max_pools: self.max_pools.or(default.max_pools),
             max_rules: self.max_rules.or(default.max_rules),
+            max_priority: self.max_priority.or(default.max_priority),
         }
     }
 
     /// How many pools the tenant may define.
     pub fn pools_allowed(&self) -> usize {
         self.max_pools.unwrap_or(DEFAULT_MAX_POOLS) as usize
+    }
+
+    /// `priority` as the plan lets it be (see [`Plan::max_priority`]).
+    pub fn clamp_priority(&self, priority: Option<i64>) -> Option<i64> {
+        priority.map(|p| match self.max_priority {
+            Some(max) => p.min(i64::from(max)),
+            None => p,
+        })
     }
 
     /// How many routing rules the tenant's list may hold.

@@ -174,8 +174,8 @@ async fn a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it(backe
     h.stop().await;
 }
 
-/// A rule sends a step its code leaves open to pool `gpu`, and the checkpoint says which rule
-/// of which version did; the tenant replaces its rules and the next run's step goes where the
+/// A rule sends a step its code leaves open to pool `gpu` at the priority it gives (capped by
+/// the tenant's plan), and the checkpoint says which rule of which version did; the tenant replaces its rules and the next run's step goes where the
 /// new list says (a refused list changes nothing, and a pool a rule names cannot be deleted).
 async fn a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next(backend: Backend) {
     let mut registry = Registry::new();
@@ -226,12 +226,23 @@ async fn a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next(backend: Ba
         refused.to_string().contains("must match everything"),
         "{refused}"
     );
+    // The rule asks for priority 10; the tenant's plan caps it at 5.
+    h.engine
+        .set_plan(
+            Some(&acme),
+            durable::model::Plan {
+                max_priority: Some(5),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     let version = h
         .engine
         .put_routing_rules(
             &acme,
             rules(json!([
-                {"match": {"step": "where"}, "pool": "gpu"},
+                {"match": {"step": "where"}, "pool": "gpu", "priority": 10},
                 {"match": {}, "pool": "default"},
             ])),
         )
@@ -257,6 +268,11 @@ async fn a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next(backend: Ba
     let route = cps[0].route.clone().expect("a rule chose");
     assert_eq!(route.by, RoutedBy::Rule { rule: 1, version });
     assert_eq!(route.to_string(), "routed to gpu by rule 1");
+    assert_eq!(
+        cps[0].priority,
+        Some(5),
+        "the rule's priority, capped by the plan"
+    );
 
     h.engine
         .put_routing_rules(&acme, rules(json!([{"match": {}, "pool": "default"}])))

@@ -72,6 +72,9 @@ pub struct PlanFields {
     /// Routing rules the tenant's list may hold (`none`: 100).
     #[arg(long, value_name = "N|none")]
     max_rules: Option<String>,
+    /// The highest priority its steps may take (`none`: no cap).
+    #[arg(long, value_name = "N|none")]
+    max_priority: Option<String>,
 }
 
 impl PlanFields {
@@ -126,6 +129,7 @@ impl PlanFields {
         )?;
         value("max-pools", &self.max_pools, &mut plan.max_pools)?;
         value("max-rules", &self.max_rules, &mut plan.max_rules)?;
+        value("max-priority", &self.max_priority, &mut plan.max_priority)?;
         plan.validate()?;
         Ok(plan)
     }

@@ -9,16 +9,17 @@ use crate::driver::dead_letter::dead_letter_run;
 use crate::driver::definitions::TenantDefinitions;
 use crate::driver::routing;
 use crate::model::{
-    ATTRIBUTES_MARKER, CheckpointKind, CheckpointStatus, InputLimits, RemoteTask, RouteTarget,
-    RoutingRules, Run, RunId, RunStatus, StepFailure, StepFlow, step_id,
+    ATTRIBUTES_MARKER, CheckpointKind, CheckpointStatus, InputLimits, Plan, RemoteTask,
+    RouteTarget, RoutingRules, Run, RunId, RunStatus, StepFailure, StepFlow, step_id,
 };
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
 use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
 use crate::transport::naming::partition_token;
 
-/// Turns a decision into the durable commit and the tasks to dispatch after it. A child deeper
-/// than `max_depth` (the tenant's `max_nesting_depth`) is not started: it fails at once, and
-/// the parent sees that failure on its next turn. Search attributes the run set over `limits`
+/// Turns a decision into the durable commit and the tasks to dispatch after it, within the
+/// tenant's `plan`. A child deeper than its `max_nesting_depth` is not started: it fails at
+/// once, and the parent sees that failure on its next turn. A priority over its `max_priority`
+/// is lowered to it. Search attributes the run set over `limits`
 /// fail it, naming the limit, and nothing it asked for leaves. A call naming a pool the
 /// tenant does not have (`definitions`, read when a call names one) fails at once, naming the
 /// fix.
@@ -27,13 +28,14 @@ pub(crate) fn commit_of(
     decision: Decision,
     now: i64,
     registry: &Registry,
-    max_depth: Option<u32>,
+    plan: &Plan,
     limits: &InputLimits,
     definitions: Option<&TenantDefinitions>,
 ) -> (TurnCommit, Vec<Outgoing>) {
     // A child or call refused here resolved at once: the run turns again to see it failed.
     let mut refused_here = false;
     let rules = definitions.and_then(|d| d.rules.as_ref().map(|rules| (rules, d.version)));
+    let max_depth = plan.max_nesting_depth;
     let mut checkpoints = Vec::with_capacity(decision.commands.len());
     let mut fired_timers = Vec::new();
     let mut redispatched = Vec::new();
@@ -75,7 +77,10 @@ pub(crate) fn commit_of(
                     refused_here = true;
                     continue;
                 }
-                let out = outgoing(run, seq, name.clone(), input.clone(), 1, flow, rules);
+                let out = within(
+                    plan,
+                    outgoing(run, seq, name.clone(), input.clone(), 1, flow, rules),
+                );
                 checkpoints.push(NewCheckpoint {
                     retry_policy: retry,
                     timeout_ms,
@@ -162,7 +167,10 @@ pub(crate) fn commit_of(
                 attempt,
                 flow,
             } => {
-                tasks.push(outgoing(run, seq, name, input, attempt, flow, rules));
+                tasks.push(within(
+                    plan,
+                    outgoing(run, seq, name, input, attempt, flow, rules),
+                ));
                 redispatched.push(seq);
             }
             Command::WaitSignal {
@@ -395,6 +403,13 @@ fn successor_id(id: &RunId) -> RunId {
         _ => (raw, 0),
     };
     RunId::parse(&format!("{base}:c{}", n + 1)).unwrap_or_else(|_| RunId::generate())
+}
+
+/// `out` with its priority as the tenant's `plan` lets it be.
+fn within(plan: &Plan, mut out: Outgoing) -> Outgoing {
+    out.flow.priority = plan.clamp_priority(out.flow.priority);
+    out.task.priority = out.flow.priority;
+    out
 }
 
 /// The task that sends try `attempt` of step `seq` of `run`, routed ([`routing::route`], by

@@ -34,12 +34,7 @@ pub(crate) async fn compute(
             .map(metrics::StepTimes::from)
     });
     let now = state.clock.now();
-    let max_depth = state
-        .plans
-        .current(&*state.store)
-        .await
-        .of(&run.namespace)
-        .max_nesting_depth;
+    let plan = state.plans.current(&*state.store).await.of(&run.namespace);
     let limits = &state.config.limits;
     let decided = match state.registry.get(&run.workflow, run.workflow_version) {
         // Past its timeout: it fails, whatever its code would do next.
@@ -76,7 +71,7 @@ pub(crate) async fn compute(
                 decision,
                 now,
                 &state.registry,
-                max_depth,
+                &plan,
                 limits,
                 definitions.as_deref(),
             )

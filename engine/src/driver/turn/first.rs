@@ -74,7 +74,7 @@ pub(crate) async fn with_first_turn(
     };
     let view = claimed(&new, &claim, now);
     let plans = state.plans.current(&*state.store).await;
-    let max_depth = plans.of(&view.namespace).max_nesting_depth;
+    let plan = plans.of(&view.namespace);
     let limits = &state.config.limits;
     let definitions = super::execute::definitions_for(state, &view, &decision).await;
     let (commit, outgoing) = commit_of(
@@ -82,7 +82,7 @@ pub(crate) async fn with_first_turn(
         decision,
         now,
         &state.registry,
-        max_depth,
+        &plan,
         limits,
         definitions.as_deref(),
     );
