@@ -25,6 +25,31 @@ engine_cases! {
     a_fallback_pool_is_used_only_while_the_first_has_no_live_worker,
 }
 
+/// A registry with workflow `route.open`, whose one step `where` names no pool: the tenant's
+/// routing decides where it runs, and its answer is the run's output.
+fn open_step() -> Registry {
+    let mut registry = Registry::new();
+    registry.workflow(
+        "route.open",
+        1,
+        |ctx: WorkflowContext, _: Value| async move {
+            let answer: String = ctx.step("where", &json!(null)).await?;
+            Ok::<_, WorkflowError>(json!(answer))
+        },
+    );
+    registry
+}
+
+/// A start of `workflow` in tenant `acme`.
+fn in_acme(workflow: &str) -> StartRun {
+    StartRun {
+        workflow: workflow.into(),
+        input: Value::Null,
+        namespace: Some(Namespace::tenant("acme").unwrap()),
+        ..Default::default()
+    }
+}
+
 /// A registry whose step `where` answers `answer`: which pool's worker ran it.
 fn answering(answer: &'static str) -> Registry {
     let mut registry = Registry::new();
@@ -82,12 +107,7 @@ async fn a_steps_code_sends_it_to_a_pool_of_its_tenant(backend: Backend) {
         backend.clock(),
     )
     .await;
-    let start = |workflow: &str| StartRun {
-        workflow: workflow.into(),
-        input: Value::Null,
-        namespace: Some(acme.clone()),
-        ..Default::default()
-    };
+    let start = in_acme;
     let run = h.engine.start_run(start("route.pick")).await.unwrap();
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!(["gpu", "own"])));
@@ -142,12 +162,7 @@ async fn a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it(backe
         backend.clock(),
     )
     .await;
-    let start = || StartRun {
-        workflow: "route.late".into(),
-        input: Value::Null,
-        namespace: Some(acme.clone()),
-        ..Default::default()
-    };
+    let start = || in_acme("route.late");
     let refused = h.engine.start_run(start()).await.unwrap();
     let failed = wait_for(&h.store, &refused.id, RunStatus::Failed).await;
     let error = failed.error.expect("why");
@@ -175,19 +190,11 @@ async fn a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it(backe
 }
 
 /// A rule sends a step its code leaves open to pool `gpu` at the priority it gives (capped by
-/// the tenant's plan), and the checkpoint says which rule of which version did; the tenant replaces its rules and the next run's step goes where the
-/// new list says (a refused list changes nothing, and a pool a rule names cannot be deleted).
+/// the tenant's plan), and the checkpoint says which rule of which version did; the tenant
+/// replaces its rules and the next run's step goes where the new list says (a refused list
+/// changes nothing, and a pool a rule names cannot be deleted).
 async fn a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next(backend: Backend) {
-    let mut registry = Registry::new();
-    registry.workflow(
-        "route.open",
-        1,
-        |ctx: WorkflowContext, _: Value| async move {
-            let answer: String = ctx.step("where", &json!(null)).await?;
-            Ok::<_, WorkflowError>(json!(answer))
-        },
-    );
-    let h = backend.start(registry).await;
+    let h = backend.start(open_step()).await;
     let acme = Namespace::tenant("acme").unwrap();
     let gpu = PoolName::parse("gpu").unwrap();
     h.engine
@@ -254,12 +261,7 @@ async fn a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next(backend: Ba
         .await
         .expect_err("named by a rule");
     assert!(in_use.to_string().contains("routing rule 1"), "{in_use}");
-    let start = || StartRun {
-        workflow: "route.open".into(),
-        input: Value::Null,
-        namespace: Some(acme.clone()),
-        ..Default::default()
-    };
+    let start = || in_acme("route.open");
     let run = h.engine.start_run(start()).await.unwrap();
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!("gpu")));
@@ -295,16 +297,7 @@ async fn a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next(backend: Ba
 /// checkpoint says which pool it stood in for. Once a worker serves the first pool, the next
 /// step goes there.
 async fn a_fallback_pool_is_used_only_while_the_first_has_no_live_worker(backend: Backend) {
-    let mut registry = Registry::new();
-    registry.workflow(
-        "route.open",
-        1,
-        |ctx: WorkflowContext, _: Value| async move {
-            let answer: String = ctx.step("where", &json!(null)).await?;
-            Ok::<_, WorkflowError>(json!(answer))
-        },
-    );
-    let h = backend.start(registry).await;
+    let h = backend.start(open_step()).await;
     let acme = Namespace::tenant("acme").unwrap();
     let (gpu, spare) = (
         PoolName::parse("gpu").unwrap(),
@@ -332,12 +325,7 @@ async fn a_fallback_pool_is_used_only_while_the_first_has_no_live_worker(backend
     )
     .await;
     until_live(&transport, "where@acme.gpu-b").await;
-    let start = || StartRun {
-        workflow: "route.open".into(),
-        input: Value::Null,
-        namespace: Some(acme.clone()),
-        ..Default::default()
-    };
+    let start = || in_acme("route.open");
     let run = h.engine.start_run(start()).await.unwrap();
     let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
     assert_eq!(done.output, Some(json!("gpu-b")), "nobody serves gpu yet");

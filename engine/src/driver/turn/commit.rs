@@ -66,14 +66,7 @@ pub(crate) fn commit_of(
                     ))
                     .with_code("unknown_pool")
                     .fatal();
-                    checkpoints.push(NewCheckpoint {
-                        status: CheckpointStatus::Failed,
-                        worker_group: None,
-                        error: Some(error),
-                        enqueued_at: None,
-                        finished_at: Some(now),
-                        ..NewCheckpoint::remote_step(seq, name, String::new(), input, now)
-                    });
+                    checkpoints.push(refused_call(seq, name, input, error, now));
                     refused_here = true;
                     continue;
                 }
@@ -97,14 +90,7 @@ pub(crate) fn commit_of(
                 input,
                 error,
             } => {
-                checkpoints.push(NewCheckpoint {
-                    status: CheckpointStatus::Failed,
-                    worker_group: None,
-                    error: Some(error),
-                    enqueued_at: None,
-                    finished_at: Some(now),
-                    ..NewCheckpoint::remote_step(seq, name, String::new(), input, now)
-                });
+                checkpoints.push(refused_call(seq, name, input, error, now));
                 // Resolved already: the workflow turns again at once to see it failed.
                 refused_here = true;
             }
@@ -403,6 +389,25 @@ fn successor_id(id: &RunId) -> RunId {
         _ => (raw, 0),
     };
     RunId::parse(&format!("{base}:c{}", n + 1)).unwrap_or_else(|_| RunId::generate())
+}
+
+/// The checkpoint of call `seq` refused before it was sent: failed at `now` with `error`, on no
+/// worker's token.
+fn refused_call(
+    seq: u32,
+    name: String,
+    input: Value,
+    error: StepFailure,
+    now: i64,
+) -> NewCheckpoint {
+    NewCheckpoint {
+        status: CheckpointStatus::Failed,
+        worker_group: None,
+        error: Some(error),
+        enqueued_at: None,
+        finished_at: Some(now),
+        ..NewCheckpoint::remote_step(seq, name, String::new(), input, now)
+    }
 }
 
 /// `out` with its priority as the tenant's `plan` lets it be.
