@@ -23,8 +23,11 @@ export LEPTOS_JS_MINIFY := false
 .PHONY: run test setup setup-test build build-release test-rust test-e2e lint chaos
 
 ## run: install what is missing, build, and serve the dashboard on http://127.0.0.1:3000
+## The demo's master key (which seals tenants' connection secrets) is made once, in data/.
 run: setup build-release
-	$(CARGO_TARGET_DIR)/release/durable serve --demo
+	@mkdir -p data; [ -s data/master.key ] || (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > data/master.key)
+	@if [ -z "$$DURABLE_MASTER_KEY" ]; then export DURABLE_MASTER_KEY_FILE=$${DURABLE_MASTER_KEY_FILE:-data/master.key}; fi; \
+	exec $(CARGO_TARGET_DIR)/release/durable serve --demo
 
 ## test: every suite (unit, integration, browser). The browser suite runs even when a Rust test
 ## failed, so one suite's failure never hides the other's result; both are reported at the end.

@@ -49,6 +49,9 @@ export default defineConfig({
       DATABASE_URL: `sqlite://${dataDir}/e2e.db`,
       DURABLE_BIND: `127.0.0.1:${port}`,
       DURABLE_DEMO_PASSWORD: 'e2e-demo-password',
+      // Seals the connections the tests create; the tests' downstream server listens here.
+      DURABLE_MASTER_KEY: 'e2e0'.repeat(16),
+      DURABLE_CONNECTION_ALLOW: '127.0.0.1',
       LEPTOS_SITE_ROOT: siteRoot,
       RUST_LOG: 'info',
     },

@@ -4,6 +4,7 @@ use leptos_router::components::{ParentRoute, Route, Router, Routes};
 use leptos_router::{Lazy, LazyRoute, SsrMode, lazy_route, path};
 
 use crate::components::layout::Layout;
+use crate::pages::connections::ConnectionsPage;
 use crate::pages::login::LoginPage;
 use crate::pages::operator::OperatorPage;
 use crate::pages::pools::PoolsPage;
@@ -52,6 +53,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("tokens") view={Lazy::<TokensRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("schedules") view={Lazy::<SchedulesRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("pools") view={Lazy::<PoolsRoute>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("connections") view={Lazy::<ConnectionsRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("runs/:id") view={Lazy::<RunDetailRoute>::new()} ssr=SsrMode::Async />
                 </ParentRoute>
             </Routes>
@@ -103,4 +105,5 @@ lazy_page!(OperatorRoute, OperatorPage);
 lazy_page!(TokensRoute, TokensPage);
 lazy_page!(SchedulesRoute, SchedulesPage);
 lazy_page!(PoolsRoute, PoolsPage);
+lazy_page!(ConnectionsRoute, ConnectionsPage);
 lazy_page!(RunDetailRoute, RunDetailPage);

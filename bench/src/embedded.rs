@@ -61,6 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         WorkerConfig {
             partitions: Partitions::All,
             concurrency: 256,
+            connections: None,
         },
     )
     .await?;

@@ -50,6 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         WorkerConfig {
             partitions: Partitions::All,
             concurrency: 4,
+            connections: None,
         },
     )
     .await?;

@@ -27,6 +27,8 @@
 pub mod model;
 
 #[cfg(feature = "engine")]
+pub mod builtin;
+#[cfg(feature = "engine")]
 mod driver;
 #[cfg(feature = "engine")]
 mod engine;
@@ -43,6 +45,8 @@ pub mod runtime;
 #[cfg(feature = "engine")]
 pub mod schedules;
 #[cfg(feature = "engine")]
+pub mod secrets;
+#[cfg(feature = "engine")]
 pub mod store;
 #[cfg(all(feature = "sqlite", feature = "test-util"))]
 pub mod testing;
@@ -54,7 +58,8 @@ pub mod url;
 
 #[cfg(feature = "engine")]
 pub use engine::{
-    Control, Engine, EngineConfig, EngineError, QuotaExceeded, StartRun, UpdateOutcome,
+    ConnectionSaved, Control, Engine, EngineConfig, EngineError, QuotaExceeded, Rotation, StartRun,
+    UpdateOutcome,
 };
 #[cfg(feature = "engine")]
 pub use runtime::Registry;

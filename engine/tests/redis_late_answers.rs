@@ -85,6 +85,7 @@ async fn worker(transport: &RedisTransport, registry: Registry) -> Worker {
         WorkerConfig {
             partitions: Partitions::Only(vec![acme().into()]),
             concurrency: 8,
+            connections: None,
         },
     )
     .await

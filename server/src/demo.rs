@@ -271,6 +271,17 @@ pub fn registry() -> Registry {
         },
     );
     r.workflow(
+        "demo.http",
+        1,
+        |ctx: WorkflowContext, call: Value| async move {
+            // The engine's own step: a call through one of the tenant's connections
+            // (`{"connection": "...", "method": "POST", "path": "...", "body": {...}}`), its
+            // secret headers added where the step runs, never part of this run's history.
+            let reply: Value = ctx.step(durable::builtin::http::HTTP_STEP, &call).await?;
+            Ok::<_, WorkflowError>(reply)
+        },
+    );
+    r.workflow(
         "demo.external",
         1,
         |ctx: WorkflowContext, input: Value| async move {

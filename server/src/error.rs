@@ -73,7 +73,11 @@ pub fn engine_error(e: durable::EngineError) -> ApiError {
         | EngineError::UpdateIdTaken { .. }
         | EngineError::RunEnded(_)
         | EngineError::CodeElsewhere { .. }
-        | EngineError::Replay(..) => ApiError::Conflict(e.to_string()),
+        | EngineError::Replay(..)
+        | EngineError::ConnectionEdited(_) => ApiError::Conflict(e.to_string()),
+        EngineError::Secrets(durable::secrets::SecretError::NoMasterKey) => {
+            ApiError::Unavailable(e.to_string())
+        }
         EngineError::NoHandler { .. } => ApiError::Missing(e.to_string()),
         EngineError::QuotaExceeded(q) => ApiError::QuotaExceeded(q),
         EngineError::Input(InputError::PayloadTooLarge { .. }) => ApiError::TooLarge(e.to_string()),

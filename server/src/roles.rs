@@ -14,10 +14,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use app::ssr::AppState;
+use durable::builtin::http::{EgressPolicy, HttpStepConfig};
 use durable::gateway::RunRequestResponder;
 use durable::model::InputLimits;
 use durable::model::{Namespace, Partition, Scope};
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
+use durable::secrets::MasterKeys;
 use durable::transport::{MemoryTransport, Partitions, RedisConfig, RedisTransport, Transport};
 use durable::{Engine, EngineConfig};
 use leptos::config::get_configuration;
@@ -53,6 +55,12 @@ pub struct ServeConfig {
     pub demo: bool,
     pub public_url: Option<PublicUrl>,
     pub limits: InputLimits,
+    /// What seals tenants' connection secrets (`DURABLE_MASTER_KEY`); without it a server
+    /// that keeps connections refuses to start.
+    pub master_keys: Option<MasterKeys>,
+    /// Which non-public addresses the `durable.http` step may reach
+    /// (`DURABLE_CONNECTION_ALLOW`).
+    pub egress: EgressPolicy,
     pub cluster: Cluster,
 }
 
@@ -97,6 +105,7 @@ pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
         WorkerConfig {
             partitions: Partitions::Only(vec![cfg.partition.clone()]),
             concurrency: cfg.concurrency,
+            connections: None,
         },
     )
     .await
@@ -132,7 +141,17 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         secret::Fallback::None
     };
     let signer = secret::token_signer(&*accounts, fallback).await?;
-    let registry = Arc::new(demo::registry());
+    let mut registry = demo::registry();
+    if let Cluster::Standalone = &cfg.cluster {
+        // The embedded worker runs the engine's own steps, with the tenants' connections.
+        let http = HttpStepConfig {
+            egress: cfg.egress.clone(),
+            ..HttpStepConfig::default()
+        };
+        durable::builtin::http::register(&mut registry, http)
+            .context("building the HTTP client of the durable.http step")?;
+    }
+    let registry = Arc::new(registry);
     let transport: Arc<dyn Transport> = match &cfg.cluster {
         Cluster::Standalone => Arc::new(MemoryTransport::new()),
         // A namespaced control plane's queues and keys are its namespace's own
@@ -155,9 +174,14 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
             lease: cfg.lease,
             max_concurrent_turns: cfg.max_turns,
             limits: cfg.limits.clone(),
+            master_keys: cfg.master_keys.clone(),
             ..EngineConfig::default()
         },
     );
+    engine
+        .check_master_keys()
+        .await
+        .context("checking the master key against the stored connections")?;
     engine.start().await.context("starting the engine")?;
     if let Cluster::Redis(_) = &cfg.cluster {
         // The door for store-less tenant pods: run requests in, replies out, tenant from the
@@ -185,6 +209,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
                 WorkerConfig {
                     partitions,
                     concurrency: 256,
+                    connections: Some(engine.connection_source()),
                 },
             )
             .await

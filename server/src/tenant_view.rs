@@ -9,12 +9,13 @@ use axum::http::request::Parts;
 use std::collections::BTreeMap;
 
 use durable::model::{
-    Checkpoint, EventOutcome, Namespace, Plan, Pool, PoolName, PublishedEvent, RoutingRules, Run,
-    RunDetail, RunId, RunPage, RunQuery, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope,
-    TickRecord, UpdateId, Usage, WorkerGroup,
+    Checkpoint, ConnectionInfo, ConnectionName, ConnectionSpec, EventOutcome, Namespace, Plan,
+    Pool, PoolName, PublishedEvent, RoutingRules, Run, RunDetail, RunId, RunPage, RunQuery,
+    Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord, UpdateId, Usage,
+    WorkerGroup,
 };
 use durable::store::{PoolPut, ScopedStore, SignalSent, StoreResult};
-use durable::{Control, Engine, EngineError, StartRun, UpdateOutcome};
+use durable::{ConnectionSaved, Control, Engine, EngineError, StartRun, UpdateOutcome};
 use serde_json::Value;
 
 use crate::auth::{ApiTokens, Operator, bearer_tenant};
@@ -262,6 +263,33 @@ impl TenantView {
     /// Deletes one of the tenant's pools; whether it had it.
     pub async fn delete_pool(&self, name: &PoolName) -> Result<bool, EngineError> {
         self.engine.delete_pool(&self.tenant, name).await
+    }
+
+    /// Creates one of the tenant's connections, or changes it (secrets merged).
+    pub async fn put_connection(
+        &self,
+        name: ConnectionName,
+        spec: ConnectionSpec,
+    ) -> Result<ConnectionSaved, EngineError> {
+        self.engine.put_connection(&self.tenant, name, spec).await
+    }
+
+    /// The tenant's connections, without their secret values.
+    pub async fn connections(&self) -> Result<Vec<ConnectionInfo>, EngineError> {
+        self.engine.connections(&self.tenant).await
+    }
+
+    /// One of the tenant's connections, without its secret values.
+    pub async fn connection(
+        &self,
+        name: &ConnectionName,
+    ) -> Result<Option<ConnectionInfo>, EngineError> {
+        self.engine.connection(&self.tenant, name).await
+    }
+
+    /// Deletes one of the tenant's connections; whether it had it.
+    pub async fn delete_connection(&self, name: &ConnectionName) -> Result<bool, EngineError> {
+        self.engine.delete_connection(&self.tenant, name).await
     }
 
     /// Replaces the tenant's routing rules; its definitions version after it.

@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod activity;
 pub mod bulk;
+pub mod connections;
 pub mod filters;
 pub mod login;
 pub mod operator;

@@ -20,6 +20,7 @@ pub struct PlanInput {
     retention_days: String,
     max_pools: String,
     max_rules: String,
+    max_connections: String,
     max_priority: String,
 }
 
@@ -49,6 +50,7 @@ pub async fn save_plan(tenant: String, fields: PlanInput) -> Result<(), AppError
                 retention_days: field("retention days", &fields.retention_days)?,
                 max_pools: field("max pools", &fields.max_pools)?,
                 max_rules: field("max rules", &fields.max_rules)?,
+                max_connections: field("max connections", &fields.max_connections)?,
                 max_priority: field("max priority", &fields.max_priority)?,
             };
             view.set_plan(tenant.as_ref(), plan).await
@@ -153,7 +155,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         ),
         None => (None, None, None),
     };
-    let (c, r, q, d, w, k, pools, rules, priority) = (
+    let (c, r, q, d, w, k, pools, rules, connections, priority) = (
         u32s(|p| p.max_concurrent_runs),
         u32s(|p| p.starts_per_minute),
         u32s(|p| p.max_queued_runs),
@@ -162,6 +164,7 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         u32s(|p| p.retention_days),
         u32s(|p| p.max_pools),
         u32s(|p| p.max_rules),
+        u32s(|p| p.max_connections),
         u32s(|p| p.max_priority),
     );
     let fields = [
@@ -193,6 +196,13 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
         field("max_pools", "Max pools", pools.0, pools.1, None),
         field("max_rules", "Max routing rules", rules.0, rules.1, None),
         field(
+            "max_connections",
+            "Max connections",
+            connections.0,
+            connections.1,
+            None,
+        ),
+        field(
             "max_priority",
             "Max step priority",
             priority.0,
@@ -211,6 +221,8 @@ fn PlanForm(row: PlanRow, save: ServerAction<SavePlan>, new: bool) -> impl IntoV
                 durable::model::DEFAULT_MAX_POOLS.to_string()
             } else if name == "max_rules" && effective.is_none() {
                 durable::model::DEFAULT_MAX_RULES.to_string()
+            } else if name == "max_connections" && effective.is_none() {
+                durable::model::DEFAULT_MAX_CONNECTIONS.to_string()
             } else {
                 default_of(own, effective)
             };

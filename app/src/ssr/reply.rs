@@ -12,7 +12,11 @@ pub fn engine_error(e: durable::EngineError) -> AppError {
     use durable::EngineError;
     match e {
         // Not the user's mistake, but something they can act on: the message says what.
-        EngineError::CodeElsewhere { .. } | EngineError::Replay(..) | EngineError::RunEnded(_) => {
+        EngineError::CodeElsewhere { .. }
+        | EngineError::Replay(..)
+        | EngineError::RunEnded(_)
+        | EngineError::ConnectionEdited(_)
+        | EngineError::Secrets(durable::secrets::SecretError::NoMasterKey) => {
             AppError::Invalid(e.to_string())
         }
         e if e.is_callers() => AppError::Invalid(e.to_string()),

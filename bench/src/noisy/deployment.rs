@@ -92,6 +92,7 @@ impl Deployment {
             let config = WorkerConfig {
                 partitions,
                 concurrency: 256,
+                connections: None,
             };
             let worker = Worker::start(
                 registry.clone(),

@@ -1,9 +1,10 @@
 //! How an engine's driver runs: its namespace, lease, redispatch window, turn slots, recovery
-//! limit and input limits.
+//! limit, input limits and the master keys that open tenants' connections.
 
 use std::time::Duration;
 
 use crate::model::{InputLimits, Namespace};
+use crate::secrets::MasterKeys;
 
 /// How an engine runs.
 #[derive(Clone, Debug)]
@@ -30,6 +31,9 @@ pub struct EngineConfig {
     pub max_recoveries: u32,
     /// What one start, signal, retry or list filter may carry (see [`InputLimits`]).
     pub limits: InputLimits,
+    /// The master key (and, during a rotation, the previous one) that wraps each tenant's
+    /// data key; `None`: connections can be neither created nor opened.
+    pub master_keys: Option<MasterKeys>,
 }
 
 impl Default for EngineConfig {
@@ -47,6 +51,7 @@ impl Default for EngineConfig {
             idle_poll: Duration::from_millis(500),
             max_recoveries: 5,
             limits: InputLimits::default(),
+            master_keys: None,
         }
     }
 }

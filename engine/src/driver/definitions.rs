@@ -1,6 +1,7 @@
-//! Each tenant's routing definitions (its pools and its routing rules), read from the store and
-//! kept per tenant: every turn that sends a step routes it by them, and a read per turn would
-//! cost queries each. A kept copy is checked against the tenant's definitions version once it is
+//! Each tenant's definitions (its pools, its routing rules, and its connections, sealed, with
+//! its wrapped data key), read from the store and kept per tenant: every turn that sends a step
+//! routes it by them, every step that asks for a connection reads it there, and a read each
+//! time would cost queries each. A kept copy is checked against the tenant's definitions version once it is
 //! [`FRESH_FOR`] old, and a pool it lacks is looked for in the store before a step naming it is
 //! refused: a pool created on another control plane a moment ago is never taken for missing.
 //! An edit through this engine drops its tenant's copy at once.
@@ -11,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::model::{Namespace, PoolName, RoutingRules};
+use crate::model::{ConnectionName, Namespace, PoolName, RoutingRules};
 use crate::runtime::{Command, Decision};
-use crate::store::{Store, StoreResult};
+use crate::store::{Store, StoreResult, StoredConnection, TenantKey};
 
 /// How long a kept copy is used before its version is checked again.
 pub(crate) const FRESH_FOR: Duration = Duration::from_secs(5);
@@ -27,6 +28,10 @@ pub(crate) struct TenantDefinitions {
     pub pools: BTreeSet<PoolName>,
     /// The tenant's routing rules, if it set any.
     pub rules: Option<RoutingRules>,
+    /// The tenant's connections, secrets sealed.
+    pub connections: HashMap<ConnectionName, StoredConnection>,
+    /// The tenant's data key, wrapped; none until its first connection.
+    pub key: Option<TenantKey>,
 }
 
 struct Kept {
@@ -90,6 +95,21 @@ impl DefinitionBook {
         self.kept(store, tenant).await
     }
 
+    /// `tenant`'s definitions holding connection `name` if it has it: the kept copy, read
+    /// again when it lacks the connection (created a moment ago on another control plane).
+    pub async fn with_connection(
+        &self,
+        store: &dyn Store,
+        tenant: &Namespace,
+        name: &ConnectionName,
+    ) -> StoreResult<Arc<TenantDefinitions>> {
+        let kept = self.kept(store, tenant).await?;
+        if kept.connections.contains_key(name) {
+            return Ok(kept);
+        }
+        self.read(store, tenant).await
+    }
+
     /// The kept copy, or a new read when there is none or its version moved on.
     async fn kept(
         &self,
@@ -124,10 +144,20 @@ impl DefinitionBook {
         let version = store.definitions_version(tenant).await?;
         let pools = store.pools(tenant).await?;
         let rules = store.routing_rules(tenant).await?;
+        let connections = store.connections(tenant).await?;
+        let key = match connections.is_empty() {
+            true => None,
+            false => store.tenant_key(tenant).await?,
+        };
         let definitions = Arc::new(TenantDefinitions {
             version,
             pools: pools.into_iter().map(|p| p.name).collect(),
             rules,
+            connections: connections
+                .into_iter()
+                .map(|c| (c.name.clone(), c))
+                .collect(),
+            key,
         });
         self.tenants().insert(
             tenant.clone(),

@@ -8,6 +8,7 @@
 //! [`EngineConfig`] says how they run.
 
 mod config;
+pub(crate) mod connections;
 pub(crate) mod dead_letter;
 pub(crate) mod definitions;
 pub(crate) mod fast_path;

@@ -1,10 +1,11 @@
 //! Why the engine refused or failed a request, in words the caller can act on.
 
 use crate::model::{
-    InputError, Limit, Millis, Namespace, PlanError, Run, RunId, ScheduleError, ScheduleId,
-    UpdateId,
+    ConnectionError, ConnectionName, InputError, Limit, Millis, Namespace, PlanError, Run, RunId,
+    ScheduleError, ScheduleId, UpdateId,
 };
 use crate::runtime::{HandlerError, HandlerKind};
+use crate::secrets::SecretError;
 use crate::store::StoreError;
 use crate::transport::TransportError;
 
@@ -104,6 +105,15 @@ pub enum EngineError {
     /// Replaying the run to answer found its history no longer matches the code.
     #[error("run {0} cannot be replayed to answer: {1}")]
     Replay(RunId, String),
+    /// A connection is refused as given; nothing was changed.
+    #[error(transparent)]
+    BadConnection(#[from] ConnectionError),
+    /// Connection `0` kept changing under this edit; nothing was changed.
+    #[error("connection `{0}` was changed by other edits meanwhile; read it again and retry")]
+    ConnectionEdited(ConnectionName),
+    /// Sealing or opening a connection's secrets failed, or this server has no master key.
+    #[error(transparent)]
+    Secrets(#[from] SecretError),
 }
 
 /// A request over one of its tenant's ceilings: which, its value, and when to try again (for a
@@ -144,6 +154,7 @@ impl EngineError {
                 | EngineError::Handler(HandlerError::Argument(_) | HandlerError::Refused { .. })
                 | EngineError::UpdateIdTaken { .. }
                 | EngineError::Store(StoreError::Refused(_))
+                | EngineError::BadConnection(_)
         )
     }
 }

@@ -108,7 +108,7 @@ impl Engine {
     /// before this one answers: its own copy is dropped, the edit announced, and the live
     /// peers' acknowledgements waited for ([`ACKS_WITHIN`] at most; a peer that does not
     /// answer finds the edit by its periodic version check).
-    async fn announce_definitions(&self, tenant: &Namespace, version: u64) {
+    pub(super) async fn announce_definitions(&self, tenant: &Namespace, version: u64) {
         let state = &self.state;
         state.definitions.forget(tenant);
         if !state.transport.reaches_peers() {

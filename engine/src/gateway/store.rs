@@ -35,6 +35,7 @@ impl From<EngineError> for Refusal {
             | EngineError::Store(StoreError::Refused(_))
             | EngineError::BadPlan(_)
             | EngineError::BadSchedule(_)
+            | EngineError::BadConnection(_)
             | EngineError::Handler(_) => "bad-request",
             EngineError::NoHandler { .. } => "not-found",
             EngineError::QuotaExceeded(_) => "quota-exceeded",
@@ -44,11 +45,15 @@ impl From<EngineError> for Refusal {
             | EngineError::UpdateIdTaken { .. }
             | EngineError::RunEnded(_)
             | EngineError::CodeElsewhere { .. }
-            | EngineError::Replay(..) => "conflict",
+            | EngineError::Replay(..)
+            | EngineError::ConnectionEdited(_) => "conflict",
             // The pod cannot act on the database's or broker's own words, and they are not its
             // business: they stay in this control plane's log. Only a failure that may pass is
             // worth trying again.
-            EngineError::Store(_) | EngineError::Transport(_) | EngineError::AlreadyStarted => {
+            EngineError::Store(_)
+            | EngineError::Transport(_)
+            | EngineError::AlreadyStarted
+            | EngineError::Secrets(_) => {
                 tracing::warn!(error = %e, "a run request failed on the control plane");
                 let passing = match &e {
                     EngineError::Store(s) => s.is_retryable(),

@@ -6,6 +6,7 @@ mod activity;
 mod api_token;
 mod checkpoint;
 mod compatibility;
+mod connection;
 mod event;
 mod flow;
 mod gateway;
@@ -42,6 +43,11 @@ pub use checkpoint::{
     ATTRIBUTES_MARKER, Checkpoint, CheckpointKind, CheckpointStatus, PATCH_MARKER,
 };
 pub use compatibility::{Incompatibility, check_dispatch, parked_by_guard};
+pub use connection::{
+    Connection, ConnectionError, ConnectionInfo, ConnectionKind, ConnectionName, ConnectionSpec,
+    MAX_BASE_URL_BYTES, MAX_CONNECTION_FIELDS, MAX_FIELD_NAME_CHARS, MAX_FIELD_VALUE_BYTES,
+    SecretField, check_header,
+};
 pub use event::{TenantEvent, TenantEventKind};
 pub use flow::{Concurrency, ConcurrencySlot, KeyPointer, MAX_FLOW_KEY_CHARS, RateLimit, StepFlow};
 pub use gateway::{ReplyError, ReplyResult, RunReply};
@@ -54,7 +60,10 @@ pub use history::{HISTORY_FORMAT, RunHistory};
 pub use limits::{InputError, InputLimits, is_attribute_key};
 pub use namespace::{Namespace, NamespaceError, Scope};
 pub use partition::{Partition, PartitionError, PoolName};
-pub use plan::{DEFAULT_MAX_POOLS, DEFAULT_MAX_RULES, Limit, MAX_WEIGHT, Plan, PlanError, Usage};
+pub use plan::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_POOLS, DEFAULT_MAX_RULES, Limit, MAX_WEIGHT, Plan,
+    PlanError, Usage,
+};
 pub use pool::{
     LabelError, MAX_LABEL_KEY_CHARS, MAX_LABEL_VALUE_CHARS, MAX_POOL_LABELS, Pool, check_labels,
 };

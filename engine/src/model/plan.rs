@@ -40,6 +40,10 @@ pub struct Plan {
     /// every send is matched against them.
     #[serde(default)]
     pub max_rules: Option<u32>,
+    /// How many connections the tenant may keep; unset allows [`DEFAULT_MAX_CONNECTIONS`]:
+    /// every control plane reads them with the tenant's routing definitions.
+    #[serde(default)]
+    pub max_connections: Option<u32>,
     /// The highest priority the tenant's steps may take among their step's waiting tasks
     /// (their code's or their routing rules'): a higher one is lowered to it. Unset: no cap.
     #[serde(default)]
@@ -51,6 +55,9 @@ pub const DEFAULT_MAX_POOLS: u32 = 50;
 
 /// The routing rules a tenant's list may hold when no plan says.
 pub const DEFAULT_MAX_RULES: u32 = 100;
+
+/// The connections a tenant may keep when no plan says.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 50;
 
 /// The longest retention a plan may set: a century.
 pub const MAX_RETENTION_DAYS: u32 = 36_500;
@@ -108,6 +115,7 @@ impl Plan {
             retention_days: self.retention_days.or(default.retention_days),
             max_pools: self.max_pools.or(default.max_pools),
             max_rules: self.max_rules.or(default.max_rules),
+            max_connections: self.max_connections.or(default.max_connections),
             max_priority: self.max_priority.or(default.max_priority),
         }
     }
@@ -128,6 +136,11 @@ impl Plan {
     /// How many routing rules the tenant's list may hold.
     pub fn rules_allowed(&self) -> usize {
         self.max_rules.unwrap_or(DEFAULT_MAX_RULES) as usize
+    }
+
+    /// How many connections the tenant may keep.
+    pub fn connections_allowed(&self) -> usize {
+        self.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS) as usize
     }
 }
 

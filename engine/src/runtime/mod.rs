@@ -4,6 +4,7 @@
 
 mod cancel;
 mod clock;
+mod connections;
 mod context;
 mod decision;
 mod error;
@@ -20,6 +21,7 @@ mod worker;
 #[cfg(any(test, feature = "test-util"))]
 pub use clock::TestClock;
 pub use clock::{Clock, ClockSleep, SystemClock};
+pub use connections::ConnectionSource;
 pub use context::{Gather, StepContext, WorkflowContext, child_run_id};
 pub use decision::{Command, Decision, DecisionStatus};
 pub use error::{StepError, WorkflowError};

@@ -10,10 +10,11 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::cancel::Cancellations;
-use super::{Clock, Registry, StepContext};
+use super::{Clock, ConnectionSource, Registry, StepContext};
 use crate::model::{
     ControlMessage, ControlNotice, RemoteTask, StepFailure, StepOutcome, StepResult,
 };
+use crate::secrets::redact::Redactor;
 use crate::transport::{Partitions, TaskSubscription, Transport, TransportError, TurnTask};
 
 /// How a worker runs.
@@ -23,6 +24,9 @@ pub struct WorkerConfig {
     pub partitions: Partitions,
     /// How many handlers may run at once.
     pub concurrency: usize,
+    /// Where its steps' connections come from (`ctx.connection`); `None`: a step that asks
+    /// for one fails, saying this worker cannot read them.
+    pub connections: Option<Arc<dyn ConnectionSource>>,
 }
 
 /// A running step worker. Dropping it does not stop it; call [`Worker::shutdown`].
@@ -118,6 +122,7 @@ impl Worker {
                 }
             })
         });
+        let connections = config.connections;
         let task = tokio::spawn(async move {
             let mut running = JoinSet::new();
             loop {
@@ -129,11 +134,12 @@ impl Worker {
                     _ = stopped.changed() => break,
                     t = tasks.next() => match t { Some(t) => t, None => break },
                 };
-                let (registry, transport, clock, cancellations) = (
+                let (registry, transport, clock, cancellations, connections) = (
                     registry.clone(),
                     transport.clone(),
                     clock.clone(),
                     cancellations.clone(),
+                    connections.clone(),
                 );
                 // Every log line of the step, its handler's included, names its run and tenant.
                 let tenant = crate::transport::naming::token_tenant(&task.group);
@@ -153,7 +159,12 @@ impl Worker {
                     let reply_to = task.reply_to.clone();
                     let step = task.name.clone();
                     let began = std::time::Instant::now();
-                    let mut result = execute(&registry, &*clock, cancellations, task).await;
+                    let handed = Handed {
+                        tenant: tenant.clone(),
+                        cancellations,
+                        connections,
+                    };
+                    let mut result = execute(&registry, &*clock, handed, task).await;
                     let outcome = match result.outcome {
                         StepOutcome::Completed { .. } => "completed",
                         StepOutcome::Failed { .. } => "failed",
@@ -189,10 +200,17 @@ impl Worker {
     }
 }
 
+/// What the worker hands each step beside its task.
+struct Handed {
+    tenant: crate::model::Namespace,
+    cancellations: Arc<Cancellations>,
+    connections: Option<Arc<dyn ConnectionSource>>,
+}
+
 async fn execute(
     registry: &Registry,
     clock: &dyn Clock,
-    cancellations: Arc<Cancellations>,
+    handed: Handed,
     task: RemoteTask,
 ) -> StepResult {
     let started_at = clock.now();
@@ -203,26 +221,32 @@ async fn execute(
                 .fatal(),
         },
         Some(handler) => {
+            let received = Arc::new(std::sync::Mutex::new(Redactor::default()));
             let ctx = StepContext {
                 run_id: task.run_id.clone(),
                 seq: task.seq,
                 step_id: task.step_id.clone(),
                 attempt: task.attempt,
                 group: task.group.clone(),
-                cancellations,
+                tenant: handed.tenant,
+                cancellations: handed.cancellations,
+                connections: handed.connections,
+                received: received.clone(),
             };
             let call = std::panic::AssertUnwindSafe(handler(
                 ctx,
                 task.input.clone().unwrap_or(Value::Null),
             ));
-            match futures::FutureExt::catch_unwind(call).await {
+            let outcome = match futures::FutureExt::catch_unwind(call).await {
                 Ok(Ok(output)) => StepOutcome::Completed { output },
                 Ok(Err(e)) => StepOutcome::Failed { error: e.0 },
                 Err(_) => StepOutcome::Failed {
                     error: StepFailure::new(format!("step `{}` panicked", task.name))
                         .with_code("panic"),
                 },
-            }
+            };
+            let received = received.lock().unwrap_or_else(|p| p.into_inner());
+            redacted(outcome, &received)
         }
     };
     StepResult {
@@ -232,5 +256,26 @@ async fn execute(
         started_at: Some(started_at),
         outcome,
         receipt: Default::default(),
+    }
+}
+
+/// `outcome` without any secret its step received, before it is kept: a step that echoes one
+/// (a downstream answer repeating its `Authorization` header) leaves `[redacted]` in its place.
+fn redacted(outcome: StepOutcome, received: &Redactor) -> StepOutcome {
+    if received.is_empty() {
+        return outcome;
+    }
+    match outcome {
+        StepOutcome::Completed { mut output } => {
+            received.value(&mut output);
+            StepOutcome::Completed { output }
+        }
+        StepOutcome::Failed { mut error } => {
+            error.message = received.text(&error.message);
+            if let Some(details) = error.details.as_mut() {
+                received.value(details);
+            }
+            StepOutcome::Failed { error }
+        }
     }
 }

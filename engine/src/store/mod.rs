@@ -9,6 +9,7 @@ mod accounts;
 pub mod api;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod columns;
+mod connections;
 mod error;
 mod pools;
 #[cfg(feature = "postgres")]
@@ -29,6 +30,7 @@ pub use accounts::{AccountChange, Accounts, LoginLimit, NewUser, Reservation, Us
 pub use api::{
     Dispatches, Events, Leases, Plans, Retention, RunControl, RunReads, Store, Turns, Upkeep,
 };
+pub use connections::{ConnectionPut, Connections, StoredConnection, TenantKey};
 pub use error::{StoreError, StoreResult};
 pub use pools::{PoolPut, Pools};
 #[cfg(feature = "postgres")]
@@ -37,7 +39,8 @@ pub use postgres::PgStore;
 pub use postgres::testing as postgres_testing;
 pub use records::{
     Claim, Committed, EventDelivered, History, LostDispatch, NewCheckpoint, NewRun, PendingStep,
-    RunPatch, Runnable, SignalSent, SlotOut, StepApplied, TurnCommit, TurnOutcome, UpdateSent,
+    Redispatch, RunPatch, Runnable, SignalSent, SlotOut, StepApplied, TurnCommit, TurnOutcome,
+    UpdateSent,
 };
 pub use schedules::{ScheduleRow, Schedules};
 pub use scoped::ScopedStore;

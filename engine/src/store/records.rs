@@ -213,13 +213,26 @@ pub enum TurnOutcome {
     Continue(Box<NewRun>),
 }
 
+/// A remote step whose retry came due, sent again: its routing was decided again (a rule
+/// edited meanwhile, or a fallback pool standing in), and its checkpoint says where it went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Redispatch {
+    /// The step's position.
+    pub seq: u32,
+    /// The routing token the retry was sent on.
+    pub worker_group: String,
+    /// Why it went there, when something chose (see [`StepRoute`]).
+    pub route: Option<StepRoute>,
+}
+
 /// The durable effect of one turn.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TurnCommit {
     /// Checkpoints to insert.
     pub checkpoints: Vec<NewCheckpoint>,
-    /// Remote steps (by `seq`) whose retry came due and were dispatched again.
-    pub redispatched: Vec<u32>,
+    /// Remote steps whose retry came due and were dispatched again, where routing sent them
+    /// this time.
+    pub redispatched: Vec<Redispatch>,
     /// Pending timers (by `seq`) the turn found due: they are marked completed.
     pub fired_timers: Vec<u32>,
     /// Buffered signals the turn consumed, as `(signal id, seq of the wait)`: each is marked

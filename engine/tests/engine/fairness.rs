@@ -340,6 +340,7 @@ async fn a_newcomers_step_finds_a_slot_a_busy_tenant_cannot_fill(backend: Backen
         WorkerConfig {
             partitions: Partitions::All,
             concurrency: 32,
+            connections: None,
         },
     )
     .await

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use durable::StartRun;
 use durable::model::{Namespace, Run, Scope};
 use durable::prelude::*;
-use durable::runtime::{Clock, Worker, WorkerConfig};
+use durable::runtime::{Clock, ConnectionSource, Worker, WorkerConfig};
 use durable::store::Store;
 use durable::transport::{EventDelivery, Partitions, Subscription, Transport};
 use serde_json::Value;
@@ -33,7 +33,9 @@ impl Harness {
     ) -> Harness {
         engine.start().await.expect("engine starts");
         let transport = engine.transport().clone();
-        let worker = start_worker(registry, transport, partitions, clock).await;
+        // The embedded worker opens the tenants' connections through its engine.
+        let connections = Some(engine.connection_source());
+        let worker = start_worker_with(registry, transport, partitions, clock, connections).await;
         Harness {
             engine,
             worker: Some(worker),
@@ -71,12 +73,24 @@ impl Harness {
     }
 }
 
-/// A step worker serving `partitions` of `transport`, reading `clock`.
+/// A step worker serving `partitions` of `transport`, reading `clock`, with no access to
+/// connections (as a store-less worker has none).
 pub async fn start_worker(
     registry: Arc<Registry>,
     transport: Arc<dyn Transport>,
     partitions: Partitions,
     clock: Arc<dyn Clock>,
+) -> Worker {
+    start_worker_with(registry, transport, partitions, clock, None).await
+}
+
+/// [`start_worker`], opening connections from `connections`.
+pub async fn start_worker_with(
+    registry: Arc<Registry>,
+    transport: Arc<dyn Transport>,
+    partitions: Partitions,
+    clock: Arc<dyn Clock>,
+    connections: Option<Arc<dyn ConnectionSource>>,
 ) -> Worker {
     Worker::start(
         registry,
@@ -85,6 +99,7 @@ pub async fn start_worker(
         WorkerConfig {
             partitions,
             concurrency: 8,
+            connections,
         },
     )
     .await

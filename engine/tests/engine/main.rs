@@ -28,6 +28,7 @@ mod registries;
 
 mod blocked;
 mod children;
+mod connections;
 mod control;
 mod early_dispatch;
 mod engine_time;

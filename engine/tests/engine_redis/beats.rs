@@ -41,6 +41,7 @@ async fn step_beats_keep_a_slow_step_from_timing_out() {
         WorkerConfig {
             partitions: Partitions::Only(vec![ns("acme").into()]),
             concurrency: 8,
+            connections: None,
         },
     )
     .await

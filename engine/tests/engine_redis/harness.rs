@@ -84,6 +84,7 @@ pub(crate) async fn worker_on(
         WorkerConfig {
             partitions: Partitions::Only(vec![ns(partition).into()]),
             concurrency: 8,
+            connections: None,
         },
     )
     .await

@@ -27,6 +27,7 @@ async fn answering(transport: &RedisTransport, partition: &str, answer: &'static
         WorkerConfig {
             partitions: Partitions::Only(vec![Partition::parse(partition).expect("partition")]),
             concurrency: 4,
+            connections: None,
         },
     )
     .await

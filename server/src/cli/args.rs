@@ -105,7 +105,7 @@ impl LimitArgs {
 pub async fn operator_engine(
     database_url: &str,
     redis: Option<durable::transport::RedisConfig>,
-    limits: InputLimits,
+    config: durable::EngineConfig,
 ) -> anyhow::Result<durable::Engine> {
     use std::sync::Arc;
 
@@ -118,9 +118,6 @@ pub async fn operator_engine(
         db.store,
         transport,
         Arc::new(crate::demo::registry()),
-        durable::EngineConfig {
-            limits,
-            ..durable::EngineConfig::default()
-        },
+        config,
     ))
 }

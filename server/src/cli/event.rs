@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use clap::Args;
-use durable::model::{EventId, InputLimits, Namespace, PublishedEvent, Scope};
+use durable::model::{EventId, Namespace, PublishedEvent, Scope};
 
 use super::args::{ClusterArgs, operator_engine};
 
@@ -41,7 +41,7 @@ pub async fn run(database_url: &str, args: EventArgs) -> anyhow::Result<()> {
     let engine = operator_engine(
         database_url,
         args.cluster.redis_if_set(),
-        InputLimits::default(),
+        durable::EngineConfig::default(),
     )
     .await?;
     let outcome = engine.publish(&Scope::Only(tenant), event).await?;

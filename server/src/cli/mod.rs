@@ -4,6 +4,7 @@
 //! `event` ([`event`]) and `prune` ([`prune`]); the options several share are [`args`].
 
 mod args;
+mod connections;
 mod event;
 mod plans;
 mod pools;
@@ -65,6 +66,9 @@ pub enum Command {
     Pool(pools::PoolArgs),
     /// Manage a tenant's routing rules (which pool each step goes to).
     Route(routing::RouteArgs),
+    /// Manage a tenant's connections (credentials its steps use, secrets sealed), and rotate
+    /// the master key that wraps them.
+    Connection(connections::ConnectionArgs),
     /// Manage a tenant's schedules (workflows started on a cron expression or an interval).
     Schedule(schedules::ScheduleArgs),
     /// Publish an event to a tenant: its runs waiting for it take it, and the workflows it
@@ -160,6 +164,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Schedule(args) => schedules::run(&cli.db.url(), args).await,
         Command::Pool(args) => pools::run(&cli.db.url(), args).await,
         Command::Route(args) => routing::run(&cli.db.url(), args).await,
+        Command::Connection(args) => connections::run(&cli.db.url(), args).await,
         Command::Event(args) => event::run(&cli.db.url(), args).await,
         Command::Prune(args) => prune::run(&cli.db.url(), args).await,
         Command::Token(command) => tokens::run(&cli.db.url(), command).await,

@@ -72,6 +72,9 @@ pub struct PlanFields {
     /// Routing rules the tenant's list may hold (`none`: 100).
     #[arg(long, value_name = "N|none")]
     max_rules: Option<String>,
+    /// Connections the tenant may keep (`none`: 50).
+    #[arg(long, value_name = "N|none")]
+    max_connections: Option<String>,
     /// The highest priority its steps may take (`none`: no cap).
     #[arg(long, value_name = "N|none")]
     max_priority: Option<String>,
@@ -129,6 +132,11 @@ impl PlanFields {
         )?;
         value("max-pools", &self.max_pools, &mut plan.max_pools)?;
         value("max-rules", &self.max_rules, &mut plan.max_rules)?;
+        value(
+            "max-connections",
+            &self.max_connections,
+            &mut plan.max_connections,
+        )?;
         value("max-priority", &self.max_priority, &mut plan.max_priority)?;
         plan.validate()?;
         Ok(plan)

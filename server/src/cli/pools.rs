@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use durable::model::{InputLimits, Namespace, Pool, PoolName};
+use durable::model::{Namespace, Pool, PoolName};
 
 use super::args::operator_engine;
 
@@ -45,7 +45,7 @@ pub async fn run(database_url: &str, args: PoolArgs) -> anyhow::Result<()> {
         bail!("name the pool's tenant with --tenant NAME");
     };
     let tenant = Namespace::tenant(tenant).context("invalid --tenant")?;
-    let engine = operator_engine(database_url, None, InputLimits::default()).await?;
+    let engine = operator_engine(database_url, None, durable::EngineConfig::default()).await?;
     let name_of = |raw: &str| PoolName::parse(raw).map_err(anyhow::Error::from);
     match args.verb {
         PoolVerb::Put { name, labels } => {

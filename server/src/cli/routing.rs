@@ -5,7 +5,7 @@ use std::io::Read;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use durable::model::{InputLimits, Namespace, RoutingRules};
+use durable::model::{Namespace, RoutingRules};
 
 use super::args::operator_engine;
 
@@ -38,7 +38,7 @@ pub async fn run(database_url: &str, args: RouteArgs) -> anyhow::Result<()> {
         bail!("name the tenant with --tenant NAME");
     };
     let tenant = Namespace::tenant(tenant).context("invalid --tenant")?;
-    let engine = operator_engine(database_url, None, InputLimits::default()).await?;
+    let engine = operator_engine(database_url, None, durable::EngineConfig::default()).await?;
     match args.verb {
         RouteVerb::Set { file } => {
             let mut raw = String::new();

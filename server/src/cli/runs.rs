@@ -3,7 +3,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use durable::model::{InputLimits, Namespace};
+use durable::model::Namespace;
 
 use super::args::{ClusterArgs, operator_engine};
 
@@ -126,7 +126,7 @@ pub(super) async fn run_verb(database_url: &str, args: RunArgs) -> anyhow::Resul
     // Changes are made in the database; a running server picks them up on its next poll. On a
     // cluster (REDIS_URL set) the events and cancel notices go out on Redis too, so live
     // dashboards and in-flight steps hear them at once.
-    let engine = operator_engine(database_url, redis, InputLimits::default()).await?;
+    let engine = operator_engine(database_url, redis, durable::EngineConfig::default()).await?;
     let (verb, outcome) = match args.verb {
         RunVerb::Signal {
             id,

@@ -133,7 +133,15 @@ pub async fn run(database_url: &str, args: ScheduleArgs) -> anyhow::Result<()> {
         .transpose()
         .context("invalid --tenant")?;
     let limits = args.limits.limits();
-    let engine = operator_engine(database_url, args.cluster.redis_if_set(), limits).await?;
+    let engine = operator_engine(
+        database_url,
+        args.cluster.redis_if_set(),
+        durable::EngineConfig {
+            limits,
+            ..durable::EngineConfig::default()
+        },
+    )
+    .await?;
     let needs_tenant = || {
         tenant
             .clone()

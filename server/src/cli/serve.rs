@@ -71,6 +71,8 @@ impl ServeArgs {
             demo: self.demo,
             public_url: self.public_url,
             limits: self.limits.limits(),
+            master_keys: durable::secrets::MasterKeys::from_env()?,
+            egress: durable::builtin::http::EgressPolicy::from_env()?,
             cluster,
         })
     }

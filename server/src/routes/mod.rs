@@ -6,6 +6,7 @@
 //! through an [`app::ssr::SessionView`].
 
 mod api;
+mod connections;
 mod export;
 mod handlers;
 mod headers;

@@ -52,7 +52,7 @@ fn tenant(raw: &str) -> Result<Namespace, ApiError> {
 fn plan_body(body: &Bytes) -> Result<Plan, ApiError> {
     let plan: Plan = serde_json::from_slice(body).map_err(|e| {
         ApiError::BadRequest(format!(
-            "invalid plan: {e}; expected an object with max_concurrent_runs, starts_per_minute, max_queued_runs, max_nesting_depth, max_payload_bytes, weight, retention_days, max_pools, max_rules and max_priority (each a number or null)"
+            "invalid plan: {e}; expected an object with max_concurrent_runs, starts_per_minute, max_queued_runs, max_nesting_depth, max_payload_bytes, weight, retention_days, max_pools, max_rules, max_connections and max_priority (each a number or null)"
         ))
     })?;
     plan.validate()

@@ -3,6 +3,7 @@
 //! the engine, both private. Pages read, act, start runs and look up workers through it; the
 //! scope is fixed when it is built, so no page can widen it, and no page can reach the engine.
 
+mod connections;
 mod plans;
 mod pools;
 mod reads;

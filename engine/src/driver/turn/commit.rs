@@ -13,7 +13,7 @@ use crate::model::{
     RouteTarget, RoutingRules, Run, RunId, RunStatus, StepFailure, StepFlow, step_id,
 };
 use crate::runtime::{Command, Decision, DecisionStatus, Registry, child_run_id};
-use crate::store::{NewCheckpoint, NewRun, TurnCommit, TurnOutcome};
+use crate::store::{NewCheckpoint, NewRun, Redispatch, TurnCommit, TurnOutcome};
 use crate::transport::naming::partition_token;
 
 /// Turns a decision into the durable commit and the tasks to dispatch after it, within the
@@ -153,11 +153,13 @@ pub(crate) fn commit_of(
                 attempt,
                 flow,
             } => {
-                tasks.push(within(
-                    plan,
-                    outgoing(run, seq, name, input, attempt, flow, rules),
-                ));
-                redispatched.push(seq);
+                let out = within(plan, outgoing(run, seq, name, input, attempt, flow, rules));
+                redispatched.push(Redispatch {
+                    seq,
+                    worker_group: out.task.group.clone(),
+                    route: out.route.clone(),
+                });
+                tasks.push(out);
             }
             Command::WaitSignal {
                 seq,

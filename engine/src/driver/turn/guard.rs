@@ -77,7 +77,7 @@ pub(crate) async fn screen(
             sent.push(task);
         } else {
             commit.checkpoints.retain(|c| c.seq != task.seq);
-            commit.redispatched.retain(|seq| *seq != task.seq);
+            commit.redispatched.retain(|sent| sent.seq != task.seq);
         }
     }
     if let TurnOutcome::Suspend { wake_at } = &commit.outcome {
@@ -163,13 +163,18 @@ async fn fall_back(
     };
     let partition = Partition::of_pool(tenant, pool.clone());
     task.group = partition_token(&task.name, &partition);
+    let route = route.map(|route| StepRoute {
+        instead_of: route.pool,
+        pool: Some(pool),
+        ..route
+    });
     if let Some(cp) = commit.checkpoints.iter_mut().find(|c| c.seq == task.seq) {
         cp.worker_group = Some(task.group.clone());
-        cp.route = route.map(|route| StepRoute {
-            instead_of: route.pool,
-            pool: Some(pool),
-            ..route
-        });
+        cp.route = route.clone();
+    }
+    if let Some(sent) = commit.redispatched.iter_mut().find(|r| r.seq == task.seq) {
+        sent.worker_group = task.group.clone();
+        sent.route = route;
     }
 }
 

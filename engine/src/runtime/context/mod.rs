@@ -1,6 +1,9 @@
 //! The authoring API: what workflow and step code receives.
 
 mod queries;
+mod step;
+
+pub use step::StepContext;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,7 +12,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::cancel::Cancellations;
 use super::error::decode;
 use super::handlers::Handlers;
 use super::turn_state::TurnState;
@@ -762,37 +764,6 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.state().local_in_flight -= 1;
-    }
-}
-
-/// Handed to every step handler.
-#[derive(Clone, Debug)]
-pub struct StepContext {
-    /// The run the step belongs to.
-    pub run_id: RunId,
-    /// The step's position in the run.
-    pub seq: u32,
-    /// `<run_id>:<seq>`: identical on every delivery of this step; use it to make side effects
-    /// idempotent.
-    pub step_id: String,
-    /// 1 on the first try.
-    pub attempt: u32,
-    /// The routing token the task came on.
-    pub group: String,
-    pub(crate) cancellations: Arc<Cancellations>,
-}
-
-impl StepContext {
-    /// Whether the step's run was cancelled while the step runs (the control plane broadcasts
-    /// it). A long handler checks this, or awaits [`StepContext::cancelled`], to stop early;
-    /// its result would be dropped anyway.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancellations.is_cancelled(&self.run_id)
-    }
-
-    /// Resolves when the step's run is cancelled: `select!` it against long work.
-    pub async fn cancelled(&self) {
-        self.cancellations.wait(&self.run_id).await
     }
 }
 

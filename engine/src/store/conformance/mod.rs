@@ -11,6 +11,7 @@ mod activity;
 mod blocked;
 mod claims;
 mod concurrent;
+mod connections;
 mod control;
 mod dispatch;
 mod lists;
@@ -30,6 +31,7 @@ pub use activity::*;
 pub use blocked::*;
 pub use claims::*;
 pub use concurrent::*;
+pub use connections::*;
 pub use control::*;
 pub use dispatch::*;
 pub use lists::*;
@@ -112,6 +114,10 @@ macro_rules! store_conformance {
             lost_dispatches_spare_live_senders,
             a_steps_route_is_kept_with_its_checkpoint,
             slots_out_are_the_slotted_steps_still_out,
+            // connections.rs
+            connections_are_their_tenants_and_written_from_their_revision,
+            a_tenant_holds_at_most_its_allowed_connections,
+            a_tenants_data_key_is_created_once_and_rewrapped_from_its_master_key,
             // pools.rs
             pools_are_their_tenants_and_each_edit_bumps_its_version,
             a_tenant_holds_at_most_its_allowed_pools,

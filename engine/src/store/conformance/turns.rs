@@ -147,7 +147,11 @@ pub async fn a_derived_history_is_the_stored_one(store: Arc<dyn Store>) {
         .expect("create");
     let commit = TurnCommit {
         checkpoints: vec![pending_step(0)],
-        redispatched: vec![0],
+        redispatched: vec![crate::store::Redispatch {
+            seq: 0,
+            worker_group: "pending_step".into(),
+            route: None,
+        }],
         ..TurnCommit::new(TurnOutcome::Suspend { wake_at: None })
     };
     assert!(!commit.only_appends());

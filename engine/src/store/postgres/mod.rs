@@ -69,6 +69,7 @@ macro_rules! in_tx {
 
 mod accounts;
 mod activity;
+mod connections;
 mod control;
 mod dispatches;
 mod events;

@@ -12,7 +12,7 @@ use crate::store::rules::pools::{as_stored, room_for_one_more};
 use crate::store::{PoolPut, Pools, StoreError, StoreResult};
 
 /// Bumps `tenant`'s definitions version; the version after it.
-async fn bump(conn: &mut PgConnection, tenant: &str) -> StoreResult<u64> {
+pub(super) async fn bump(conn: &mut PgConnection, tenant: &str) -> StoreResult<u64> {
     let version: i64 = sqlx::query_scalar(
         "INSERT INTO definition_versions (namespace, version) VALUES ($1, 1) \
          ON CONFLICT (namespace) DO UPDATE SET version = definition_versions.version + 1 \
@@ -25,7 +25,7 @@ async fn bump(conn: &mut PgConnection, tenant: &str) -> StoreResult<u64> {
     Ok(version.max(0) as u64)
 }
 
-fn corrupt(e: impl std::fmt::Display) -> StoreError {
+pub(super) fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
 
@@ -53,7 +53,7 @@ impl Pools for PgStore {
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db)?;
-            room_for_one_more(held, max_per_tenant)?;
+            room_for_one_more(held, max_per_tenant, "pools", "max_pools")?;
         }
         let stored = as_stored(pool, existing);
         sqlx::query(

@@ -10,12 +10,13 @@ use super::fused::{
 };
 use super::reads::history;
 use super::rows::{INSERT_RUN, RUN_COLS, db, insert_run, run_by_id, run_from_row};
-use super::values::{CheckpointValues, FirstState, RunValues};
+use super::values::{CheckpointValues, FirstState, RunValues, to_value};
 use crate::model::{Millis, Run, RunId, Scope};
 use crate::store::rules::settle::child_seq;
 use crate::store::rules::turn::{self, TurnStatements, Which};
 use crate::store::{
-    Claim, Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit, TurnOutcome,
+    Claim, Committed, History, NewCheckpoint, NewRun, Redispatch, StoreResult, TurnCommit,
+    TurnOutcome,
 };
 
 /// [`crate::store::Store::create_run`] inside a transaction: `pending`, or with `lease`
@@ -132,18 +133,21 @@ impl TurnStatements for PgConnection {
     async fn mark_redispatched(
         &mut self,
         id: &RunId,
-        seq: u32,
+        sent: &Redispatch,
         owner: &str,
         now: Millis,
     ) -> StoreResult<()> {
         sqlx::query(
-            "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4 WHERE run_id = $2 \
-             AND seq = $3 AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
+            "UPDATE checkpoints SET enqueued_at = $1, dispatched_by = $4, worker_group = $5, \
+             route = $6 WHERE run_id = $2 AND seq = $3 AND kind = 'remote_step' \
+             AND status = 'pending' AND enqueued_at IS NULL",
         )
         .bind(now)
         .bind(id.as_str())
-        .bind(seq as i32)
+        .bind(sent.seq as i32)
         .bind(owner)
+        .bind(&sent.worker_group)
+        .bind(sent.route.as_ref().map(to_value))
         .execute(&mut *self)
         .await
         .map_err(db)?;

@@ -25,6 +25,7 @@
 //!   run is written once.
 
 pub(crate) mod activity;
+pub(crate) mod connections;
 pub(crate) mod events;
 pub(crate) mod filters;
 pub(crate) mod lifecycle;

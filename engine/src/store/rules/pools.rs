@@ -1,13 +1,20 @@
-//! Pools: how many a tenant may hold, and what a put keeps of the pool it replaces.
+//! Pools and connections: how many a tenant may hold, and what a put keeps of the pool it
+//! replaces.
 
 use crate::model::{Millis, Pool};
 use crate::store::{StoreError, StoreResult};
 
-/// Refuses a new pool of a tenant that holds `held` already, `max` being allowed.
-pub(crate) fn room_for_one_more(held: i64, max: usize) -> StoreResult<()> {
+/// Refuses a new pool (or connection: `what`, bounded by the plan's `ceiling`) of a tenant that
+/// holds `held` already, `max` being allowed.
+pub(crate) fn room_for_one_more(
+    held: i64,
+    max: usize,
+    what: &str,
+    ceiling: &str,
+) -> StoreResult<()> {
     if held >= max as i64 {
         return Err(StoreError::Refused(format!(
-            "the tenant already has {held} pools, the most its plan allows (max_pools); delete one first"
+            "the tenant already has {held} {what}, the most its plan allows ({ceiling}); delete one first"
         )));
     }
     Ok(())

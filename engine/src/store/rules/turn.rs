@@ -17,8 +17,8 @@ use crate::model::{
     step_id,
 };
 use crate::store::{
-    Claim, Committed, History, NewCheckpoint, NewRun, StoreError, StoreResult, TurnCommit,
-    TurnOutcome,
+    Claim, Committed, History, NewCheckpoint, NewRun, Redispatch, StoreError, StoreResult,
+    TurnCommit, TurnOutcome,
 };
 
 /// The lease a new run is inserted under, as `(owner, until)`: the driver's `claim` when its
@@ -127,11 +127,12 @@ pub(crate) enum Which {
 /// The statements of a turn's commit after the run moved, in a store's dialect, inside its
 /// write transaction.
 pub(crate) trait TurnStatements: Settle {
-    /// Notes remote step `seq` of run `id`, whose retry came due, as sent by `owner` at `now`.
+    /// Notes remote step `sent.seq` of run `id`, whose retry came due, as sent by `owner` at
+    /// `now` on `sent.worker_group` for `sent.route`.
     async fn mark_redispatched(
         &mut self,
         id: &RunId,
-        seq: u32,
+        sent: &Redispatch,
         owner: &str,
         now: Millis,
     ) -> StoreResult<()>;
@@ -200,8 +201,8 @@ pub(crate) async fn finish<S: TurnStatements>(
     commit: &TurnCommit,
     now: Millis,
 ) -> StoreResult<Option<Committed>> {
-    for seq in &commit.redispatched {
-        s.mark_redispatched(id, *seq, owner, now).await?;
+    for sent in &commit.redispatched {
+        s.mark_redispatched(id, sent, owner, now).await?;
     }
     for seq in &commit.fired_timers {
         let fired = Resolution::Completed(None);

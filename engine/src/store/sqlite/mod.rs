@@ -32,6 +32,7 @@
 
 mod accounts;
 mod activity;
+mod connections;
 mod control;
 mod dispatches;
 mod events;

@@ -14,7 +14,7 @@ use crate::store::rules::pools::{as_stored, room_for_one_more};
 use crate::store::{PoolPut, Pools, StoreError, StoreResult};
 
 /// Bumps `tenant`'s definitions version; the version after it.
-fn bump(conn: &Connection, tenant: &str) -> StoreResult<u64> {
+pub(super) fn bump(conn: &Connection, tenant: &str) -> StoreResult<u64> {
     let version: i64 = conn
         .prepare_cached(
             "INSERT INTO definition_versions (namespace, version) VALUES (?, 1) \
@@ -45,7 +45,7 @@ impl Pools for SqliteStore {
                         .map_err(db)?
                         .query_row([ns], |r| r.get(0))
                         .map_err(db)?;
-                    room_for_one_more(held, max_per_tenant)?;
+                    room_for_one_more(held, max_per_tenant, "pools", "max_pools")?;
                 }
                 let stored = as_stored(&pool, existing);
                 conn.prepare_cached(

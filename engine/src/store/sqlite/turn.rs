@@ -11,7 +11,9 @@ use super::sql::optional;
 use super::writer::{Wrote, at_once};
 use crate::model::{Millis, Run, RunId, Scope};
 use crate::store::rules::turn::{self, TurnStatements, Which, run_update};
-use crate::store::{Claim, Committed, History, NewCheckpoint, NewRun, StoreResult, TurnCommit};
+use crate::store::{
+    Claim, Committed, History, NewCheckpoint, NewRun, Redispatch, StoreResult, TurnCommit,
+};
 
 /// [`crate::store::Store::create_run`] inside the writer's transaction: `pending`, or with
 /// `lease` (`owner`, `until`) already `running` under it.
@@ -174,16 +176,24 @@ impl TurnStatements for Connection {
     async fn mark_redispatched(
         &mut self,
         id: &RunId,
-        seq: u32,
+        sent: &Redispatch,
         owner: &str,
         now: Millis,
     ) -> StoreResult<()> {
         self.prepare_cached(
-            "UPDATE checkpoints SET enqueued_at = ?, dispatched_by = ? WHERE run_id = ? \
-             AND seq = ? AND kind = 'remote_step' AND status = 'pending' AND enqueued_at IS NULL",
+            "UPDATE checkpoints SET enqueued_at = ?, dispatched_by = ?, worker_group = ?, \
+             route = ? WHERE run_id = ? AND seq = ? AND kind = 'remote_step' \
+             AND status = 'pending' AND enqueued_at IS NULL",
         )
         .map_err(db)?
-        .execute(params![now, owner, id.as_str(), i64::from(seq)])
+        .execute(params![
+            now,
+            owner,
+            sent.worker_group,
+            sent.route.as_ref().map(to_json),
+            id.as_str(),
+            i64::from(sent.seq)
+        ])
         .map_err(db)?;
         Ok(())
     }
