@@ -311,7 +311,7 @@ pub struct ConnectionInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     /// `http`: the readable headers.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// The secret fields that are set (secret headers, or values), without their values.
     #[serde(default)]
