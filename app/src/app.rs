@@ -8,6 +8,7 @@ use crate::pages::connections::ConnectionsPage;
 use crate::pages::login::LoginPage;
 use crate::pages::operator::OperatorPage;
 use crate::pages::pools::PoolsPage;
+use crate::pages::routing::RoutingPage;
 use crate::pages::run_detail::RunDetailPage;
 use crate::pages::runs::RunsPage;
 use crate::pages::schedules::SchedulesPage;
@@ -53,6 +54,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("tokens") view={Lazy::<TokensRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("schedules") view={Lazy::<SchedulesRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("pools") view={Lazy::<PoolsRoute>::new()} ssr=SsrMode::Async />
+                    <Route path=path!("routing") view={Lazy::<RoutingRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("connections") view={Lazy::<ConnectionsRoute>::new()} ssr=SsrMode::Async />
                     <Route path=path!("runs/:id") view={Lazy::<RunDetailRoute>::new()} ssr=SsrMode::Async />
                 </ParentRoute>
@@ -105,5 +107,6 @@ lazy_page!(OperatorRoute, OperatorPage);
 lazy_page!(TokensRoute, TokensPage);
 lazy_page!(SchedulesRoute, SchedulesPage);
 lazy_page!(PoolsRoute, PoolsPage);
+lazy_page!(RoutingRoute, RoutingPage);
 lazy_page!(ConnectionsRoute, ConnectionsPage);
 lazy_page!(RunDetailRoute, RunDetailPage);

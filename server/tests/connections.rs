@@ -560,7 +560,10 @@ async fn the_http_step_sends_the_secret_to_the_downstream_and_nowhere_else() {
     for id in ids {
         export.push_str(&fetch(format!("/api/v1/runs/{id}/history")).await);
     }
-    assert!(export.contains("[redacted]"), "the histories hold the calls");
+    assert!(
+        export.contains("[redacted]"),
+        "the histories hold the calls"
+    );
     assert!(!export.contains(&secret), "the export holds the secret");
     server.terminate();
 

@@ -137,6 +137,9 @@ fn WhoAmI(me: Me) -> impl IntoView {
         <a class="text-indigo-700 hover:underline" href="/pools" data-testid="nav-pools">
             "Pools"
         </a>
+        <a class="text-indigo-700 hover:underline" href="/routing" data-testid="nav-routing">
+            "Routing"
+        </a>
         <a class="text-indigo-700 hover:underline" href="/connections" data-testid="nav-connections">
             "Connections"
         </a>

@@ -11,6 +11,7 @@ pub mod plans;
 pub mod pools;
 pub mod publish;
 pub mod queries;
+pub mod routing;
 pub mod run_detail;
 pub mod runs;
 pub mod schedules;

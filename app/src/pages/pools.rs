@@ -168,7 +168,9 @@ pub fn PoolsPage() -> impl IntoView {
             "A pool is a partition of your own that a group of workers serves: the GPU machines, the EU ones. "
             "A step goes to a pool when its code names it ("
             <code>"StepOptions::pool(\"gpu\")"</code>
-            "); otherwise to your tenant's own workers."
+            ") or a "
+            <a class="text-indigo-700 underline" href="/routing">"routing rule"</a>
+            " sends it there; otherwise to your tenant's own workers."
         </p>
         <Transition fallback=|| view! { <p class="mt-4 text-sm text-slate-500">"Loading pools…"</p> }>
             {move || Suspend::new(async move {

@@ -132,6 +132,7 @@ mod tests {
             step: Some("s"),
             tags: &[],
             attributes: &none,
+            input: None,
         };
         let chosen = route(&ns("acme"), Some(&pool("gpu")), None, &target);
         assert_eq!(chosen.partition.to_string(), "acme.gpu");
@@ -156,6 +157,7 @@ mod tests {
             step: Some(step),
             tags: &[],
             attributes: &none,
+            input: None,
         };
         let blur = route(&ns("acme"), None, Some((&rules, 7)), &at("blur"));
         assert_eq!(blur.partition.to_string(), "acme.gpu");

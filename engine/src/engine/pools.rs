@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{Engine, EngineError};
-use crate::model::{LabelError, Namespace, Pool, PoolName, RoutingRules, check_labels};
+use crate::model::{
+    LabelError, Namespace, Pool, PoolName, RoutePreview, RouteTarget, RoutingRules, StepRoute,
+    check_labels,
+};
 use crate::store::PoolPut;
 use crate::transport::DefinitionsNotice;
 
@@ -102,6 +105,30 @@ impl Engine {
         let store = &self.state.store;
         let version = store.definitions_version(tenant).await?;
         Ok((store.routing_rules(tenant).await?, version))
+    }
+
+    /// Where a send of `target` in `tenant` would go under its rules as stored now (no pool
+    /// named by code): the rules page's tester. Sends nothing; the tenant's plan clamps the
+    /// priority as it would a real send.
+    pub async fn preview_route(
+        &self,
+        tenant: &Namespace,
+        target: &RouteTarget<'_>,
+    ) -> Result<RoutePreview, EngineError> {
+        let (rules, version) = self.routing_rules(tenant).await?;
+        let routed = crate::driver::routing::route(
+            tenant,
+            None,
+            rules.as_ref().map(|r| (r, version)),
+            target,
+        );
+        let plan = self.effective_plan(tenant).await;
+        Ok(RoutePreview {
+            partition: routed.partition.to_string(),
+            route: routed.route.unwrap_or_else(StepRoute::by_default),
+            fallback: routed.fallbacks,
+            priority: plan.clamp_priority(routed.priority),
+        })
     }
 
     /// Makes an edit of `tenant`'s definitions (now at `version`) reach every control plane

@@ -77,8 +77,11 @@ pub use query::{
 };
 pub use receipt::{Receipt, Settle};
 pub use retry::RetryPolicy;
-pub use route::{RoutedBy, StepRoute};
-pub use routing::{DEFAULT_POOL, RouteTarget, RoutingError, RoutingRules, Rule, RuleMatch};
+pub use route::{RoutePreview, RoutedBy, StepRoute};
+pub use routing::{
+    DEFAULT_POOL, MAX_INPUT_CONDITIONS, MAX_POINTER_CHARS, RouteTarget, RoutingError, RoutingRules,
+    Rule, RuleMatch,
+};
 pub use run::{Run, RunDetail, RunStatus, UnknownStatus};
 pub use run_id::{RunId, RunIdError};
 pub use saga::{COMPENSATE_SIGNAL, Saga};

@@ -40,6 +40,22 @@ pub enum RoutedBy {
     Default,
 }
 
+/// Where a send would go under a tenant's routing now: what the "where would this step go?"
+/// tester answers, without sending anything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutePreview {
+    /// The partition it would be sent on (`acme.gpu`).
+    pub partition: String,
+    /// Why: the route a checkpoint would keep (by default when nothing chose).
+    pub route: StepRoute,
+    /// The pools tried in order while the first has no live worker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<PoolName>,
+    /// The priority the matching rule gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+}
+
 impl StepRoute {
     /// The tenant's own partition, nothing having chosen another.
     pub fn by_default() -> Self {

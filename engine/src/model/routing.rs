@@ -55,7 +55,17 @@ pub struct RuleMatch {
     /// Search attributes of the run, each equal to the value given.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, Value>,
+    /// Values in the step's input (a workflow turn: the run's), each read by a JSON pointer
+    /// (`/region`, `/order/priority`) and equal to the value given; at most
+    /// [`MAX_INPUT_CONDITIONS`], so matching costs a few lookups whatever the input.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input: BTreeMap<String, Value>,
 }
+
+/// The most input conditions one rule holds.
+pub const MAX_INPUT_CONDITIONS: usize = 8;
+/// The longest JSON pointer an input condition reads, in characters.
+pub const MAX_POINTER_CHARS: usize = 256;
 
 /// What is being routed: a step of a run, or a turn of its workflow (`step` is `None`).
 #[derive(Clone, Copy, Debug)]
@@ -68,6 +78,8 @@ pub struct RouteTarget<'a> {
     pub tags: &'a [String],
     /// The run's search attributes.
     pub attributes: &'a Map<String, Value>,
+    /// The step's input (a workflow turn: the run's).
+    pub input: Option<&'a Value>,
 }
 
 /// Why a list of rules was refused; nothing was saved.
@@ -104,6 +116,11 @@ pub enum RoutingError {
     /// A rule lists its own pool as a fallback, or one twice.
     #[error("rule {0} lists a fallback twice, or its own pool as one")]
     Fallback(usize),
+    /// An input condition that cannot be one.
+    #[error(
+        "rule {0}'s input conditions are invalid: give at most {MAX_INPUT_CONDITIONS} JSON pointers such as `/region` (starting with `/`, at most {MAX_POINTER_CHARS} characters), each with the value it must equal"
+    )]
+    Input(usize),
     /// More rules than the plan allows.
     #[error("{count} rules given; the tenant's plan allows {limit} (max_rules)")]
     TooMany {
@@ -134,6 +151,9 @@ impl RuleMatch {
                 .attributes
                 .iter()
                 .all(|(key, value)| target.attributes.get(key) == Some(value))
+            && self.input.iter().all(|(pointer, value)| {
+                target.input.and_then(|input| input.pointer(pointer)) == Some(value)
+            })
     }
 }
 
@@ -182,6 +202,14 @@ impl RoutingRules {
             return Err(RoutingError::NoCatchAll);
         }
         for (i, rule) in self.rules.iter().enumerate() {
+            let input = &rule.matches.input;
+            if input.len() > MAX_INPUT_CONDITIONS
+                || input
+                    .keys()
+                    .any(|p| !p.starts_with('/') || p.chars().count() > MAX_POINTER_CHARS)
+            {
+                return Err(RoutingError::Input(i + 1));
+            }
             let known = |name: &str| {
                 name == DEFAULT_POOL || PoolName::parse(name).is_ok_and(|p| pools.contains(&p))
             };
@@ -240,6 +268,7 @@ mod tests {
             step,
             tags,
             attributes,
+            input: None,
         };
         let first = |t: RouteTarget<'_>| list.first_match(&t).map(|(i, _)| i);
         assert_eq!(first(at("render", Some("gpu.blur"), &[], &none)), Some(1));
@@ -252,6 +281,7 @@ mod tests {
                 step: Some("charge"),
                 tags: &tags,
                 attributes: &none,
+                input: None,
             })
             .map(|(i, r)| (i, r.priority)),
             Some((3, Some(10)))
@@ -311,5 +341,41 @@ mod tests {
             .is_err(),
             "an unknown match field is refused, not ignored"
         );
+    }
+
+    #[test]
+    fn an_input_condition_reads_the_steps_input_by_pointer_and_is_bounded() {
+        let list = rules(json!([
+            {"match": {"input": {"/order/region": "eu", "/express": true}}, "pool": "eu"},
+            {"match": {}, "pool": "default"},
+        ]));
+        list.check(&pools(&["eu"]), 10).unwrap();
+        let none = Map::new();
+        let first = |input: Value| {
+            list.first_match(&RouteTarget {
+                workflow: "ship",
+                step: Some("label"),
+                tags: &[],
+                attributes: &none,
+                input: Some(&input),
+            })
+            .map(|(i, _)| i)
+        };
+        assert_eq!(
+            first(json!({"order": {"region": "eu"}, "express": true})),
+            Some(1)
+        );
+        assert_eq!(first(json!({"order": {"region": "eu"}})), Some(2));
+        assert_eq!(first(json!("not an object")), Some(2));
+        let too_many: serde_json::Map<String, Value> =
+            (0..9).map(|i| (format!("/k{i}"), json!(1))).collect();
+        let bad = rules(
+            json!([{"match": {"input": too_many}, "pool": "eu"}, {"match": {}, "pool": "default"}]),
+        );
+        assert_eq!(bad.check(&pools(&["eu"]), 10), Err(RoutingError::Input(1)));
+        let bad = rules(
+            json!([{"match": {"input": {"region": "eu"}}, "pool": "eu"}, {"match": {}, "pool": "default"}]),
+        );
+        assert_eq!(bad.check(&pools(&["eu"]), 10), Err(RoutingError::Input(1)));
     }
 }

@@ -1,9 +1,9 @@
-//! Worker pools through a [`SessionView`]: always the session user's tenant's (an operator bound
-//! to no tenant: the engine's own namespace's), whatever the request says.
+//! Worker pools and routing rules through a [`SessionView`]: always the session user's tenant's
+//! (an operator bound to no tenant: the engine's own namespace's), whatever the request says.
 
 use std::collections::BTreeMap;
 
-use durable::model::{Pool, PoolName};
+use durable::model::{Pool, PoolName, RoutePreview, RouteTarget, RoutingRules};
 use durable::store::PoolPut;
 
 use super::SessionView;
@@ -35,6 +35,33 @@ impl SessionView {
         let tenant = self.own_tenant();
         self.engine
             .delete_pool(&tenant, name)
+            .await
+            .map_err(engine_error)
+    }
+
+    /// The tenant's routing rules (none until it sets some) and their version.
+    pub async fn routing_rules(&self) -> Result<(Option<RoutingRules>, u64), AppError> {
+        let tenant = self.own_tenant();
+        self.engine
+            .routing_rules(&tenant)
+            .await
+            .map_err(engine_error)
+    }
+
+    /// Replaces the tenant's routing rules; their new version.
+    pub async fn put_routing_rules(&self, rules: RoutingRules) -> Result<u64, AppError> {
+        let tenant = self.own_tenant();
+        self.engine
+            .put_routing_rules(&tenant, rules)
+            .await
+            .map_err(engine_error)
+    }
+
+    /// Where a send of `target` would go under the tenant's rules now.
+    pub async fn preview_route(&self, target: &RouteTarget<'_>) -> Result<RoutePreview, AppError> {
+        let tenant = self.own_tenant();
+        self.engine
+            .preview_route(&tenant, target)
             .await
             .map_err(engine_error)
     }

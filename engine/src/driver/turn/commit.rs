@@ -436,6 +436,7 @@ fn outgoing(
         step: Some(&name),
         tags: &run.tags,
         attributes: &run.search_attributes,
+        input: Some(&input),
     };
     let routed = routing::route(&run.namespace, flow.pool.as_ref(), rules, &target);
     flow.priority = flow.priority.or(routed.priority);

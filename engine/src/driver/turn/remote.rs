@@ -112,6 +112,7 @@ pub(crate) async fn turn(
         step: None,
         tags: &run.tags,
         attributes: &run.search_attributes,
+        input: Some(&run.input),
     };
     let routed = routing::route(&run.namespace, None, rules, &target);
     if !served_versions(state, &run.workflow, &routed.partition)
