@@ -23,6 +23,7 @@ engine_cases! {
     a_pool_the_tenant_lacks_fails_the_step_until_any_plane_creates_it,
     a_rule_sends_a_step_to_a_pool_and_an_edit_reroutes_the_next,
     a_fallback_pool_is_used_only_while_the_first_has_no_live_worker,
+    a_retry_is_routed_again_and_its_checkpoint_says_where_it_went,
 }
 
 /// A registry with workflow `route.open`, whose one step `where` names no pool: the tenant's
@@ -383,4 +384,73 @@ async fn until_live(transport: &Arc<dyn durable::transport::Transport>, token: &
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// A step's retry is routed again: a rule edited between its tries sends the retry to the new
+/// pool, and its checkpoint names where the retry went and which rule of which version sent it.
+async fn a_retry_is_routed_again_and_its_checkpoint_says_where_it_went(backend: Backend) {
+    let h = backend.start(open_step()).await;
+    let acme = Namespace::tenant("acme").unwrap();
+    for pool in ["gpu", "cpu"] {
+        h.engine
+            .put_pool(&acme, PoolName::parse(pool).unwrap(), Default::default())
+            .await
+            .unwrap();
+    }
+    let rules = |pool: &str| {
+        serde_json::from_value::<RoutingRules>(json!({"rules": [
+            {"match": {"step": "where"}, "pool": pool},
+            {"match": {}, "pool": "default"},
+        ]}))
+        .unwrap()
+    };
+    h.engine
+        .put_routing_rules(&acme, rules("gpu"))
+        .await
+        .unwrap();
+    // gpu's worker moves the step to cpu, then fails its try: the retry goes by the new rule.
+    let mut failing = Registry::new();
+    let (engine, tenant) = (h.engine.clone(), acme.clone());
+    failing.step("where", move |_ctx: StepContext, _: Value| {
+        let (engine, tenant) = (engine.clone(), tenant.clone());
+        async move {
+            engine
+                .put_routing_rules(&tenant, rules("cpu"))
+                .await
+                .unwrap();
+            Err::<String, _>(StepError::retryable("gpu is out of memory"))
+        }
+    });
+    let transport = h.engine.transport().clone();
+    let on = |partition: &str| Partitions::Only(vec![Partition::parse(partition).unwrap()]);
+    let workers = [
+        start_worker(
+            Arc::new(failing),
+            transport.clone(),
+            on("acme.gpu"),
+            backend.clock(),
+        )
+        .await,
+        start_worker(
+            Arc::new(answering("cpu")),
+            transport,
+            on("acme.cpu"),
+            backend.clock(),
+        )
+        .await,
+    ];
+    let run = h.engine.start_run(in_acme("route.open")).await.unwrap();
+    let done = wait_for(&h.store, &run.id, RunStatus::Completed).await;
+    assert_eq!(done.output, Some(json!("cpu")));
+    let cps = h.store.checkpoints(&Scope::All, &run.id).await.unwrap();
+    assert_eq!(cps[0].attempts, 2);
+    assert_eq!(cps[0].worker_group.as_deref(), Some("where@acme.cpu"));
+    let route = cps[0].route.clone().expect("a rule chose");
+    assert_eq!(route.pool, Some(PoolName::parse("cpu").unwrap()));
+    let (_, version) = h.engine.routing_rules(&acme).await.unwrap();
+    assert_eq!(route.by, RoutedBy::Rule { rule: 1, version });
+    for worker in workers {
+        worker.shutdown().await;
+    }
+    h.stop().await;
 }
