@@ -17,7 +17,7 @@ use app::ssr::AppState;
 use durable::builtin::http::{EgressPolicy, HttpStepConfig};
 use durable::gateway::RunRequestResponder;
 use durable::model::InputLimits;
-use durable::model::{Namespace, Partition, Scope};
+use durable::model::{Namespace, Scope};
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
 use durable::secrets::MasterKeys;
 use durable::transport::{MemoryTransport, Partitions, RedisConfig, RedisTransport, Transport};
@@ -66,9 +66,9 @@ pub struct ServeConfig {
 
 /// `durable worker` settings.
 pub struct WorkerRole {
-    /// Its partition: its tenant's own or one of its pools (under a namespaced control plane,
-    /// the tenant is its namespace too).
-    pub partition: Partition,
+    /// What it serves: its tenant's own partition or one of its pools (under a namespaced
+    /// control plane, the tenant is its namespace too), or an operator's shared pool.
+    pub partitions: Partitions,
     /// Steps at once.
     pub concurrency: usize,
     /// The cluster's Redis; with a namespace, that of the namespaced control plane it serves.
@@ -103,7 +103,7 @@ pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
         Arc::new(transport.clone()),
         Arc::new(SystemClock),
         WorkerConfig {
-            partitions: Partitions::Only(vec![cfg.partition.clone()]),
+            partitions: cfg.partitions.clone(),
             concurrency: cfg.concurrency,
             connections: None,
         },
@@ -111,12 +111,11 @@ pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
     .await
     .context("starting the worker")?;
     tracing::info!(
-        tenant = %cfg.partition.tenant(),
-        partition = %cfg.partition,
+        serves = ?cfg.partitions,
         prefix = transport.prefix(),
         instance = transport.instance_id(),
         steps = ?registry.step_names(),
-        "worker consuming its tenant's steps"
+        "worker consuming its steps"
     );
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight steps");

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use durable::model::{
     Checkpoint, ConnectionInfo, ConnectionName, ConnectionSpec, EventOutcome, Namespace, Plan,
     Pool, PoolName, PublishedEvent, RoutingRules, Run, RunDetail, RunId, RunPage, RunQuery,
-    Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, TickRecord, UpdateId, Usage,
-    WorkerGroup,
+    Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, SharedPool, TickRecord, UpdateId,
+    Usage, WorkerGroup,
 };
 use durable::store::{PoolPut, ScopedStore, SignalSent, StoreResult};
 use durable::{ConnectionSaved, Control, Engine, EngineError, StartRun, UpdateOutcome};
@@ -320,6 +320,50 @@ impl TenantViews {
         PlanDesk {
             engine: self.engine.clone(),
         }
+    }
+
+    /// The shared pools desk, for a request proven to carry the operator token.
+    pub fn shared_pools(&self, _operator: &Operator) -> SharedPoolDesk {
+        SharedPoolDesk {
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+/// The operator's shared pools: created, granted to tenants, taken back, deleted.
+pub struct SharedPoolDesk {
+    engine: Engine,
+}
+
+impl SharedPoolDesk {
+    /// Every shared pool with its grants.
+    pub async fn list(&self) -> Result<Vec<SharedPool>, EngineError> {
+        self.engine.shared_pools().await
+    }
+
+    /// Creates a shared pool or replaces its labels; whether it was new.
+    pub async fn put(
+        &self,
+        name: PoolName,
+        labels: BTreeMap<String, String>,
+    ) -> Result<(SharedPool, bool), EngineError> {
+        self.engine.put_shared_pool(name, labels).await
+    }
+
+    /// Deletes a shared pool no tenant holds; whether there was one.
+    pub async fn delete(&self, name: &PoolName) -> Result<bool, EngineError> {
+        self.engine.delete_shared_pool(name).await
+    }
+
+    /// Grants a shared pool to `tenant` (named in the operator's URL: the operator may act on
+    /// every tenant).
+    pub async fn grant(&self, name: &PoolName, tenant: &Namespace) -> Result<(), EngineError> {
+        self.engine.grant_pool(name, tenant).await
+    }
+
+    /// Takes a shared pool back from `tenant`; whether it was granted.
+    pub async fn revoke(&self, name: &PoolName, tenant: &Namespace) -> Result<bool, EngineError> {
+        self.engine.revoke_pool(name, tenant).await
     }
 }
 

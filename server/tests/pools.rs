@@ -261,3 +261,104 @@ async fn the_cli_manages_a_tenants_pools_within_its_plan() {
     );
     assert!(gone.contains("no pool `gpu`"), "{gone}");
 }
+
+/// `/api/v1/shared-pools`: the operator makes a shared pool and grants it to acme; acme lists
+/// it among its pools, marked shared, and routes to it, which globex (not granted) cannot; acme
+/// cannot make a pool of its own by that name; the grant cannot be taken back while a rule of
+/// acme's names the pool, nor the pool deleted while granted. A tenant token reaches none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_shares_a_pool_with_the_tenants_it_grants() {
+    let server = Server::start(&tempdir(), &[]).await;
+    let client = reqwest::Client::new();
+    let (operator, acme, globex) = (
+        server.operator_token(),
+        server.token("acme"),
+        server.token("globex"),
+    );
+    let call = |method: reqwest::Method, path: &str, token: &str| {
+        client.request(method, server.url(path)).bearer_auth(token)
+    };
+    use reqwest::Method;
+
+    let (status, pool) = answer(
+        call(Method::PUT, "/api/v1/shared-pools/gpu", &operator)
+            .json(&json!({"labels": {"gpu": "a100"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{pool}");
+    assert_eq!(pool["grants"], json!([]));
+    let (status, _) =
+        answer(call(Method::PUT, "/api/v1/shared-pools/gpu", &acme).json(&json!({}))).await;
+    assert!(
+        status == StatusCode::FORBIDDEN || status == StatusCode::UNAUTHORIZED,
+        "{status}"
+    );
+    let (status, granted) = answer(call(
+        Method::PUT,
+        "/api/v1/shared-pools/gpu/grants/acme",
+        &operator,
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{granted}");
+    assert_eq!(granted["grants"], json!(["acme"]));
+    let (status, err) = answer(call(
+        Method::PUT,
+        "/api/v1/shared-pools/tpu/grants/acme",
+        &operator,
+    ))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("no shared pool `tpu`"), "{err}");
+
+    // acme sees it among its pools, shared; globex does not.
+    let listed = get_json(&client, &server, &acme, "/api/v1/pools").await;
+    assert_eq!(listed["pools"][0]["name"], "gpu", "{listed}");
+    assert_eq!(listed["pools"][0]["shared"], true);
+    assert_eq!(listed["pools"][0]["partition"], "acme.gpu");
+    assert_eq!(
+        get_json(&client, &server, &globex, "/api/v1/pools").await["pools"],
+        json!([])
+    );
+    let (status, err) =
+        answer(call(Method::PUT, "/api/v1/pools/gpu", &acme).json(&json!({}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("shared pool granted"), "{err}");
+
+    // acme routes to it; globex cannot.
+    let rules = json!({"rules": [
+        {"match": {"step": "order.charge"}, "pool": "gpu"},
+        {"match": {}, "pool": "default"},
+    ]});
+    let (status, saved) = answer(call(Method::PUT, "/api/v1/routing", &acme).json(&rules)).await;
+    assert_eq!(status, StatusCode::OK, "{saved}");
+    let (status, _) = answer(call(Method::PUT, "/api/v1/routing", &globex).json(&rules)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // Taken back only once no rule names it; deleted only once no tenant holds it.
+    let (status, err) = answer(call(
+        Method::DELETE,
+        "/api/v1/shared-pools/gpu/grants/acme",
+        &operator,
+    ))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("routing rule 1"), "{err}");
+    let (status, err) = answer(call(Method::DELETE, "/api/v1/shared-pools/gpu", &operator)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert!(err.to_string().contains("granted to acme"), "{err}");
+    let default_only = json!({"rules": [{"match": {}, "pool": "default"}]});
+    answer(call(Method::PUT, "/api/v1/routing", &acme).json(&default_only)).await;
+    let (status, _) = answer(call(
+        Method::DELETE,
+        "/api/v1/shared-pools/gpu/grants/acme",
+        &operator,
+    ))
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        get_json(&client, &server, &acme, "/api/v1/pools").await["pools"],
+        json!([])
+    );
+    let (status, _) = answer(call(Method::DELETE, "/api/v1/shared-pools/gpu", &operator)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+}

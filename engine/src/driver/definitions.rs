@@ -142,7 +142,14 @@ impl DefinitionBook {
         tenant: &Namespace,
     ) -> StoreResult<Arc<TenantDefinitions>> {
         let version = store.definitions_version(tenant).await?;
-        let pools = store.pools(tenant).await?;
+        let mut pools = store.pools(tenant).await?;
+        pools.extend(
+            store
+                .granted_pools(tenant)
+                .await?
+                .iter()
+                .map(|p| p.as_granted(tenant)),
+        );
         let rules = store.routing_rules(tenant).await?;
         let connections = store.connections(tenant).await?;
         let key = match connections.is_empty() {

@@ -3,7 +3,8 @@
 
 use super::{Engine, EngineError};
 use crate::driver::loops::{
-    activity, claim, counts, definitions, lease, redispatch, replies, results, retention, sweep,
+    activity, claim, counts, definitions, lease, redispatch, replies, results, retention,
+    shared_pools, sweep,
 };
 use crate::model::{Millis, TenantEventKind};
 
@@ -65,6 +66,10 @@ impl Engine {
             tokio::spawn(lease::lease_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(retention::retention_loop(s.clone(), self.stop.subscribe())),
             tokio::spawn(replies::replies_loop(s.clone(), self.stop.subscribe())),
+            tokio::spawn(shared_pools::shared_pools_loop(
+                s.clone(),
+                self.stop.subscribe(),
+            )),
             tokio::spawn(crate::schedules::ticker_loop(
                 self.clone(),
                 self.stop.subscribe(),

@@ -14,6 +14,7 @@ mod plans;
 mod pools;
 mod publish;
 mod quota;
+mod shared_pools;
 mod start;
 mod verbs;
 

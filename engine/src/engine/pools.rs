@@ -31,6 +31,7 @@ impl Engine {
             labels,
             created_at: now,
             updated_at: now,
+            shared: false,
         };
         let allowed = self.effective_plan(tenant).await.pools_allowed();
         let put = state.store.put_pool(&pool, allowed).await?;
@@ -38,9 +39,20 @@ impl Engine {
         Ok(put)
     }
 
-    /// The pools of `tenant`, by name.
+    /// The pools of `tenant`, by name: its own, and the shared pools granted to it (marked
+    /// `shared`).
     pub async fn pools(&self, tenant: &Namespace) -> Result<Vec<Pool>, EngineError> {
-        Ok(self.state.store.pools(tenant).await?)
+        let store = &self.state.store;
+        let mut pools = store.pools(tenant).await?;
+        pools.extend(
+            store
+                .granted_pools(tenant)
+                .await?
+                .iter()
+                .map(|p| p.as_granted(tenant)),
+        );
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(pools)
     }
 
     /// Deletes pool `name` of `tenant`; whether there was one. Refused while a routing rule
@@ -77,8 +89,7 @@ impl Engine {
         rules: RoutingRules,
     ) -> Result<u64, EngineError> {
         let state = &self.state;
-        let pools = state
-            .store
+        let pools = self
             .pools(tenant)
             .await?
             .into_iter()

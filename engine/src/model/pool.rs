@@ -3,7 +3,7 @@
 //! `acme.gpu`), with labels that say what the pool offers (`region=eu`, `gpu=a100`) for the
 //! people and the routing rules that pick it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,46 @@ pub struct Pool {
     pub created_at: Millis,
     /// When it was last changed.
     pub updated_at: Millis,
+    /// Whether it is an operator's shared pool granted to the tenant (its workers serve other
+    /// tenants too), rather than one of the tenant's own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+}
+
+/// A pool an operator runs for several tenants: one group of workers (`durable worker --pool
+/// gpu`, with no tenant) serves the steps of every tenant it is granted to. Each tenant's steps
+/// wait in a queue of their own, on the partition `<tenant>.<pool>` as for the tenant's own
+/// pools, so the workers take from the tenants fairly, by their plans' weights, and one
+/// tenant's backlog does not hold another's steps back. A tenant cannot have a pool of its own
+/// by the name of one it is granted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedPool {
+    /// Its name, the same for every tenant it is granted to.
+    pub name: PoolName,
+    /// What it offers.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The tenants it is granted to.
+    #[serde(default)]
+    pub grants: BTreeSet<Namespace>,
+    /// When it was created.
+    pub created_at: Millis,
+    /// When it was last changed.
+    pub updated_at: Millis,
+}
+
+impl SharedPool {
+    /// The pool as `tenant` lists it among its own.
+    pub fn as_granted(&self, tenant: &Namespace) -> Pool {
+        Pool {
+            tenant: tenant.clone(),
+            name: self.name.clone(),
+            labels: self.labels.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            shared: true,
+        }
+    }
 }
 
 impl Pool {

@@ -19,6 +19,7 @@ mod records;
 mod rules;
 mod schedules;
 mod scoped;
+mod shared_pools;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod tokens;
@@ -44,6 +45,7 @@ pub use records::{
 };
 pub use schedules::{ScheduleRow, Schedules};
 pub use scoped::ScopedStore;
+pub use shared_pools::{Grant, SharedPoolDeleted, SharedPools};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use tokens::{ApiTokens, NewToken};

@@ -16,7 +16,9 @@ use std::pin::Pin;
 
 use futures::Stream;
 
-use crate::model::{Millis, Partition, Protocol, Registration, Sdk, TenantEvent, WorkerDescriptor};
+use crate::model::{
+    Millis, Partition, PoolName, Protocol, Registration, Sdk, TenantEvent, WorkerDescriptor,
+};
 
 #[cfg(all(feature = "redis", any(test, feature = "test-util")))]
 pub use self::redis::testing as redis_testing;
@@ -54,6 +56,11 @@ pub enum Partitions {
     /// Every partition. Only an embedded worker in a standalone process, which is the whole
     /// cluster, asks for this; a shared broker refuses it.
     All,
+    /// An operator's shared pool: the pool's partition of every tenant it is granted to
+    /// (`<tenant>.<pool>`), as the control planes publish the grants, taken from fairly by the
+    /// tenants' weights. Only a shared broker offers it: an in-process transport's one worker
+    /// serves every partition already.
+    Shared(PoolName),
 }
 
 /// What a worker consumes: step names on some partitions.

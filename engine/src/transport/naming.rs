@@ -126,6 +126,12 @@ pub fn task_job_id(run: &RunId, seq: u32, attempt: u32) -> String {
     format!("{}@{seq}@{attempt}", run.as_str().replace(':', "~"))
 }
 
+/// The hash of the tenants shared pool `pool` is granted to, with their weights
+/// (`P:shared-pool:<pool>:grants`): what its workers serve.
+pub fn pool_grants_key(p: &str, pool: &str) -> String {
+    format!("{p}:shared-pool:{pool}:grants")
+}
+
 /// A worker's task queue for `token` (`P-tasks-<token>`).
 pub fn tasks_queue(p: &str, token: &str) -> String {
     format!("{p}-tasks-{token}")

@@ -14,4 +14,5 @@ mod malformed;
 mod pools;
 mod python;
 mod routing;
+mod shared_pools;
 mod turns;

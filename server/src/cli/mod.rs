@@ -19,6 +19,7 @@ mod users;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use durable::model::{Namespace, Partition, PoolName};
+use durable::transport::Partitions;
 
 pub use self::args::DbArgs;
 use self::plans::{TenantCommand, plan_command};
@@ -111,6 +112,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             let mut namespaced = None;
+            if let (None, None, Some(pool)) = (&args.tenant, &args.namespace, &args.pool) {
+                // No tenant: an operator's shared pool, serving every tenant granted it.
+                let pool = PoolName::parse(pool).context("invalid --pool")?;
+                return roles::worker(roles::WorkerRole {
+                    partitions: Partitions::Shared(pool),
+                    concurrency: args.concurrency.max(1),
+                    metrics: metrics(args.metrics_bind, args.metrics_token)?,
+                    redis: args.cluster.redis("worker")?,
+                })
+                .await;
+            }
             let tenant = match (args.tenant, args.namespace) {
                 (Some(_), Some(_)) => bail!(
                     "a worker serves either a tenant's partition or a namespace, not both: keep \
@@ -131,22 +143,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 None => Partition::of_tenant(tenant),
             };
-            let metrics = match (args.metrics_bind, args.metrics_token) {
-                (Some(bind), Some(token)) => {
-                    if token.trim().chars().count() < 32 {
-                        bail!(
-                            "DURABLE_METRICS_TOKEN is too short to be a secret: give it 32 \
-                             characters at least (`openssl rand -hex 32` prints one)"
-                        );
-                    }
-                    Some((bind, token.trim().to_owned()))
-                }
-                _ => None,
-            };
             roles::worker(roles::WorkerRole {
-                partition,
+                partitions: Partitions::Only(vec![partition]),
                 concurrency: args.concurrency.max(1),
-                metrics,
+                metrics: metrics(args.metrics_bind, args.metrics_token)?,
                 redis: durable::transport::RedisConfig {
                     namespace: namespaced,
                     ..args.cluster.redis("worker")?
@@ -169,5 +169,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prune(args) => prune::run(&cli.db.url(), args).await,
         Command::Token(command) => tokens::run(&cli.db.url(), command).await,
         Command::Tenant(TenantCommand::Plan(command)) => plan_command(&cli.db.url(), command).await,
+    }
+}
+
+/// Where a worker serves `/metrics`, and the bearer secret it answers, when both are given.
+fn metrics(
+    bind: Option<std::net::SocketAddr>,
+    token: Option<String>,
+) -> anyhow::Result<Option<(std::net::SocketAddr, String)>> {
+    match (bind, token) {
+        (Some(bind), Some(token)) => {
+            if token.trim().chars().count() < 32 {
+                bail!(
+                    "DURABLE_METRICS_TOKEN is too short to be a secret: give it 32 characters at \
+                     least (`openssl rand -hex 32` prints one)"
+                );
+            }
+            Ok(Some((bind, token.trim().to_owned())))
+        }
+        _ => Ok(None),
     }
 }

@@ -112,7 +112,8 @@ pub struct WorkerArgs {
     pub namespace: Option<String>,
     /// Serve this pool of the tenant (`durable pool put --tenant T NAME`) instead of its own
     /// partition: the queues of partition `<tenant>.<pool>`, where the tenant's routing sends
-    /// the steps it gives the pool.
+    /// the steps it gives the pool. Without `--tenant`: an operator's shared pool (`durable pool
+    /// put --shared NAME`), serving every tenant it is granted to, fairly by their weights.
     #[arg(long, env = "DURABLE_POOL", requires = "tenant")]
     pub pool: Option<String>,
     /// Steps run at once.

@@ -28,6 +28,7 @@ pub fn router(body_limit: usize) -> Router<ServerState> {
         .merge(super::handlers::router())
         .merge(super::schedules::router())
         .merge(super::pools::router())
+        .merge(super::shared_pools::router())
         .merge(super::connections::router())
         .merge(super::routing::router())
         .merge(super::plans::router())

@@ -19,6 +19,7 @@ mod routing;
 mod runs;
 mod schedules;
 mod server_fns;
+mod shared_pools;
 mod sse;
 mod tokens;
 

@@ -109,7 +109,7 @@ impl SessionView {
         }))
     }
 
-    fn operator_only(&self) -> Result<(), AppError> {
+    pub(super) fn operator_only(&self) -> Result<(), AppError> {
         if self.user.role == Role::Operator && self.user.tenant.is_none() {
             Ok(())
         } else {

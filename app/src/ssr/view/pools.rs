@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use durable::model::{Pool, PoolName, RoutePreview, RouteTarget, RoutingRules};
+use durable::model::{
+    Namespace, Pool, PoolName, RoutePreview, RouteTarget, RoutingRules, SharedPool,
+};
 use durable::store::PoolPut;
 
 use super::SessionView;
@@ -62,6 +64,61 @@ impl SessionView {
         let tenant = self.own_tenant();
         self.engine
             .preview_route(&tenant, target)
+            .await
+            .map_err(engine_error)
+    }
+
+    /// Every shared pool with its grants. Operators only.
+    pub async fn shared_pools(&self) -> Result<Vec<SharedPool>, AppError> {
+        self.operator_only()?;
+        self.engine.shared_pools().await.map_err(engine_error)
+    }
+
+    /// Creates a shared pool or replaces its labels; whether it was new. Operators only.
+    pub async fn put_shared_pool(
+        &self,
+        name: PoolName,
+        labels: BTreeMap<String, String>,
+    ) -> Result<bool, AppError> {
+        self.operator_only()?;
+        tracing::info!(pool = %name, user = %self.user.email, "shared pool saved from the dashboard");
+        let (_, created) = self
+            .engine
+            .put_shared_pool(name, labels)
+            .await
+            .map_err(engine_error)?;
+        Ok(created)
+    }
+
+    /// Grants a shared pool to `tenant` (`revoke`: takes it back; whether it was granted).
+    /// Operators only.
+    pub async fn grant_shared_pool(
+        &self,
+        name: &PoolName,
+        tenant: &Namespace,
+        revoke: bool,
+    ) -> Result<bool, AppError> {
+        self.operator_only()?;
+        tracing::info!(pool = %name, %tenant, revoke, user = %self.user.email, "shared pool grant changed from the dashboard");
+        if revoke {
+            self.engine
+                .revoke_pool(name, tenant)
+                .await
+                .map_err(engine_error)
+        } else {
+            self.engine
+                .grant_pool(name, tenant)
+                .await
+                .map_err(engine_error)?;
+            Ok(true)
+        }
+    }
+
+    /// Deletes a shared pool no tenant holds; whether there was one. Operators only.
+    pub async fn delete_shared_pool(&self, name: &PoolName) -> Result<bool, AppError> {
+        self.operator_only()?;
+        self.engine
+            .delete_shared_pool(name)
             .await
             .map_err(engine_error)
     }

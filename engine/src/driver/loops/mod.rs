@@ -8,6 +8,7 @@
 //! - [`results`]: applies step results, on the sticky path when it can.
 //! - [`redispatch`]: sends again the steps whose dispatch may be lost.
 //! - [`retention`]: deletes history older than its tenant's plan keeps it.
+//! - [`shared_pools`]: tells shared pools' workers the tenants they serve, at their weights.
 //! - [`sweep`]: buries runs their drivers abandoned, wakes parked runs.
 //! - [`lease`]: renews the leases of runs turning here, and the driver's heartbeat.
 //! - [`replies`]: what workers send back about remote work (decisions, beats, step events).
@@ -21,4 +22,5 @@ pub(crate) mod redispatch;
 pub(crate) mod replies;
 pub(crate) mod results;
 pub(crate) mod retention;
+pub(crate) mod shared_pools;
 pub(crate) mod sweep;

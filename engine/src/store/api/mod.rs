@@ -28,7 +28,7 @@ pub use retention::Retention;
 pub use turns::Turns;
 pub use upkeep::Upkeep;
 
-use super::{Connections, Pools, Schedules};
+use super::{Connections, Pools, Schedules, SharedPools};
 
 /// Runs and checkpoints, as every backend stores them: every capability at once, which is what
 /// an engine needs. Implemented for every type that has them all.
@@ -42,6 +42,7 @@ pub trait Store:
     + Plans
     + Schedules
     + Pools
+    + SharedPools
     + Connections
     + Events
     + Retention
@@ -58,6 +59,7 @@ impl<T> Store for T where
         + Plans
         + Schedules
         + Pools
+        + SharedPools
         + Connections
         + Events
         + Retention

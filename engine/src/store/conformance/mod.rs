@@ -22,6 +22,7 @@ mod retention;
 mod runs;
 mod schedules;
 mod scopes;
+mod shared_pools;
 mod step_events;
 mod support;
 mod turns;
@@ -42,6 +43,7 @@ pub use retention::*;
 pub use runs::*;
 pub use schedules::*;
 pub use scopes::*;
+pub use shared_pools::*;
 pub use step_events::*;
 pub use support::attempt_of;
 pub use turns::*;
@@ -122,6 +124,8 @@ macro_rules! store_conformance {
             pools_are_their_tenants_and_each_edit_bumps_its_version,
             a_tenant_holds_at_most_its_allowed_pools,
             routing_rules_are_their_tenants_and_bump_its_version,
+            // shared_pools.rs
+            shared_pools_are_granted_per_tenant_and_deleted_once_ungranted,
             // plans.rs
             plans_round_trip_and_an_empty_one_is_removed,
             usage_counts_a_tenants_top_level_runs,

@@ -17,6 +17,7 @@ fn pool(tenant: &str, name: &str, labels: &[(&str, &str)], at: i64) -> Pool {
             .collect::<BTreeMap<_, _>>(),
         created_at: at,
         updated_at: at,
+        shared: false,
     }
 }
 

@@ -85,6 +85,7 @@ mod retention;
 mod rows;
 mod schedules;
 mod settle;
+mod shared_pools;
 mod sql;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

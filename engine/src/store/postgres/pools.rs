@@ -8,7 +8,7 @@ use sqlx::{PgConnection, Row};
 use super::PgStore;
 use super::rows::db;
 use crate::model::{Millis, Namespace, Pool, PoolName, RoutingRules};
-use crate::store::rules::pools::{as_stored, room_for_one_more};
+use crate::store::rules::pools::{as_stored, granted_name, room_for_one_more};
 use crate::store::{PoolPut, Pools, StoreError, StoreResult};
 
 /// Bumps `tenant`'s definitions version; the version after it.
@@ -48,6 +48,17 @@ impl Pools for PgStore {
                 .await
                 .map_err(db)?;
         if existing.is_none() {
+            let granted: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pool_grants WHERE namespace = $1 AND pool = $2)",
+            )
+            .bind(ns)
+            .bind(pool.name.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+            if granted {
+                return Err(granted_name(pool.name.as_str()));
+            }
             let held: i64 = sqlx::query_scalar("SELECT count(*) FROM pools WHERE namespace = $1")
                 .bind(ns)
                 .fetch_one(&mut *tx)
@@ -98,6 +109,7 @@ impl Pools for PgStore {
                     labels: labels.0,
                     created_at: row.try_get(2).map_err(corrupt)?,
                     updated_at: row.try_get(3).map_err(corrupt)?,
+                    shared: false,
                 })
             })
             .collect()

@@ -20,6 +20,14 @@ pub(crate) fn room_for_one_more(
     Ok(())
 }
 
+/// Refuses a pool of a tenant's own by the name of a shared pool granted to it: both would be
+/// the partition `<tenant>.<name>`.
+pub(crate) fn granted_name(name: &str) -> StoreError {
+    StoreError::Refused(format!(
+        "`{name}` is the name of a shared pool granted to the tenant; pick another name for a pool of its own"
+    ))
+}
+
 /// `pool` as a put stores it: a pool that existed (created at `created_at`) keeps that time.
 pub(crate) fn as_stored(pool: &Pool, created_at: Option<Millis>) -> Pool {
     Pool {

@@ -47,6 +47,7 @@ mod retention;
 mod rows;
 mod schedules;
 mod settle;
+mod shared_pools;
 mod sql;
 mod tokens;
 mod turn;

@@ -10,7 +10,7 @@ use super::rows::{from_json, to_json};
 use super::sql::db;
 use super::writer::Wrote;
 use crate::model::{Millis, Namespace, Pool, PoolName, RoutingRules};
-use crate::store::rules::pools::{as_stored, room_for_one_more};
+use crate::store::rules::pools::{as_stored, granted_name, room_for_one_more};
 use crate::store::{PoolPut, Pools, StoreError, StoreResult};
 
 /// Bumps `tenant`'s definitions version; the version after it.
@@ -40,6 +40,17 @@ impl Pools for SqliteStore {
                     .optional()
                     .map_err(db)?;
                 if existing.is_none() {
+                    let granted: bool = conn
+                        .prepare_cached(
+                            "SELECT EXISTS (SELECT 1 FROM pool_grants \
+                             WHERE namespace = ? AND pool = ?)",
+                        )
+                        .map_err(db)?
+                        .query_row(params![ns, pool.name.as_str()], |r| r.get(0))
+                        .map_err(db)?;
+                    if granted {
+                        return Err(granted_name(pool.name.as_str()));
+                    }
                     let held: i64 = conn
                         .prepare_cached("SELECT count(*) FROM pools WHERE namespace = ?")
                         .map_err(db)?
@@ -94,6 +105,7 @@ impl Pools for SqliteStore {
                         labels: from_json::<BTreeMap<String, String>>(&labels, "pool labels")?,
                         created_at: row.get(2).map_err(db)?,
                         updated_at: row.get(3).map_err(db)?,
+                        shared: false,
                     });
                 }
                 Ok(pools)

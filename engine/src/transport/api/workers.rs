@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use crate::model::{Heartbeat, Scope, WorkerDescriptor, WorkerGroup};
+use crate::model::{Heartbeat, Namespace, PoolName, Scope, WorkerDescriptor, WorkerGroup};
 use crate::transport::{Subscription, TransportResult};
 
 /// The live workers, for the dispatch guard, the dashboard and remote turns' silence windows.
@@ -24,4 +24,13 @@ pub trait WorkerRegistry: Send + Sync + 'static {
 
     /// Hears every worker's beats from now on.
     async fn subscribe_heartbeats(&self) -> TransportResult<Subscription<Heartbeat>>;
+
+    /// Tells shared pool `pool`'s workers the tenants it is granted to, each with its weight
+    /// (its plan's): what they serve, and how fairly. Replaces what was told before. An
+    /// in-process transport, whose one worker serves every partition, keeps nothing.
+    async fn publish_grants(
+        &self,
+        pool: &PoolName,
+        grants: &[(Namespace, u32)],
+    ) -> TransportResult<()>;
 }

@@ -21,8 +21,8 @@ use super::{
 };
 use crate::fair::{self, Weight};
 use crate::model::{
-    ControlMessage, Heartbeat, RemoteTask, RunReply, Scope, StepResult, TenantEvent,
-    WorkerDescriptor, WorkerGroup,
+    ControlMessage, Heartbeat, Namespace, PoolName, RemoteTask, RunReply, Scope, StepResult,
+    TenantEvent, WorkerDescriptor, WorkerGroup,
 };
 
 const EVENT_BUFFER: usize = 4096;
@@ -76,6 +76,7 @@ impl Consumer {
             && match &self.partitions {
                 Partitions::All => true,
                 Partitions::Only(ps) => ps.contains(&partition),
+                Partitions::Shared(_) => false,
             }
     }
 }
@@ -214,6 +215,11 @@ impl StepQueues for MemoryTransport {
         &self,
         subscription: TaskSubscription,
     ) -> TransportResult<Subscription<RemoteTask>> {
+        if let Partitions::Shared(pool) = &subscription.partitions {
+            return Err(TransportError::Unsupported(format!(
+                "shared pool `{pool}` is served on a shared broker (Redis); in one process, its one worker serves every partition already"
+            )));
+        }
         let mut router = self.router();
         router.instances += 1;
         let descriptor = subscription.descriptor(&format!("mem-{}", router.instances), 0);
@@ -339,6 +345,7 @@ impl WorkerRegistry for MemoryTransport {
         for consumer in &router.consumers {
             let partitions = match &consumer.partitions {
                 Partitions::All => vec![None],
+                Partitions::Shared(_) => Vec::new(),
                 Partitions::Only(ps) => ps
                     .iter()
                     .filter(|p| scope.admits(p.tenant()))
@@ -378,6 +385,14 @@ impl WorkerRegistry for MemoryTransport {
 
     async fn subscribe_heartbeats(&self) -> TransportResult<Subscription<Heartbeat>> {
         Ok(listen(&self.inner.heartbeats))
+    }
+
+    async fn publish_grants(
+        &self,
+        _pool: &PoolName,
+        _grants: &[(Namespace, u32)],
+    ) -> TransportResult<()> {
+        Ok(())
     }
 }
 

@@ -3,7 +3,9 @@
 //! Node's or Python's) adds a job, with the next take queued behind the wait. Jobs are handed on
 //! on with their keys; a slow receiver slows the loop down (bounded channel). A holding
 //! consumer's jobs stay its own until settled (see [`super::holds`]): those it took but could
-//! not hand on, because the receiver stopped, go back at once.
+//! not hand on, because the receiver stopped, go back at once. Which queues a take looks at, in
+//! which order and how many jobs it takes is its [`Order`]'s: [`Rotate`] for a fixed set, or a
+//! shared pool's fair order (`super::shared_pools`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,11 +30,50 @@ pub(super) fn channel() -> (mpsc::Sender<Taken>, mpsc::Receiver<Taken>) {
     mpsc::channel(BUFFER)
 }
 
+/// Which queues each take looks at, in which order, and how many jobs it takes at most.
+pub(super) trait Order: Send + 'static {
+    /// The next take's queues, in the order it looks at them, the markers a wait wakes on, and
+    /// the most jobs it takes.
+    fn next(&mut self) -> (&[String], &[String], usize);
+
+    /// Notes the jobs the take took (by their keys, `bull:<queue>:<id>`).
+    fn took(&mut self, _jobs: &[Taken]) {}
+}
+
+/// A fixed set of queues, each take starting at the next, so a busy queue cannot starve the
+/// others; batches of [`BATCH`].
+pub(super) struct Rotate {
+    queues: Vec<String>,
+    markers: Vec<String>,
+}
+
+impl Rotate {
+    /// The order over `queues`.
+    pub(super) fn new(queues: Vec<String>) -> Self {
+        let markers = queues.iter().map(|q| bull_key(q, "marker")).collect();
+        Rotate { queues, markers }
+    }
+}
+
+impl Order for Rotate {
+    fn next(&mut self) -> (&[String], &[String], usize) {
+        if !self.queues.is_empty() {
+            self.queues.rotate_left(1);
+        }
+        (&self.queues, &self.markers, BATCH)
+    }
+}
+
 /// Starts consuming `queues`; the jobs go to `tx`, held until settled if `hold`. The task stops
 /// when the receiver is dropped.
-pub(super) fn spawn(
+pub(super) fn spawn(shared: Arc<Shared>, queues: Vec<String>, tx: mpsc::Sender<Taken>, hold: bool) {
+    spawn_in(shared, Rotate::new(queues), tx, hold);
+}
+
+/// [`spawn`] with the takes in `order`.
+pub(super) fn spawn_in(
     shared: Arc<Shared>,
-    mut queues: Vec<String>,
+    mut order: impl Order,
     tx: mpsc::Sender<Taken>,
     hold: bool,
 ) {
@@ -51,7 +92,6 @@ pub(super) fn spawn(
         let takers = crate::transport::naming::takers_key(&shared.p);
         // Takes whose answer was lost and whose giving back failed: tried again after each take.
         let mut lost: Vec<String> = Vec::new();
-        let markers: Vec<String> = queues.iter().map(|q| bull_key(q, "marker")).collect();
         let mut backoff = Duration::from_millis(100);
         'connect: loop {
             if tx.is_closed() {
@@ -63,7 +103,7 @@ pub(super) fn spawn(
             {
                 Ok(conn) => conn,
                 Err(e) => {
-                    tracing::warn!(error = %e, queues = ?queues, "cannot reach Redis to consume; retrying");
+                    tracing::warn!(error = %e, "cannot reach Redis to consume; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                     continue 'connect;
@@ -75,9 +115,11 @@ pub(super) fn spawn(
                 if tx.is_closed() {
                     return;
                 }
-                // Start at the next queue each time, so a busy queue cannot starve the others.
-                if !queues.is_empty() {
-                    queues.rotate_left(1);
+                let (queues, markers, batch) = order.next();
+                if queues.is_empty() {
+                    // Nothing to serve yet (a shared pool whose grants are still being read).
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
                 }
                 let token = uuid::Uuid::new_v4().simple().to_string();
                 // Read before the take: a lapse noticed after it makes the take's copies suspect.
@@ -94,7 +136,7 @@ pub(super) fn spawn(
                     // takes in the same round trip.
                     let wait = shared
                         .scripts
-                        .wait_and_take(&mut conn, &markers, BLOCK_SECS, &queues, BATCH, taker);
+                        .wait_and_take(&mut conn, markers, BLOCK_SECS, queues, batch, taker);
                     tokio::select! {
                         taken = wait => taken,
                         // Nobody wants jobs any more: returning drops this consumer's own
@@ -110,7 +152,7 @@ pub(super) fn spawn(
                         }
                     }
                 } else {
-                    shared.scripts.take(&mut conn, &queues, BATCH, taker).await
+                    shared.scripts.take(&mut conn, queues, batch, taker).await
                 };
                 let jobs = match taken {
                     Ok(jobs) => jobs,
@@ -134,7 +176,8 @@ pub(super) fn spawn(
                     release(&shared, &mut lost).await;
                 }
                 // A short batch drained every queue: a job added since set a marker.
-                drained = jobs.len() < BATCH;
+                drained = jobs.len() < batch;
+                order.took(&jobs);
                 let mut jobs = jobs.into_iter().map(|mut job| {
                     job.epoch = epoch;
                     job

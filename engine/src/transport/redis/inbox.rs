@@ -8,8 +8,9 @@ use tokio::sync::mpsc;
 
 use super::holds::Current;
 use super::queue::Taken;
+use super::shared_pools::{self, Fair};
 use super::{RedisTransport, Shared, consumer, registry};
-use crate::model::{Receipt, Settle};
+use crate::model::{PoolName, Receipt, Settle};
 use crate::transport::naming::{partition_token, tasks_queue};
 use crate::transport::{
     Partitions, Subscription, TaskSubscription, TransportError, TransportResult,
@@ -168,12 +169,19 @@ impl RedisTransport {
         names: &[String],
         what: &'static str,
     ) -> TransportResult<Subscription<(T, Receipt)>> {
-        let Partitions::Only(partitions) = &subscription.partitions else {
-            return Err(TransportError::Unsupported(
-                "a shared Redis broker serves named partitions only: give the worker its tenant \
-                 (`durable worker --tenant NAME`)"
-                    .into(),
-            ));
+        let partitions = match &subscription.partitions {
+            Partitions::Only(partitions) => partitions,
+            Partitions::Shared(pool) => {
+                return self.consume_shared(subscription.clone(), pool.clone(), names, what);
+            }
+            Partitions::All => {
+                return Err(TransportError::Unsupported(
+                    "a shared Redis broker serves named partitions only: give the worker its \
+                     tenant (`durable worker --tenant NAME`), or a shared pool \
+                     (`durable worker --pool NAME`)"
+                        .into(),
+                ));
+            }
         };
         let tokens = partitions
             .iter()
@@ -196,7 +204,46 @@ impl RedisTransport {
         }
         registry::announce(
             self.shared.clone(),
-            tokens,
+            tokio::sync::watch::channel(tokens).1,
+            descriptor,
+            subscription.concurrency,
+            alive,
+        );
+        Ok(items)
+    }
+
+    /// [`RedisTransport::consume_announced`] for shared pool `pool`: the queues of every tenant
+    /// it is granted to, taken from fairly, one job at a time (see [`super::shared_pools`]).
+    fn consume_shared<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        subscription: TaskSubscription,
+        pool: PoolName,
+        names: &[String],
+        what: &'static str,
+    ) -> TransportResult<Subscription<(T, Receipt)>> {
+        if self.shared.tokens.namespace().is_some() {
+            return Err(TransportError::Unsupported(format!(
+                "shared pool `{pool}` serves several tenants, and a namespaced transport reaches one: start its worker without --namespace"
+            )));
+        }
+        let (lanes_tx, lanes_rx) = tokio::sync::watch::channel(Vec::new());
+        let (tokens_tx, tokens_rx) = tokio::sync::watch::channel(Vec::new());
+        // One job waits taken at a time: the next take is the fair order's of that moment.
+        let (tx, rx) = mpsc::channel(1);
+        consumer::spawn_in(self.shared.clone(), Fair::new(lanes_rx), tx, true);
+        let (items, alive) = Self::parse::<T>(self.shared.clone(), rx, what, Hold::Checked);
+        shared_pools::watch_grants(
+            self.shared.clone(),
+            pool,
+            names.to_vec(),
+            lanes_tx,
+            tokens_tx,
+            alive.clone(),
+        );
+        let descriptor = subscription.descriptor(&self.shared.instance, self.shared.started_at);
+        registry::announce(
+            self.shared.clone(),
+            tokens_rx,
             descriptor,
             subscription.concurrency,
             alive,

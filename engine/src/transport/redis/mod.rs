@@ -24,6 +24,7 @@ mod registry;
 mod remote_turns;
 mod replies;
 mod run_requests;
+mod shared_pools;
 mod slots;
 mod stalls;
 mod steps;

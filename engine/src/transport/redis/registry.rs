@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::Shared;
 use crate::model::{Millis, Scope, WorkerDescriptor, WorkerGroup};
@@ -26,9 +26,11 @@ const EVERY: Duration = Duration::from_secs(10);
 
 /// Announces `descriptor` on every token of `tokens` until `alive` is closed (the consumer's
 /// receiver was dropped), then withdraws it so dashboards stop counting this worker at once.
+/// The tokens may change (a shared pool granted to one more tenant): a change is announced at
+/// once.
 pub(super) fn announce<T: Send + 'static>(
     shared: Arc<Shared>,
-    tokens: Vec<String>,
+    tokens: watch::Receiver<Vec<String>>,
     descriptor: WorkerDescriptor,
     concurrency: usize,
     alive: mpsc::Sender<T>,
@@ -43,6 +45,7 @@ pub(super) fn announce<T: Send + 'static>(
             }
         };
         let mut conn = shared.conn.clone();
+        let (mut tokens, mut watching) = (tokens, true);
         loop {
             let beat = json!({
                 "ts": super::now_ms(),
@@ -50,7 +53,8 @@ pub(super) fn announce<T: Send + 'static>(
                 "descriptorHash": hash,
             })
             .to_string();
-            for token in &tokens {
+            let now = tokens.borrow().clone();
+            for token in &now {
                 let written: redis::RedisResult<()> = redis::pipe()
                     .set_ex(
                         worker_heartbeat_key(&shared.p, token, &descriptor.instance_id),
@@ -68,12 +72,23 @@ pub(super) fn announce<T: Send + 'static>(
                     tracing::warn!(error = %e, token, "announcing this worker failed; retrying next beat");
                 }
             }
+            let changed = async {
+                // A fixed list's sender is gone: nothing will change, wait for the beat.
+                if watching && tokens.changed().await.is_err() {
+                    watching = false;
+                }
+                if !watching {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 () = alive.closed() => break,
                 () = tokio::time::sleep(EVERY) => {}
+                () = changed => {}
             }
         }
-        let keys: Vec<String> = tokens
+        let last = tokens.borrow().clone();
+        let keys: Vec<String> = last
             .iter()
             .flat_map(|t| {
                 [

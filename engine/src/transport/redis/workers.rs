@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 
 use super::{RedisTransport, registry, unavailable};
-use crate::model::{Heartbeat, Scope, WorkerDescriptor, WorkerGroup};
+use crate::model::{Heartbeat, Namespace, PoolName, Scope, WorkerDescriptor, WorkerGroup};
 use crate::transport::naming::heartbeat_channel;
 use crate::transport::{Subscription, TransportError, TransportResult, WorkerRegistry};
 
@@ -43,5 +43,25 @@ impl WorkerRegistry for RedisTransport {
             tokens.from_wire(&mut beat.group);
             beat
         })))
+    }
+
+    /// One hash per pool, `tenant → weight`, replaced whole in one transaction; the pool's
+    /// workers read it again every few seconds ([`super::shared_pools`]).
+    async fn publish_grants(
+        &self,
+        pool: &PoolName,
+        grants: &[(Namespace, u32)],
+    ) -> TransportResult<()> {
+        let key = crate::transport::naming::pool_grants_key(&self.shared.p, pool.as_str());
+        let mut pipe = redis::pipe();
+        pipe.atomic().del(&key).ignore();
+        if !grants.is_empty() {
+            let fields: Vec<(&str, u32)> = grants.iter().map(|(t, w)| (t.as_str(), *w)).collect();
+            pipe.hset_multiple(&key, &fields).ignore();
+        }
+        let mut conn = self.shared.conn.clone();
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| unavailable(format!("publishing the grants of pool {pool}: {e}")))
     }
 }
