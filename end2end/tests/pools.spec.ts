@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test';
-import { ACME_ADMIN, GLOBEX_VIEWER, hydrated, login } from './helpers';
+import { ACME_ADMIN, GLOBEX_VIEWER, OPERATOR, hydrated, login } from './helpers';
 
 test('an acme admin creates a pool, sees its partition and worker command, relabels and deletes it', async ({ page }) => {
   await login(page, ACME_ADMIN);
@@ -44,4 +44,37 @@ test('a globex viewer sees its own pools only, and creates none', async ({ page 
     form: { name: 'sneaky', labels: '' },
   });
   expect(response.status()).toBe(403);
+});
+
+test('the operator shares a pool with acme, whose admin sees it among its pools, marked shared', async ({ page, browser }) => {
+  const name = `shared-${Date.now()}`;
+  await login(page, OPERATOR);
+  await page.getByTestId('nav-pools').click();
+  await hydrated(page);
+  await page.getByTestId('shared-name').fill(name);
+  await page.getByTestId('shared-labels').fill('gpu=a100');
+  await page.getByTestId('shared-save').click();
+  await expect(page.getByTestId('pool-saved')).toContainText(`shared pool ${name} created`);
+  const row = page.getByTestId('shared-row').filter({ hasText: name });
+  await expect(row).toContainText(`durable worker --pool ${name}`);
+  await row.getByTestId('shared-grant-tenant').fill('acme');
+  await row.getByTestId('shared-grant-save').click();
+  await expect(row.getByTestId('shared-grant')).toContainText('acme');
+
+  const acme = await (await browser.newContext()).newPage();
+  await login(acme, ACME_ADMIN);
+  await acme.getByTestId('nav-pools').click();
+  await hydrated(acme);
+  const theirs = acme.getByTestId('pool-row').filter({ hasText: name });
+  await expect(theirs.getByTestId('pool-shared')).toBeVisible();
+  await expect(theirs.getByTestId('pool-partition')).toHaveText(`acme.${name}`);
+  await expect(theirs.getByTestId('pool-delete')).toHaveCount(0);
+
+  // Deleting it while granted is refused, naming the grant; taken back, it goes.
+  await row.getByTestId('shared-delete').click();
+  await expect(page.getByTestId('pool-error')).toContainText('granted to acme');
+  await row.getByTestId('shared-revoke').click();
+  await expect(row.getByTestId('shared-grant')).toHaveCount(0);
+  await row.getByTestId('shared-delete').click();
+  await expect(page.getByTestId('shared-row').filter({ hasText: name })).toHaveCount(0);
 });

@@ -1,5 +1,6 @@
 //! Reusable pieces of the dashboard.
 
+pub mod answer;
 pub mod diff;
 pub mod error_box;
 pub mod json;

@@ -10,6 +10,7 @@ use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
 
 use crate::AppError;
+use crate::components::answer::last_answer;
 
 /// One connection as the page shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -234,11 +235,10 @@ pub fn ConnectionsPage() -> impl IntoView {
         },
         |_| list_connections(),
     );
+    let answer = last_answer(vec![save.value(), unset.value(), remove.value()]);
     let outcome = move || {
-        save.value()
+        answer
             .get()
-            .or_else(|| unset.value().get())
-            .or_else(|| remove.value().get())
             .map(|done| match done {
                 Ok(message) => view! {
                     <p class="mt-3 text-sm text-emerald-800" role="status" data-testid="connection-saved">

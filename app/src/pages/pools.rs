@@ -8,6 +8,7 @@ use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
 
 use crate::AppError;
+use crate::components::answer::last_answer;
 
 /// One pool as the page shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -264,27 +265,28 @@ pub fn PoolsPage() -> impl IntoView {
         },
         |_| list_pools(),
     );
+    let answer = last_answer(vec![
+        save.value(),
+        remove.value(),
+        save_shared.value(),
+        grant.value(),
+        remove_shared.value(),
+    ]);
     let outcome = move || {
-        save.value()
-            .get()
-            .or_else(|| remove.value().get())
-            .or_else(|| save_shared.value().get())
-            .or_else(|| grant.value().get())
-            .or_else(|| remove_shared.value().get())
-            .map(|done| match done {
-                Ok(message) => view! {
-                    <p class="mt-3 text-sm text-emerald-800" role="status" data-testid="pool-saved">
-                        {message}
-                    </p>
-                }
-                .into_any(),
-                Err(e) => view! {
-                    <p class="mt-3 text-sm text-red-700" role="alert" data-testid="pool-error">
-                        {e.to_string()}
-                    </p>
-                }
-                .into_any(),
-            })
+        answer.get().map(|done| match done {
+            Ok(message) => view! {
+                <p class="mt-3 text-sm text-emerald-800" role="status" data-testid="pool-saved">
+                    {message}
+                </p>
+            }
+            .into_any(),
+            Err(e) => view! {
+                <p class="mt-3 text-sm text-red-700" role="alert" data-testid="pool-error">
+                    {e.to_string()}
+                </p>
+            }
+            .into_any(),
+        })
     };
     view! {
         <Title text="Pools · durable" />

@@ -10,6 +10,7 @@ use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
 
 use crate::AppError;
+use crate::components::answer::last_answer;
 
 /// One rule as the page shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -413,11 +414,10 @@ pub fn RoutingPage() -> impl IntoView {
         },
         |_| list_routing(),
     );
+    let answer = last_answer(vec![add.value(), remove.value(), reorder.value()]);
     let outcome = move || {
-        add.value()
+        answer
             .get()
-            .or_else(|| remove.value().get())
-            .or_else(|| reorder.value().get())
             .map(|done| match done {
                 Ok(message) => view! {
                     <p class="mt-3 text-sm text-emerald-800" role="status" data-testid="rule-saved">{message}</p>
