@@ -649,15 +649,9 @@ async fn a_worker_and_its_control_plane_each_serve_their_metrics_to_an_operator(
 }
 
 /// `durable worker --tenant acme --pool gpu` serves partition `acme.gpu`: it announces itself
-/// there (not on acme's own partition), and the tenant's pool lists it as live. `--pool` needs
-/// the tenant whose pool it is.
+/// there (not on acme's own partition), and the tenant's pool lists it as live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_worker_serves_its_pools_partition_and_the_pool_lists_it() {
-    let said = refused(
-        &["worker", "--pool", "gpu"],
-        &[("REDIS_URL", "redis://127.0.0.1:6379")],
-    );
-    assert!(said.contains("--tenant"), "{said}");
     let Some(cluster) = Cluster::start(&[]).await else {
         return;
     };
@@ -706,4 +700,85 @@ async fn a_pool_worker_serves_its_pools_partition_and_the_pool_lists_it() {
         .await
         .expect("descriptors");
     assert!(on_own.is_empty(), "{on_own:?}");
+}
+
+/// `durable worker --pool gpu`, with no tenant, serves the operator's shared pool `gpu`: granted
+/// to acme and globex, whose rules send `demo.order` there, it runs both tenants' steps, each
+/// from the tenant's own queue of the pool, and each tenant's pools list it live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_pool_worker_serves_every_tenant_granted_the_pool() {
+    let Some(cluster) = Cluster::start(&[]).await else {
+        return;
+    };
+    let server = &cluster.control_plane;
+    let client = reqwest::Client::new();
+    let operator = server.operator_token();
+    let created = client
+        .put(server.url("/api/v1/shared-pools/gpu"))
+        .bearer_auth(&operator)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+    let rules = serde_json::json!({"rules": [
+        {"match": {"workflow": "demo.order"}, "pool": "gpu"},
+        {"match": {}, "pool": "default"},
+    ]});
+    for tenant in ["acme", "globex"] {
+        let granted = client
+            .put(server.url(&format!("/api/v1/shared-pools/gpu/grants/{tenant}")))
+            .bearer_auth(&operator)
+            .send()
+            .await
+            .expect("grant");
+        assert_eq!(granted.status(), reqwest::StatusCode::OK);
+        let routed = client
+            .put(server.url("/api/v1/routing"))
+            .bearer_auth(server.token(tenant))
+            .json(&rules)
+            .send()
+            .await
+            .expect("rules");
+        assert_eq!(routed.status(), reqwest::StatusCode::OK);
+    }
+    let _worker = WorkerProcess::start_as(&["--pool", "gpu"], &cluster.env);
+    let mut runs = Vec::new();
+    for tenant in ["acme", "globex"] {
+        let token = server.token(tenant);
+        let run = start_run(
+            &client,
+            server,
+            &token,
+            serde_json::json!({"workflow": "demo.order", "input": {"delay_ms": 0}}),
+        )
+        .await;
+        runs.push((tenant, token, run["id"].as_str().expect("id").to_owned()));
+    }
+    for (tenant, token, id) in &runs {
+        let mut detail = serde_json::Value::Null;
+        for _ in 0..3 {
+            detail = wait_status(&client, server, token, id, "completed").await;
+            if detail["run"]["status"] == "completed" {
+                break;
+            }
+        }
+        assert_eq!(detail["run"]["status"], "completed", "{tenant}: {detail}");
+        let charge = detail["checkpoints"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "order.charge"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            charge["worker_group"],
+            format!("order.charge@{tenant}.gpu"),
+            "{tenant}: {detail}"
+        );
+        let pool = get_json(&client, server, token, "/api/v1/pools/gpu").await;
+        assert_eq!(pool["shared"], true, "{pool}");
+        assert!(
+            pool["workers"].as_array().is_some_and(|w| !w.is_empty()),
+            "{tenant}'s pool lists the shared worker: {pool}"
+        );
+    }
 }

@@ -114,7 +114,7 @@ pub struct WorkerArgs {
     /// partition: the queues of partition `<tenant>.<pool>`, where the tenant's routing sends
     /// the steps it gives the pool. Without `--tenant`: an operator's shared pool (`durable pool
     /// put --shared NAME`), serving every tenant it is granted to, fairly by their weights.
-    #[arg(long, env = "DURABLE_POOL", requires = "tenant")]
+    #[arg(long, env = "DURABLE_POOL", conflicts_with = "namespace")]
     pub pool: Option<String>,
     /// Steps run at once.
     #[arg(long, env = "DURABLE_CONCURRENCY", default_value_t = 64)]
