@@ -1,7 +1,9 @@
 //! Redaction of secret values from what a step hands back: a step that read a connection may
 //! echo one of its secrets in its output or its error (a downstream API that repeats the
 //! `Authorization` header it got, a handler that logs its config into an error). Before such a
-//! result is kept, every occurrence of every secret the step received is replaced.
+//! result is kept, every occurrence of every secret the step received is replaced, and so is
+//! the credential of a value written `<scheme> <credential>` (`Bearer sk_…`), which an API
+//! may echo without its scheme.
 //!
 //! What it cannot catch: a secret transformed before it is echoed (encoded in base64 or as
 //! URL escapes, hashed, split, cased differently, or only partly repeated), and secrets shorter
@@ -30,13 +32,16 @@ impl std::fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    /// Adds secret values to look for.
+    /// Adds secret values to look for (and each one's credential after its scheme).
     pub fn add<'a>(&mut self, secrets: impl IntoIterator<Item = &'a str>) {
         for secret in secrets {
-            if secret.chars().count() >= MIN_REDACTED_CHARS
-                && !self.secrets.iter().any(|s| s == secret)
-            {
-                self.secrets.push(secret.to_owned());
+            let credential = secret.split_once(' ').map(|(_, c)| c.trim());
+            for value in std::iter::once(secret).chain(credential) {
+                if value.chars().count() >= MIN_REDACTED_CHARS
+                    && !self.secrets.iter().any(|s| s == value)
+                {
+                    self.secrets.push(value.to_owned());
+                }
             }
         }
         self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
@@ -115,6 +120,12 @@ mod tests {
         assert_eq!(
             redactor.text("failed with sk_live_abcdef"),
             "failed with [redacted]"
+        );
+        let mut schemed = Redactor::default();
+        schemed.add(["Bearer tok_123456789"]);
+        assert_eq!(
+            schemed.text("header Bearer tok_123456789, token tok_123456789"),
+            "header [redacted], token [redacted]"
         );
     }
 }
