@@ -302,6 +302,11 @@ impl TenantView {
         self.engine.routing_rules(&self.tenant).await
     }
 
+    /// How many of the tenant's steps each token has out (sent, no result yet).
+    pub async fn steps_out(&self) -> Result<Vec<(String, u64)>, EngineError> {
+        self.engine.steps_out(&self.tenant).await
+    }
+
     /// The live workers on the tenant's partitions (its own and its pools'), by token.
     pub async fn worker_groups(&self) -> Result<Vec<WorkerGroup>, EngineError> {
         Ok(self.engine.transport().worker_groups(self.scope()).await?)

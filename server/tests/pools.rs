@@ -362,3 +362,61 @@ async fn the_operator_shares_a_pool_with_the_tenants_it_grants() {
     let (status, _) = answer(call(Method::DELETE, "/api/v1/shared-pools/gpu", &operator)).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
 }
+
+/// A pool shows its steps out: a run routed to it whose step is running counts on it, and
+/// nowhere else.
+async fn a_pool_counts_its_steps_out(server: &Server) {
+    let client = reqwest::Client::new();
+    let acme = server.token("acme");
+    for (path, body) in [
+        ("/api/v1/pools/gpu", json!({})),
+        (
+            "/api/v1/routing",
+            json!({"rules": [
+                {"match": {"workflow": "demo.order"}, "pool": "gpu"},
+                {"match": {}, "pool": "default"},
+            ]}),
+        ),
+    ] {
+        let (status, said) =
+            answer(client.put(server.url(path)).bearer_auth(&acme).json(&body)).await;
+        assert!(status.is_success(), "{path}: {said}");
+    }
+    assert_eq!(
+        get_json(&client, server, &acme, "/api/v1/pools/gpu").await["waiting"],
+        0
+    );
+    common::start_run(
+        &client,
+        server,
+        &acme,
+        json!({"workflow": "demo.order", "input": {"delay_ms": 5000}}),
+    )
+    .await;
+    let mut shown = Value::Null;
+    for _ in 0..100 {
+        shown = get_json(&client, server, &acme, "/api/v1/pools/gpu").await;
+        if shown["waiting"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(shown["waiting"], 1, "{shown}");
+    let listed = get_json(&client, server, &server.token("globex"), "/api/v1/pools").await;
+    assert_eq!(listed["pools"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_counts_its_steps_out_on_sqlite() {
+    let server = Server::start(&tempdir(), &[]).await;
+    a_pool_counts_its_steps_out(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_counts_its_steps_out_on_postgres() {
+    let Some(url) = postgres_testing::fresh_database().await else {
+        return;
+    };
+    let server = Server::start(&tempdir(), &[("DATABASE_URL", url)]).await;
+    a_pool_counts_its_steps_out(&server).await;
+}

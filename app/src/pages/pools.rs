@@ -23,6 +23,8 @@ pub struct PoolRow {
     pub workers: Vec<(String, u32)>,
     /// Whether it is an operator's shared pool granted to the tenant.
     pub shared: bool,
+    /// Its steps sent and not yet answered (waiting or running).
+    pub waiting: u64,
 }
 
 /// A shared pool as the operator's section shows it.
@@ -59,6 +61,7 @@ pub async fn list_pools() -> Result<PoolsPage, AppError> {
             let view = SessionView::open(Need::Read, None).await?;
             let pools = view.pools().await?;
             let groups = view.live_workers().await.unwrap_or_default();
+            let out = view.steps_out().await.unwrap_or_default();
             let tenant = view.own_tenant().to_string();
             let pools = pools
                 .into_iter()
@@ -74,6 +77,13 @@ pub async fn list_pools() -> Result<PoolsPage, AppError> {
                         labels: pool.labels.into_iter().collect(),
                         name: pool.name.to_string(),
                         shared: pool.shared,
+                        waiting: out
+                            .iter()
+                            .filter(|(token, _)| {
+                                durable::transport::naming::split_token(token).1 == partition
+                            })
+                            .map(|(_, n)| n)
+                            .sum(),
                     }
                 })
                 .collect();
@@ -425,6 +435,7 @@ fn PoolTable(page: PoolsPage, remove: ServerAction<DeletePool>) -> impl IntoView
                     </td>
                     <td class="px-3 py-2" data-testid="pool-labels-shown">{labels}</td>
                     <td class="px-3 py-2"><ul>{workers}</ul></td>
+                    <td class="px-3 py-2 tabular-nums" data-testid="pool-waiting">{pool.waiting}</td>
                     <td class="px-3 py-2 text-right">
                         {(can_act && !shared)
                             .then(|| {
@@ -450,6 +461,7 @@ fn PoolTable(page: PoolsPage, remove: ServerAction<DeletePool>) -> impl IntoView
                     <th class="px-3 py-2">"Partition"</th>
                     <th class="px-3 py-2">"Labels"</th>
                     <th class="px-3 py-2">"Live workers"</th>
+                    <th class="px-3 py-2">"Steps out"</th>
                     <th class="px-3 py-2"></th>
                 </tr>
             </thead>

@@ -118,6 +118,12 @@ impl Engine {
         Ok((store.routing_rules(tenant).await?, version))
     }
 
+    /// How many of `tenant`'s steps were sent to each of its partitions' tokens and have no
+    /// result yet (waiting or running): its pools' backlog.
+    pub async fn steps_out(&self, tenant: &Namespace) -> Result<Vec<(String, u64)>, EngineError> {
+        Ok(self.state.store.steps_out(tenant).await?)
+    }
+
     /// Where a send of `target` in `tenant` would go under its rules as stored now (no pool
     /// named by code): the rules page's tester. Sends nothing; the tenant's plan clamps the
     /// priority as it would a real send.

@@ -47,4 +47,8 @@ pub trait Pools: Send + Sync + 'static {
 
     /// `tenant`'s routing rules, `None` until it sets some.
     async fn routing_rules(&self, tenant: &Namespace) -> StoreResult<Option<RoutingRules>>;
+
+    /// How many of `tenant`'s remote steps were sent and have no result yet, by the routing
+    /// token they were sent on: a pool's backlog, waiting or running.
+    async fn steps_out(&self, tenant: &Namespace) -> StoreResult<Vec<(String, u64)>>;
 }

@@ -55,10 +55,17 @@ struct Shown {
     partition: String,
     /// Its live workers, by what they serve.
     workers: Vec<Workers>,
+    /// Its steps sent and not yet answered (waiting or running).
+    waiting: u64,
 }
 
-fn shown(pool: Pool, groups: &[WorkerGroup]) -> Shown {
+fn shown(pool: Pool, groups: &[WorkerGroup], out: &[(String, u64)]) -> Shown {
     let partition = pool.partition();
+    let waiting = out
+        .iter()
+        .filter(|(token, _)| durable::transport::naming::split_token(token).1 == partition)
+        .map(|(_, n)| n)
+        .sum();
     let workers = groups
         .iter()
         .filter(|g| g.partition.as_ref() == Some(&partition))
@@ -72,6 +79,7 @@ fn shown(pool: Pool, groups: &[WorkerGroup]) -> Shown {
         partition: partition.to_string(),
         pool,
         workers,
+        waiting,
     }
 }
 
@@ -79,15 +87,17 @@ fn pool_name(raw: &str) -> Result<PoolName, ApiError> {
     PoolName::parse(raw).map_err(|e| ApiError::BadRequest(e.to_string()))
 }
 
-/// Live workers, or none when the transport cannot say (a pool is shown either way).
-async fn groups(view: &TenantView) -> Vec<WorkerGroup> {
-    view.worker_groups().await.unwrap_or_default()
+/// Live workers and the steps out by token, or none when they cannot be read (a pool is
+/// shown either way).
+async fn groups(view: &TenantView) -> (Vec<WorkerGroup>, Vec<(String, u64)>) {
+    let groups = view.worker_groups().await.unwrap_or_default();
+    (groups, view.steps_out().await.unwrap_or_default())
 }
 
 async fn list(view: TenantView) -> Result<Json<Value>, ApiError> {
     let pools = view.pools().await.map_err(engine_error)?;
-    let groups = groups(&view).await;
-    let pools: Vec<Shown> = pools.into_iter().map(|p| shown(p, &groups)).collect();
+    let (groups, out) = groups(&view).await;
+    let pools: Vec<Shown> = pools.into_iter().map(|p| shown(p, &groups, &out)).collect();
     Ok(Json(json!({ "pools": pools })))
 }
 
@@ -104,7 +114,8 @@ async fn show(view: TenantView, Path(name): Path<String>) -> Result<Json<Shown>,
                 "no pool `{name}`; create it with PUT /api/v1/pools/{name}"
             ))
         })?;
-    Ok(Json(shown(pool, &groups(&view).await)))
+    let (groups, out) = groups(&view).await;
+    Ok(Json(shown(pool, &groups, &out)))
 }
 
 async fn put(
@@ -123,7 +134,8 @@ async fn put(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(shown(put.pool, &groups(&view).await))))
+    let (groups, out) = groups(&view).await;
+    Ok((status, Json(shown(put.pool, &groups, &out))))
 }
 
 async fn remove(view: TenantView, Path(name): Path<String>) -> Result<StatusCode, ApiError> {

@@ -41,6 +41,12 @@ impl SessionView {
             .map_err(engine_error)
     }
 
+    /// How many of the tenant's steps each token has out (sent, no result yet).
+    pub async fn steps_out(&self) -> Result<Vec<(String, u64)>, AppError> {
+        let tenant = self.own_tenant();
+        self.engine.steps_out(&tenant).await.map_err(engine_error)
+    }
+
     /// The tenant's routing rules (none until it sets some) and their version.
     pub async fn routing_rules(&self) -> Result<(Option<RoutingRules>, u64), AppError> {
         let tenant = self.own_tenant();

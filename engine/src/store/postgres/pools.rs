@@ -164,6 +164,23 @@ impl Pools for PgStore {
         Ok(version)
     }
 
+    async fn steps_out(&self, tenant: &Namespace) -> StoreResult<Vec<(String, u64)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT c.worker_group, count(*) FROM checkpoints c JOIN runs r ON r.id = c.run_id \
+             WHERE c.status = 'pending' AND c.kind = 'remote_step' \
+             AND c.worker_group IS NOT NULL AND r.namespace = $1 \
+             GROUP BY c.worker_group ORDER BY c.worker_group",
+        )
+        .bind(tenant.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db)?;
+        Ok(rows
+            .into_iter()
+            .map(|(g, n)| (g, n.max(0) as u64))
+            .collect())
+    }
+
     async fn routing_rules(&self, tenant: &Namespace) -> StoreResult<Option<RoutingRules>> {
         let rules: Option<sqlx::types::Json<RoutingRules>> =
             sqlx::query_scalar("SELECT rules FROM routing_rules WHERE namespace = $1")

@@ -167,6 +167,28 @@ impl Pools for SqliteStore {
             .await
     }
 
+    async fn steps_out(&self, tenant: &Namespace) -> StoreResult<Vec<(String, u64)>> {
+        let ns = tenant.as_str().to_owned();
+        self.readers
+            .read(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT c.worker_group, count(*) FROM checkpoints c \
+                         JOIN runs r ON r.id = c.run_id \
+                         WHERE c.status = 'pending' AND c.kind = 'remote_step' \
+                         AND c.worker_group IS NOT NULL AND r.namespace = ? \
+                         GROUP BY c.worker_group ORDER BY c.worker_group",
+                    )
+                    .map_err(db)?;
+                let rows = stmt
+                    .query_map([ns], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                    .map_err(db)?;
+                rows.map(|r| r.map(|(g, n)| (g, n.max(0) as u64)).map_err(db))
+                    .collect()
+            })
+            .await
+    }
+
     async fn routing_rules(&self, tenant: &Namespace) -> StoreResult<Option<RoutingRules>> {
         let ns = tenant.as_str().to_owned();
         self.readers
