@@ -6,6 +6,11 @@ import { ACME_ADMIN, GLOBEX_VIEWER, OPERATOR, PASSWORD, hydrated, login } from '
 const SHOTS = path.resolve(__dirname, '../output/screenshots');
 
 async function shoot(page: Page, name: string) {
+  // Measured once the page's stylesheet has loaded: an unstyled page is wider than any screen.
+  await page.waitForLoadState('load');
+  await page.waitForFunction(() =>
+    [...document.styleSheets].some((sheet) => (sheet.href ?? '').includes('/pkg/durable.css') && sheet.cssRules.length > 0),
+  );
   for (const [label, width] of [
     ['1280', 1280],
     ['390', 390],
