@@ -20,3 +20,27 @@ pub fn last_answer(answers: Vec<MappedSignal<Answer>>) -> RwSignal<Answer> {
     }
     last
 }
+
+/// What a page shows of `answer` under its forms: the message (test id `<prefix>-saved`), or
+/// the refusal (`<prefix>-error`).
+pub fn answer_line(
+    answer: RwSignal<Answer>,
+    prefix: &'static str,
+) -> impl Fn() -> Option<AnyView> + Copy + Send + Sync + 'static {
+    move || {
+        answer.get().map(|done| match done {
+            Ok(message) => view! {
+                <p class="mt-3 text-sm text-emerald-800" role="status" data-testid=format!("{prefix}-saved")>
+                    {message}
+                </p>
+            }
+            .into_any(),
+            Err(e) => view! {
+                <p class="mt-3 text-sm text-red-700" role="alert" data-testid=format!("{prefix}-error")>
+                    {e.to_string()}
+                </p>
+            }
+            .into_any(),
+        })
+    }
+}

@@ -10,7 +10,7 @@ use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
 
 use crate::AppError;
-use crate::components::answer::last_answer;
+use crate::components::answer::{answer_line, last_answer};
 
 /// One connection as the page shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -236,24 +236,7 @@ pub fn ConnectionsPage() -> impl IntoView {
         |_| list_connections(),
     );
     let answer = last_answer(vec![save.value(), unset.value(), remove.value()]);
-    let outcome = move || {
-        answer
-            .get()
-            .map(|done| match done {
-                Ok(message) => view! {
-                    <p class="mt-3 text-sm text-emerald-800" role="status" data-testid="connection-saved">
-                        {message}
-                    </p>
-                }
-                .into_any(),
-                Err(e) => view! {
-                    <p class="mt-3 text-sm text-red-700" role="alert" data-testid="connection-error">
-                        {e.to_string()}
-                    </p>
-                }
-                .into_any(),
-            })
-    };
+    let outcome = answer_line(answer, "connection");
     view! {
         <Title text="Connections · durable" />
         <h1 class="text-xl font-semibold">"Connections"</h1>

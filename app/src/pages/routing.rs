@@ -10,7 +10,7 @@ use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
 
 use crate::AppError;
-use crate::components::answer::last_answer;
+use crate::components::answer::{answer_line, last_answer};
 
 /// One rule as the page shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -415,20 +415,7 @@ pub fn RoutingPage() -> impl IntoView {
         |_| list_routing(),
     );
     let answer = last_answer(vec![add.value(), remove.value(), reorder.value()]);
-    let outcome = move || {
-        answer
-            .get()
-            .map(|done| match done {
-                Ok(message) => view! {
-                    <p class="mt-3 text-sm text-emerald-800" role="status" data-testid="rule-saved">{message}</p>
-                }
-                .into_any(),
-                Err(e) => view! {
-                    <p class="mt-3 text-sm text-red-700" role="alert" data-testid="rule-error">{e.to_string()}</p>
-                }
-                .into_any(),
-            })
-    };
+    let outcome = answer_line(answer, "rule");
     view! {
         <Title text="Routing · durable" />
         <h1 class="text-xl font-semibold">"Routing rules"</h1>
