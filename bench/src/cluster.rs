@@ -12,6 +12,10 @@
 //! - 2,000 3-step runs started at once (completed runs/s, and the CPU each part of the cluster
 //!   spent per run).
 //!
+//! With `DURABLE_BENCH_CONNECTION=1` each run's charge step reads the tenant's connection
+//! `pay` (the workers get the tenant's wire token and ask the control plane for it): beside a
+//! run without it, the cost of resolving a connection.
+//!
 //! `cargo build --release -p durable-server && cargo run --release -p durable-bench --bin cluster [-- WORKERS BURST CONTROL_PLANES]`
 //! (PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379, or `DURABLE_TEST_POSTGRES` /
 //! `DURABLE_TEST_REDIS`.)
@@ -41,6 +45,8 @@ async fn main() -> Result<(), BoxError> {
     let burst: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(2000);
     let control_planes: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(1);
     let sequential = 300;
+    let paying = std::env::var_os("DURABLE_BENCH_CONNECTION").is_some();
+    let order = move |i: usize| order_body(i, paying);
 
     let prefix = fresh_prefix();
     let raw = raw_round_trip(&prefix, 500).await?;
@@ -65,6 +71,22 @@ async fn main() -> Result<(), BoxError> {
         ("REDIS_URL", redis.as_str()),
         ("DURABLE_PREFIX", prefix.as_str()),
     ];
+    let wire_token = if paying {
+        run(
+            &bin,
+            &["token", "issue", "--tenant", "bench", "--wire"],
+            &[
+                ("DATABASE_URL", db.as_str()),
+                ("DURABLE_TENANT_SECRET", TENANT_SECRET),
+            ],
+        )?
+    } else {
+        String::new()
+    };
+    let mut worker_env = cluster.to_vec();
+    if paying {
+        worker_env.push(("DURABLE_WIRE_TOKEN", wire_token.trim()));
+    }
     // Runs are started on each in turn, as a load balancer would; they share the database and
     // the queues, and each one's results come back to the control plane that sent its steps.
     let mut binds = vec![format!("127.0.0.1:{port}")];
@@ -78,10 +100,8 @@ async fn main() -> Result<(), BoxError> {
             cp_env.extend([
                 ("DATABASE_URL", db.as_str()),
                 ("DURABLE_BIND", bind.as_str()),
-                (
-                    "DURABLE_TENANT_SECRET",
-                    "bench-tenant-secret-of-at-least-thirty-two-bytes",
-                ),
+                ("DURABLE_TENANT_SECRET", TENANT_SECRET),
+                ("DURABLE_MASTER_KEY", MASTER_KEY),
             ]);
             Proc::spawn(&bin, &["control-plane"], &cp_env)
         })
@@ -91,7 +111,7 @@ async fn main() -> Result<(), BoxError> {
             Proc::spawn(
                 &bin,
                 &["worker", "--tenant", "bench", "--concurrency", "256"],
-                &cluster,
+                &worker_env,
             )
         })
         .collect::<Result<_, _>>()?;
@@ -103,6 +123,14 @@ async fn main() -> Result<(), BoxError> {
         wait_healthy(&http, base).await?;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
+    if paying {
+        http.put(format!("{}/api/v1/connections/pay", bases[0]))
+            .bearer_auth(&token)
+            .json(&json!({"kind": "secret", "values": {"api_key": "sk_bench"}}))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
 
     let completions = Arc::new(Completions::default());
     completions.clone().listen(&http, &bases[0], &token).await?;
@@ -164,8 +192,13 @@ async fn main() -> Result<(), BoxError> {
         "PostgreSQL"
     };
     println!(
-        "\n## Cluster: {} control plane(s) ({store} + Redis) and {workers} worker processes, `demo.order` (3 steps)\n",
-        control_planes.len()
+        "\n## Cluster: {} control plane(s) ({store} + Redis) and {workers} worker processes, `demo.order` (3 steps{})\n",
+        control_planes.len(),
+        if paying {
+            ", the charge reading connection `pay`"
+        } else {
+            ""
+        }
     );
     println!("| measure | result |");
     println!("| --- | --- |");
@@ -401,9 +434,20 @@ impl Completions {
     }
 }
 
-/// The `i`th `demo.order` start body (three remote steps, no delay).
-fn order(i: usize) -> Value {
-    json!({ "workflow": "demo.order", "input": { "item": format!("b-{i}"), "delay_ms": 0 } })
+/// The wire tokens' secret of the bench's control planes.
+const TENANT_SECRET: &str = "bench-tenant-secret-of-at-least-thirty-two-bytes";
+
+/// The master key of the bench's control planes (connections are sealed under it).
+const MASTER_KEY: &str = "6265e063686d61737465726b65790000000000000000000000000000000000aa";
+
+/// The `i`th `demo.order` start body (three remote steps, no delay); `paying`, the charge
+/// reads connection `pay`.
+fn order_body(i: usize, paying: bool) -> Value {
+    let mut input = json!({ "item": format!("b-{i}"), "delay_ms": 0 });
+    if paying {
+        input["connection"] = json!("pay");
+    }
+    json!({ "workflow": "demo.order", "input": input })
 }
 
 /// A `demo.flaky` start body that succeeds: one remote step.

@@ -49,6 +49,9 @@ struct OrderInput {
     delay_ms: u64,
     /// A step (`reserve`, `charge` or `ship`) that fails for good, so the run compensates.
     fail_at: Option<String>,
+    /// A connection of the tenant the charge pays through (it reads it; the run keeps only
+    /// its name).
+    connection: Option<String>,
 }
 
 impl Default for OrderInput {
@@ -58,6 +61,7 @@ impl Default for OrderInput {
             qty: 1,
             delay_ms: 400,
             fail_at: None,
+            connection: None,
         }
     }
 }
@@ -116,6 +120,14 @@ pub fn registry() -> Registry {
                 ))
                 .with_code("demo_failure"));
             }
+            // A charge given `connection` pays through it, as a real one reads its payment
+            // provider's key: from the tenant's connections, never from its input.
+            if step == "order.charge"
+                && let Some(name) = input.get("connection").and_then(Value::as_str)
+            {
+                let provider = ctx.connection(name).await?;
+                return Ok(json!({ verb: true, "step_id": ctx.step_id, "paid_with": provider.name }));
+            }
             Ok::<_, StepError>(json!({ verb: true, "step_id": ctx.step_id }))
         });
     }
@@ -123,10 +135,13 @@ pub fn registry() -> Registry {
         "demo.order",
         1,
         |ctx: WorkflowContext, input: OrderInput| async move {
-            let args = json!({
+            let mut args = json!({
                 "item": input.item, "qty": input.qty, "delay_ms": input.delay_ms,
                 "fail_at": input.fail_at,
             });
+            if let Some(connection) = &input.connection {
+                args["connection"] = json!(connection);
+            }
             // Each completed step names the step that undoes it: should a later one fail for
             // good (or the run be cancelled with compensation), they run newest first.
             let undo = json!({ "item": input.item, "qty": input.qty, "delay_ms": input.delay_ms });

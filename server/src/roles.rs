@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use app::ssr::AppState;
 use durable::builtin::http::{EgressPolicy, HttpStepConfig};
-use durable::gateway::RunRequestResponder;
+use durable::gateway::{RemoteConnections, RunRequestResponder};
 use durable::model::InputLimits;
 use durable::model::{Namespace, Scope};
 use durable::runtime::{SystemClock, Worker, WorkerConfig};
@@ -69,6 +69,9 @@ pub struct WorkerRole {
     /// What it serves: its tenant's own partition or one of its pools (under a namespaced
     /// control plane, the tenant is its namespace too), or an operator's shared pool.
     pub partitions: Partitions,
+    /// Its tenant's wire token: the worker then reads the tenant's connections from the
+    /// control plane and serves `durable.http`.
+    pub wire_token: Option<String>,
     /// Steps at once.
     pub concurrency: usize,
     /// The cluster's Redis; with a namespace, that of the namespaced control plane it serves.
@@ -94,26 +97,44 @@ pub async fn worker(cfg: WorkerRole) -> anyhow::Result<()> {
             }
         });
     }
-    let transport = RedisTransport::connect(cfg.redis)
+    let redis = RedisTransport::connect(cfg.redis)
         .await
         .context("connecting to Redis")?;
-    let registry = Arc::new(demo::registry());
+    let transport: Arc<dyn Transport> = Arc::new(redis.clone());
+    let mut registry = demo::registry();
+    let connections = match cfg.wire_token {
+        None => None,
+        Some(token) => {
+            let connections = RemoteConnections::connect(transport.clone(), token)
+                .await
+                .context("setting up the worker's connections")?;
+            let http = HttpStepConfig {
+                egress: EgressPolicy::from_env()?,
+                ..HttpStepConfig::default()
+            };
+            durable::builtin::http::register(&mut registry, http)
+                .context("building the HTTP client of the durable.http step")?;
+            tracing::info!(tenant = %connections.tenant(), "reading connections from the control plane");
+            Some(connections as Arc<dyn durable::runtime::ConnectionSource>)
+        }
+    };
+    let registry = Arc::new(registry);
     let worker = Worker::start(
         registry.clone(),
-        Arc::new(transport.clone()),
+        transport.clone(),
         Arc::new(SystemClock),
         WorkerConfig {
             partitions: cfg.partitions.clone(),
             concurrency: cfg.concurrency,
-            connections: None,
+            connections,
         },
     )
     .await
     .context("starting the worker")?;
     tracing::info!(
         serves = ?cfg.partitions,
-        prefix = transport.prefix(),
-        instance = transport.instance_id(),
+        prefix = redis.prefix(),
+        instance = redis.instance_id(),
         steps = ?registry.step_names(),
         "worker consuming its steps"
     );

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use durable::model::{
     Checkpoint, ConnectionInfo, ConnectionName, ConnectionSpec, EventOutcome, Namespace, Plan,
-    Pool, PoolName, PublishedEvent, RoutingRules, Run, RunDetail, RunId, RunPage, RunQuery,
+    PoolName, PoolStatus, PublishedEvent, RoutingRules, Run, RunDetail, RunId, RunPage, RunQuery,
     Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, SharedPool, TickRecord, UpdateId,
-    Usage, WorkerGroup,
+    Usage,
 };
 use durable::store::{PoolPut, ScopedStore, SignalSent, StoreResult};
 use durable::{ConnectionSaved, Control, Engine, EngineError, StartRun, UpdateOutcome};
@@ -255,11 +255,6 @@ impl TenantView {
         self.engine.put_pool(&self.tenant, name, labels).await
     }
 
-    /// The tenant's pools, by name.
-    pub async fn pools(&self) -> Result<Vec<Pool>, EngineError> {
-        self.engine.pools(&self.tenant).await
-    }
-
     /// Deletes one of the tenant's pools; whether it had it.
     pub async fn delete_pool(&self, name: &PoolName) -> Result<bool, EngineError> {
         self.engine.delete_pool(&self.tenant, name).await
@@ -302,14 +297,9 @@ impl TenantView {
         self.engine.routing_rules(&self.tenant).await
     }
 
-    /// How many of the tenant's steps each token has out (sent, no result yet).
-    pub async fn steps_out(&self) -> Result<Vec<(String, u64)>, EngineError> {
-        self.engine.steps_out(&self.tenant).await
-    }
-
-    /// The live workers on the tenant's partitions (its own and its pools'), by token.
-    pub async fn worker_groups(&self) -> Result<Vec<WorkerGroup>, EngineError> {
-        Ok(self.engine.transport().worker_groups(self.scope()).await?)
+    /// The tenant's pools with their live workers and steps out.
+    pub async fn pool_statuses(&self) -> Result<Vec<PoolStatus>, EngineError> {
+        self.engine.pool_statuses(&self.tenant).await
     }
 
     /// The plan the tenant is held to, and what it uses of it.

@@ -22,7 +22,7 @@ type Refusal<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn misconfigured_roles_refuse_to_start_and_say_what_to_set() {
-    let cases: [Refusal<'_>; 4] = [
+    let cases: [Refusal<'_>; 6] = [
         (
             &["worker", "--tenant", "acme"],
             &[
@@ -40,6 +40,22 @@ fn misconfigured_roles_refuse_to_start_and_say_what_to_set() {
             "not both",
         ),
         (&["worker", "--tenant", "acme"], &[], "set REDIS_URL"),
+        (
+            &["worker", "--tenant", "acme"],
+            &[
+                ("REDIS_URL", "redis://127.0.0.1:6379"),
+                ("DURABLE_WIRE_TOKEN", "globex.c2lnbmF0dXJl"),
+            ],
+            "give it `acme`'s",
+        ),
+        (
+            &["worker", "--pool", "gpu"],
+            &[
+                ("REDIS_URL", "redis://127.0.0.1:6379"),
+                ("DURABLE_WIRE_TOKEN", "acme.c2lnbmF0dXJl"),
+            ],
+            "unset DURABLE_WIRE_TOKEN",
+        ),
         (
             &["control-plane"],
             &[("DURABLE_TENANT", "acme")],
@@ -687,6 +703,22 @@ async fn a_pool_worker_serves_its_pools_partition_and_the_pool_lists_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(pool["partition"], "acme.gpu");
+    let charge = pool["workers"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == "order.charge"))
+        .expect("the charge step's workers");
+    assert!(
+        charge["sdks"][0]
+            .as_str()
+            .is_some_and(|s| s.starts_with("durable-rs ")),
+        "the pool lists what its workers announced: {charge}"
+    );
+    assert!(
+        charge["capabilities"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c == "saga")),
+        "{charge}"
+    );
     let on_pool = cluster
         .transport
         .worker_descriptors("order.charge@acme.gpu")
@@ -781,4 +813,81 @@ async fn a_shared_pool_worker_serves_every_tenant_granted_the_pool() {
             "{tenant}'s pool lists the shared worker: {pool}"
         );
     }
+}
+
+/// `durable worker --tenant acme` given acme's wire token serves `durable.http` with acme's
+/// connection, read from the control plane: the secret header reaches the downstream, and the
+/// run's output keeps its echo redacted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_worker_with_its_wire_token_calls_through_its_tenants_connection() {
+    use axum::http::HeaderMap;
+    use std::sync::{Arc, Mutex};
+
+    let received: Arc<Mutex<Vec<String>>> = Arc::default();
+    let heard = received.clone();
+    let downstream = axum::Router::new().route(
+        "/v1/charges",
+        axum::routing::post(move |headers: HeaderMap| {
+            let auth = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            heard.lock().expect("lock").push(auth.clone());
+            async move { axum::Json(json!({"id": "ch_1", "echo_auth": auth})) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move { axum::serve(listener, downstream).await });
+
+    let master_key: String = (0..4)
+        .map(|_| format!("{:016x}", rand::random::<u64>()))
+        .collect();
+    let Some(cluster) = Cluster::start(&[("DURABLE_MASTER_KEY", master_key)]).await else {
+        return;
+    };
+    let server = &cluster.control_plane;
+    let client = reqwest::Client::new();
+    let acme = server.token("acme");
+    let secret = format!("sk_cluster_{:016x}", rand::random::<u64>());
+    let saved = client
+        .put(server.url("/api/v1/connections/api"))
+        .bearer_auth(&acme)
+        .json(&json!({
+            "kind": "http",
+            "base_url": format!("http://127.0.0.1:{port}/v1/"),
+            "secret_headers": {"Authorization": format!("Bearer {secret}")},
+        }))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(saved.status(), reqwest::StatusCode::CREATED);
+
+    let mut env = cluster.env.clone();
+    env.push(("DURABLE_WIRE_TOKEN", server.wire_token("acme")));
+    env.push(("DURABLE_CONNECTION_ALLOW", "127.0.0.1".to_owned()));
+    let _worker = WorkerProcess::start_as(&["--tenant", "acme"], &env);
+    let run = start_run(
+        &client,
+        server,
+        &acme,
+        json!({
+            "workflow": "demo.http",
+            "input": {"connection": "api", "method": "POST", "path": "charges", "body": {"amount": 5}},
+        }),
+    )
+    .await;
+    let id = run["id"].as_str().expect("id");
+    let detail = wait_status(&client, server, &acme, id, "completed").await;
+    assert_eq!(detail["run"]["status"], "completed", "{detail}");
+    assert_eq!(detail["run"]["output"]["status"], 200, "{detail}");
+    assert_eq!(detail["run"]["output"]["body"]["echo_auth"], "[redacted]");
+    assert_eq!(
+        *received.lock().expect("lock"),
+        [format!("Bearer {secret}")]
+    );
+    assert!(!detail.to_string().contains(&secret));
 }

@@ -8,7 +8,7 @@ use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
 
 use crate::AppError;
-use crate::components::answer::last_answer;
+use crate::components::answer::{answer_line, last_answer};
 
 /// One pool as the page shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -19,12 +19,26 @@ pub struct PoolRow {
     pub partition: String,
     /// Its labels, `key=value`.
     pub labels: Vec<(String, String)>,
-    /// The live workers on it, by what they serve, with how many.
-    pub workers: Vec<(String, u32)>,
+    /// The live workers on it, by what they serve.
+    pub workers: Vec<WorkersRow>,
     /// Whether it is an operator's shared pool granted to the tenant.
     pub shared: bool,
     /// Its steps sent and not yet answered (waiting or running).
     pub waiting: u64,
+}
+
+/// The live workers on a pool serving one step or workflow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkersRow {
+    /// The step or workflow they serve.
+    pub name: String,
+    /// How many are live.
+    pub workers: u32,
+    /// The capabilities they announced beyond the v1 baseline every worker has (what a
+    /// step's `requires` can ask for).
+    pub capabilities: Vec<String>,
+    /// Their SDKs, `name version`.
+    pub sdks: Vec<String>,
 }
 
 /// A shared pool as the operator's section shows it.
@@ -59,32 +73,31 @@ pub async fn list_pools() -> Result<PoolsPage, AppError> {
             use crate::ssr::{Need, SessionView};
 
             let view = SessionView::open(Need::Read, None).await?;
-            let pools = view.pools().await?;
-            let groups = view.live_workers().await.unwrap_or_default();
-            let out = view.steps_out().await.unwrap_or_default();
             let tenant = view.own_tenant().to_string();
-            let pools = pools
+            let pools = view
+                .pool_statuses()
+                .await?
                 .into_iter()
-                .map(|pool| {
-                    let partition = pool.partition();
-                    PoolRow {
-                        workers: groups
-                            .iter()
-                            .filter(|g| g.partition.as_ref() == Some(&partition))
-                            .map(|g| (g.name.clone(), g.workers))
-                            .collect(),
-                        partition: partition.to_string(),
-                        labels: pool.labels.into_iter().collect(),
-                        name: pool.name.to_string(),
-                        shared: pool.shared,
-                        waiting: out
-                            .iter()
-                            .filter(|(token, _)| {
-                                durable::transport::naming::split_token(token).1 == partition
-                            })
-                            .map(|(_, n)| n)
-                            .sum(),
-                    }
+                .map(|status| PoolRow {
+                    workers: status
+                        .workers
+                        .into_iter()
+                        .map(|w| WorkersRow {
+                            name: w.name,
+                            workers: w.workers,
+                            capabilities: w
+                                .capabilities
+                                .into_iter()
+                                .filter(|c| !durable::model::V1_CAPABILITIES.contains(&c.as_str()))
+                                .collect(),
+                            sdks: w.sdks,
+                        })
+                        .collect(),
+                    partition: status.partition,
+                    labels: status.pool.labels.into_iter().collect(),
+                    name: status.pool.name.to_string(),
+                    shared: status.pool.shared,
+                    waiting: status.waiting,
                 })
                 .collect();
             let operator =
@@ -282,22 +295,7 @@ pub fn PoolsPage() -> impl IntoView {
         grant.value(),
         remove_shared.value(),
     ]);
-    let outcome = move || {
-        answer.get().map(|done| match done {
-            Ok(message) => view! {
-                <p class="mt-3 text-sm text-emerald-800" role="status" data-testid="pool-saved">
-                    {message}
-                </p>
-            }
-            .into_any(),
-            Err(e) => view! {
-                <p class="mt-3 text-sm text-red-700" role="alert" data-testid="pool-error">
-                    {e.to_string()}
-                </p>
-            }
-            .into_any(),
-        })
-    };
+    let outcome = answer_line(answer, "pool");
     view! {
         <Title text="Pools · durable" />
         <h1 class="text-xl font-semibold">"Worker pools"</h1>
@@ -418,7 +416,23 @@ fn PoolTable(page: PoolsPage, remove: ServerAction<DeletePool>) -> impl IntoView
             } else {
                 pool.workers
                     .iter()
-                    .map(|(name, n)| view! { <li>{format!("{name}: {n}")}</li> })
+                    .map(|w| {
+                        let announced = w
+                            .sdks
+                            .iter()
+                            .chain(w.capabilities.iter())
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        view! {
+                            <li data-testid="pool-worker">
+                                {format!("{}: {}", w.name, w.workers)}
+                                {(!announced.is_empty()).then(|| view! {
+                                    <div class="text-xs text-slate-500" data-testid="pool-worker-announced">{announced}</div>
+                                })}
+                            </li>
+                        }
+                    })
                     .collect_view()
                     .into_any()
             };

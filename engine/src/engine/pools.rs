@@ -2,16 +2,16 @@
 //! (through its verified door) and listed with the partition each pool's workers serve, and its
 //! routing rules; each edit bumps the tenant's definitions version.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::{Engine, EngineError};
 use crate::model::{
-    LabelError, Namespace, Pool, PoolName, RoutePreview, RouteTarget, RoutingRules, StepRoute,
-    check_labels,
+    LabelError, Namespace, Pool, PoolName, PoolStatus, PoolWorkers, RoutePreview, RouteTarget,
+    RoutingRules, Scope, StepRoute, check_labels,
 };
 use crate::store::PoolPut;
-use crate::transport::DefinitionsNotice;
+use crate::transport::{DefinitionsNotice, naming};
 
 impl Engine {
     /// Creates pool `name` of `tenant` with `labels`, or replaces the labels of the one it has.
@@ -53,6 +53,58 @@ impl Engine {
         );
         pools.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(pools)
+    }
+
+    /// The pools of `tenant` as its doors list them: each with its partition, the live workers
+    /// there with the capabilities and SDKs they announced, and its steps out. Workers and
+    /// steps out that cannot be read are left out: a pool is listed either way.
+    pub async fn pool_statuses(&self, tenant: &Namespace) -> Result<Vec<PoolStatus>, EngineError> {
+        let pools = self.pools(tenant).await?;
+        let transport = &self.state.transport;
+        let scope = Scope::Only(tenant.clone());
+        let groups = transport.worker_groups(&scope).await.unwrap_or_default();
+        let out = self.steps_out(tenant).await.unwrap_or_default();
+        let mut statuses = Vec::with_capacity(pools.len());
+        for pool in pools {
+            let partition = pool.partition();
+            let waiting = out
+                .iter()
+                .filter(|(token, _)| naming::split_token(token).1 == partition)
+                .map(|(_, n)| n)
+                .sum();
+            let mut workers = Vec::new();
+            for group in groups
+                .iter()
+                .filter(|g| g.partition.as_ref() == Some(&partition))
+            {
+                let descriptors = transport
+                    .worker_descriptors(&group.token())
+                    .await
+                    .unwrap_or_default();
+                let capabilities: BTreeSet<&str> = descriptors
+                    .iter()
+                    .flat_map(|d| d.capabilities.iter().map(String::as_str))
+                    .collect();
+                let sdks: BTreeSet<String> = descriptors
+                    .iter()
+                    .map(|d| format!("{} {}", d.sdk.name, d.sdk.version))
+                    .collect();
+                workers.push(PoolWorkers {
+                    name: group.name.clone(),
+                    workers: group.workers,
+                    last_seen: group.last_seen,
+                    capabilities: capabilities.into_iter().map(str::to_owned).collect(),
+                    sdks: sdks.into_iter().collect(),
+                });
+            }
+            statuses.push(PoolStatus {
+                partition: partition.to_string(),
+                pool,
+                workers,
+                waiting,
+            });
+        }
+        Ok(statuses)
     }
 
     /// Deletes pool `name` of `tenant`; whether there was one. Refused while a routing rule

@@ -1,9 +1,10 @@
 //! The isolation boundary between tenants and the control plane: API tokens and the wire's
 //! signed tenant tokens, from which every request derives its tenant (never from its body), the
-//! [`RunGateway`] verbs and their two implementations, and the responder that answers
-//! store-less tenant pods.
+//! [`RunGateway`] verbs and their two implementations, the responder that answers store-less
+//! tenant pods, and a tenant's connections sealed for its store-less workers.
 
 mod api_tokens;
+mod connections;
 mod proxy;
 mod responder;
 mod store;
@@ -18,6 +19,7 @@ pub use api_tokens::{
     API_TOKEN_PREFIX, ApiTokenError, check as check_api_token,
     is_configured as is_configured_token, issue as issue_api_token,
 };
+pub use connections::{RemoteConnections, RemoteConnectionsError};
 pub use proxy::ProxyGateway;
 pub use responder::RunRequestResponder;
 pub use store::StoreGateway;

@@ -101,6 +101,9 @@ pub struct StoreGateway {
 impl RunGateway for StoreGateway {
     async fn request(&self, body: Value) -> Result<Value, ReplyError> {
         let kind = body.get("kind").and_then(Value::as_str).unwrap_or_default();
+        if kind == super::connections::CONNECTION_VERB {
+            return super::connections::answer(&self.engine, &self.tenant, &body).await;
+        }
         self.verb(&self.tenant, kind, &body)
             .await
             .map_err(|r| ReplyError {

@@ -65,8 +65,8 @@ pub use plan::{
     PlanError, Usage,
 };
 pub use pool::{
-    LabelError, MAX_LABEL_KEY_CHARS, MAX_LABEL_VALUE_CHARS, MAX_POOL_LABELS, Pool, SharedPool,
-    check_labels,
+    LabelError, MAX_LABEL_KEY_CHARS, MAX_LABEL_VALUE_CHARS, MAX_POOL_LABELS, Pool, PoolStatus,
+    PoolWorkers, SharedPool, check_labels,
 };
 pub use published_event::{
     EVENT_SIGNAL_PREFIX, EventFilter, EventId, EventIdError, EventOutcome, MAX_EVENT_ID_CHARS,

@@ -36,6 +36,40 @@ pub struct Pool {
     pub shared: bool,
 }
 
+/// A pool as its tenant's doors list it: where its workers connect, who is live there and with
+/// what, and how many of its steps are out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatus {
+    /// The pool.
+    #[serde(flatten)]
+    pub pool: Pool,
+    /// The partition its workers serve: `durable worker --tenant T --pool P`, or an SDK worker
+    /// with this partition.
+    pub partition: String,
+    /// Its live workers, by what they serve.
+    pub workers: Vec<PoolWorkers>,
+    /// Its steps sent and not yet answered (waiting or running).
+    pub waiting: u64,
+}
+
+/// The live workers on a pool serving one step or workflow, and what they announced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolWorkers {
+    /// The step or workflow they serve.
+    pub name: String,
+    /// How many are live.
+    pub workers: u32,
+    /// When one was last heard from.
+    pub last_seen: Option<Millis>,
+    /// The capabilities they announced, each once (a step's `requires` is matched against
+    /// these); empty when none announced a descriptor.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Their SDKs, as `name version`, each once.
+    #[serde(default)]
+    pub sdks: Vec<String>,
+}
+
 /// A pool an operator runs for several tenants: one group of workers (`durable worker --pool
 /// gpu`, with no tenant) serves the steps of every tenant it is granted to. Each tenant's steps
 /// wait in a queue of their own, on the partition `<tenant>.<pool>` as for the tenant's own

@@ -34,6 +34,12 @@ pub enum SecretError {
         /// The id of the key that wrapped it.
         key_id: String,
     },
+    /// The system's random source failed to make a one-time key.
+    #[error("the system's random source failed; retry")]
+    Random,
+    /// A one-time public key that is not 32 bytes of X25519.
+    #[error("the request's `publicKey` is not an X25519 public key (32 bytes, base64url)")]
+    PublicKey,
     /// No master key is configured.
     #[error(
         "connections need a master key: set DURABLE_MASTER_KEY (64 hex characters, `openssl rand -hex 32`) or DURABLE_MASTER_KEY_FILE on every server"
@@ -101,7 +107,7 @@ fn connection_binding(tenant: &str, connection: &str) -> Vec<u8> {
     format!("durable.connection/1\0{tenant}\0{connection}").into_bytes()
 }
 
-fn seal(key: &[u8; 32], aad: &[u8], plain: &[u8]) -> Vec<u8> {
+pub(super) fn seal(key: &[u8; 32], aad: &[u8], plain: &[u8]) -> Vec<u8> {
     let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key));
     let nonce = Aes256Gcm::generate_nonce(OsRng);
     // Encryption fails only past AES-GCM's 64 GiB message limit; a connection is kilobytes.
@@ -115,7 +121,7 @@ fn seal(key: &[u8; 32], aad: &[u8], plain: &[u8]) -> Vec<u8> {
     out
 }
 
-fn open(key: &[u8; 32], aad: &[u8], sealed: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
+pub(super) fn open(key: &[u8; 32], aad: &[u8], sealed: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
     let (&format, rest) = sealed.split_first()?;
     if format != FORMAT || rest.len() < NONCE_BYTES {
         return None;

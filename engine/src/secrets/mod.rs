@@ -1,10 +1,12 @@
 //! Secrets at rest and in flight: the master key the operator provides ([`MasterKeys`]), the
 //! envelope that seals a tenant's connection secrets under the tenant's own data key, wrapped by
 //! the master key, with the tenant and the connection bound into every ciphertext
-//! ([`envelope`]), and the redaction of secret values from what a step hands back
+//! ([`envelope`]), a connection sealed for the one store-less worker that asked for it
+//! ([`exchange`]), and the redaction of secret values from what a step hands back
 //! ([`redact`]).
 
 pub mod envelope;
+pub mod exchange;
 mod master_key;
 pub mod redact;
 

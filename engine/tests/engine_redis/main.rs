@@ -9,6 +9,7 @@
 mod common;
 
 mod beats;
+mod connections;
 mod harness;
 mod malformed;
 mod pools;

@@ -115,8 +115,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             if let (None, None, Some(pool)) = (&args.tenant, &args.namespace, &args.pool) {
                 // No tenant: an operator's shared pool, serving every tenant granted it.
                 let pool = PoolName::parse(pool).context("invalid --pool")?;
+                if args.wire_token.is_some() {
+                    bail!(
+                        "a shared pool's worker serves several tenants and reads no tenant's \
+                         connections: unset DURABLE_WIRE_TOKEN, and route steps that read \
+                         connections to a pool of their tenant (durable worker --tenant T --pool P)"
+                    );
+                }
                 return roles::worker(roles::WorkerRole {
                     partitions: Partitions::Shared(pool),
+                    wire_token: None,
                     concurrency: args.concurrency.max(1),
                     metrics: metrics(args.metrics_bind, args.metrics_token)?,
                     redis: args.cluster.redis("worker")?,
@@ -137,6 +145,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 (None, None) => Namespace::default_ns(),
             };
+            if let Some(token) = &args.wire_token {
+                let of = token.rsplit_once('.').map(|(t, _)| t).unwrap_or_default();
+                if of != tenant.as_str() {
+                    bail!(
+                        "the wire token is tenant `{of}`'s, and this worker serves tenant \
+                         `{tenant}`: give it `{tenant}`'s (durable token issue --tenant {tenant} \
+                         --wire)"
+                    );
+                }
+            }
             let partition = match args.pool {
                 Some(pool) => {
                     Partition::of_pool(tenant, PoolName::parse(&pool).context("invalid --pool")?)
@@ -145,6 +163,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             roles::worker(roles::WorkerRole {
                 partitions: Partitions::Only(vec![partition]),
+                wire_token: args.wire_token,
                 concurrency: args.concurrency.max(1),
                 metrics: metrics(args.metrics_bind, args.metrics_token)?,
                 redis: durable::transport::RedisConfig {

@@ -116,6 +116,12 @@ pub struct WorkerArgs {
     /// put --shared NAME`), serving every tenant it is granted to, fairly by their weights.
     #[arg(long, env = "DURABLE_POOL", conflicts_with = "namespace")]
     pub pool: Option<String>,
+    /// The tenant's wire token (`durable token issue --tenant T --wire`): with it the worker
+    /// reads the tenant's connections from the control plane (`ctx.connection`, sealed to a
+    /// one-time key of each request) and serves the built-in `durable.http` step. Keep it as
+    /// secret as the connections it opens.
+    #[arg(long, env = "DURABLE_WIRE_TOKEN", hide_env_values = true)]
+    pub wire_token: Option<String>,
     /// Steps run at once.
     #[arg(long, env = "DURABLE_CONCURRENCY", default_value_t = 64)]
     pub concurrency: usize,

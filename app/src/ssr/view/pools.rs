@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use durable::model::{
-    Namespace, Pool, PoolName, RoutePreview, RouteTarget, RoutingRules, SharedPool,
+    Namespace, Pool, PoolName, PoolStatus, RoutePreview, RouteTarget, RoutingRules, SharedPool,
 };
 use durable::store::PoolPut;
 
@@ -41,10 +41,13 @@ impl SessionView {
             .map_err(engine_error)
     }
 
-    /// How many of the tenant's steps each token has out (sent, no result yet).
-    pub async fn steps_out(&self) -> Result<Vec<(String, u64)>, AppError> {
+    /// The tenant's pools with their live workers (and what those announced) and steps out.
+    pub async fn pool_statuses(&self) -> Result<Vec<PoolStatus>, AppError> {
         let tenant = self.own_tenant();
-        self.engine.steps_out(&tenant).await.map_err(engine_error)
+        self.engine
+            .pool_statuses(&tenant)
+            .await
+            .map_err(engine_error)
     }
 
     /// The tenant's routing rules (none until it sets some) and their version.

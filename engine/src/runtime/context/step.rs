@@ -56,7 +56,7 @@ impl StepContext {
             .map_err(|e| StepError::fatal(e.to_string()).with_code("bad_connection"))?;
         let Some(source) = &self.connections else {
             return Err(StepError::fatal(format!(
-                "connection `{name}` cannot be read here: this worker was started without access to the tenant's connections; run the step on a worker that has it (the embedded one, or a control plane's)"
+                "connection `{name}` cannot be read here: this worker was started without access to the tenant's connections; run the step on a worker that has it (a standalone server's embedded one, or `durable worker --tenant T` given the tenant's wire token, DURABLE_WIRE_TOKEN)"
             ))
             .with_code("connections_unavailable"));
         };
