@@ -6,8 +6,9 @@
 //!
 //! [`RemoteConnections`] is the worker's side: the [`ConnectionSource`] of `durable worker
 //! --tenant T` given T's wire token. It keeps what it opened for [`KEPT_FOR`], the same bound
-//! within which a control plane sees an edit, so a step that reads a connection costs a round
-//! trip only once per connection and window.
+//! within which a control plane sees an edit, and asks once for all the steps that miss
+//! together, so the steps that read a connection cost a round trip only once per connection
+//! and window.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -112,6 +113,10 @@ pub struct RemoteConnections {
     gateway: ProxyGateway,
     tenant: Namespace,
     kept: Mutex<HashMap<ConnectionName, (Instant, Connection)>>,
+    /// One ask at a time per name: the steps that miss together wait for the first one's
+    /// answer instead of each asking (a burst of a few hundred steps would ask a few hundred
+    /// times).
+    asking: Mutex<HashMap<ConnectionName, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for RemoteConnections {
@@ -139,6 +144,7 @@ impl RemoteConnections {
             gateway,
             tenant,
             kept: Mutex::default(),
+            asking: Mutex::default(),
         }))
     }
 
@@ -239,6 +245,18 @@ impl ConnectionSource for RemoteConnections {
             .with_code("connections_unavailable")
             .fatal());
         }
+        if let Some(connection) = self.kept(name) {
+            return Ok(connection);
+        }
+        let turn = {
+            let mut asking = self.asking.lock().unwrap_or_else(|p| p.into_inner());
+            if asking.len() >= KEPT_AT_MOST {
+                asking.retain(|_, turn| Arc::strong_count(turn) > 1);
+            }
+            asking.entry(name.clone()).or_default().clone()
+        };
+        let _turn = turn.lock().await;
+        // The ask this one waited for may have answered it.
         if let Some(connection) = self.kept(name) {
             return Ok(connection);
         }

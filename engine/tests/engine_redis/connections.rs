@@ -202,6 +202,28 @@ async fn a_store_less_worker_reads_its_tenants_connection_sealed_from_the_contro
         "unauthorized"
     );
 
+    // Steps that miss together ask once: 32 reads on a fresh worker's connections, one reply.
+    let sealed = |heard: &Mutex<Vec<String>>| {
+        heard
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|m| m.contains("\"sealed\""))
+            .count()
+    };
+    let before = sealed(&heard);
+    let fresh = RemoteConnections::connect(remote.clone(), signer.sign(&ns("acme")))
+        .await
+        .expect("fresh");
+    let (acme, vault) = (ns("acme"), name("vault"));
+    let reads = futures::future::join_all((0..32).map(|_| fresh.connection(&acme, &vault))).await;
+    assert!(reads.iter().all(|r| {
+        r.as_ref()
+            .is_ok_and(|c| c.secret("api_key") == Some(SECRET))
+    }));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(sealed(&heard), before + 1, "one ask for 32 reads");
+
     // The sealed reply went over the shared reply channel; no message and no key holds the
     // secret.
     let heard = heard.lock().expect("lock").clone();
