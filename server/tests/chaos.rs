@@ -400,11 +400,13 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
     // result not recorded before the pause, or only in the moment after, when the SDK has sent
     // the result but not yet finished the job (a control plane records a result within
     // milliseconds of its sending). The job, still active, goes back once the worker's liveness
-    // lapses, and the step may run once more on the same process: the SDK cannot tell the copy
-    // that went back is stale.
+    // lapses, and the step may run once more, on the same process or on another Python worker
+    // that takes the copy that went back: the SDK cannot tell its own copy is stale, nor withdraw
+    // the one that went back, as our workers do.
     const SDK_FINISHING_MS: i64 = 1_000;
-    // How soon after a pause a job the SDK took before it starts running.
-    const RESUMING_MS: i64 = 1_000;
+    // How soon after a pause a job the SDK took before it starts running (a loaded 2-core
+    // machine was seen taking 1.9 s).
+    const RESUMING_MS: i64 = 3_000;
     let interrupted = |e: &Execution, done_at: i64| {
         e.python
             && e.started_ms <= done_at
@@ -420,10 +422,7 @@ async fn chaos_loses_nothing_reruns_nothing_and_leaves_nothing_held() {
             continue;
         };
         for late in runs.iter().filter(|e| e.started_ms > done_at) {
-            if runs
-                .iter()
-                .any(|e| e.pid == late.pid && interrupted(e, done_at))
-            {
+            if late.python && runs.iter().any(|e| interrupted(e, done_at)) {
                 explained += 1;
             } else {
                 let all: Vec<(i64, &str)> = runs
