@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use durable::model::{
     Checkpoint, ConnectionInfo, ConnectionName, ConnectionSpec, EventOutcome, Namespace, Plan,
-    PoolName, PoolStatus, PublishedEvent, RoutingRules, Run, RunDetail, RunId, RunPage, RunQuery,
-    Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, SharedPool, TickRecord, UpdateId,
-    Usage,
+    Pool, PoolName, PoolStatus, PublishedEvent, RoutingRules, Run, RunDetail, RunId, RunPage,
+    RunQuery, Schedule, ScheduleId, SchedulePatch, ScheduleSpec, Scope, SharedPool, TickRecord,
+    UpdateId, Usage,
 };
 use durable::store::{PoolPut, ScopedStore, SignalSent, StoreResult};
 use durable::{ConnectionSaved, Control, Engine, EngineError, StartRun, UpdateOutcome};
@@ -300,6 +300,20 @@ impl TenantView {
     /// The tenant's pools with their live workers and steps out.
     pub async fn pool_statuses(&self) -> Result<Vec<PoolStatus>, EngineError> {
         self.engine.pool_statuses(&self.tenant).await
+    }
+
+    /// The tenant's pool `name` with its live workers and steps out, if it has one.
+    pub async fn pool_status(&self, name: &PoolName) -> Result<Option<PoolStatus>, EngineError> {
+        let pool = self.engine.pools(&self.tenant).await?;
+        let Some(pool) = pool.into_iter().find(|p| &p.name == name) else {
+            return Ok(None);
+        };
+        Ok(Some(self.engine.pool_status(&self.tenant, pool).await))
+    }
+
+    /// `pool`, just saved, with its live workers and steps out.
+    pub async fn saved_pool_status(&self, pool: Pool) -> PoolStatus {
+        self.engine.pool_status(&self.tenant, pool).await
     }
 
     /// The plan the tenant is held to, and what it uses of it.

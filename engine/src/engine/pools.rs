@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{Engine, EngineError};
 use crate::model::{
     LabelError, Namespace, Pool, PoolName, PoolStatus, PoolWorkers, RoutePreview, RouteTarget,
-    RoutingRules, Scope, StepRoute, check_labels,
+    RoutingRules, Scope, StepRoute, WorkerGroup, check_labels,
 };
 use crate::store::PoolPut;
 use crate::transport::{DefinitionsNotice, naming};
@@ -60,51 +60,86 @@ impl Engine {
     /// steps out that cannot be read are left out: a pool is listed either way.
     pub async fn pool_statuses(&self, tenant: &Namespace) -> Result<Vec<PoolStatus>, EngineError> {
         let pools = self.pools(tenant).await?;
-        let transport = &self.state.transport;
-        let scope = Scope::Only(tenant.clone());
-        let groups = transport.worker_groups(&scope).await.unwrap_or_default();
-        let out = self.steps_out(tenant).await.unwrap_or_default();
+        Ok(self.statuses(tenant, pools).await)
+    }
+
+    /// `pool` of `tenant` (one its door just read or saved) as [`Engine::pool_statuses`] lists
+    /// it, reading the live workers of that pool only.
+    pub async fn pool_status(&self, tenant: &Namespace, pool: Pool) -> PoolStatus {
+        let (groups, out) = self.live_state(tenant).await;
+        self.status_of(pool, &groups, &out).await
+    }
+
+    /// `pools` with their live workers (and what those announced) and steps out.
+    async fn statuses(&self, tenant: &Namespace, pools: Vec<Pool>) -> Vec<PoolStatus> {
+        let (groups, out) = self.live_state(tenant).await;
         let mut statuses = Vec::with_capacity(pools.len());
         for pool in pools {
-            let partition = pool.partition();
-            let waiting = out
+            statuses.push(self.status_of(pool, &groups, &out).await);
+        }
+        statuses
+    }
+
+    /// The live worker groups on `tenant`'s partitions and its steps out by token, or none of
+    /// what cannot be read.
+    async fn live_state(&self, tenant: &Namespace) -> (Vec<WorkerGroup>, Vec<(String, u64)>) {
+        let scope = Scope::Only(tenant.clone());
+        let groups = self
+            .state
+            .transport
+            .worker_groups(&scope)
+            .await
+            .unwrap_or_default();
+        (groups, self.steps_out(tenant).await.unwrap_or_default())
+    }
+
+    /// `pool` with those of `groups` on its partition (and what they announced) and its share
+    /// of `out`.
+    async fn status_of(
+        &self,
+        pool: Pool,
+        groups: &[WorkerGroup],
+        out: &[(String, u64)],
+    ) -> PoolStatus {
+        let partition = pool.partition();
+        let waiting = out
+            .iter()
+            .filter(|(token, _)| naming::split_token(token).1 == partition)
+            .map(|(_, n)| n)
+            .sum();
+        let mut workers = Vec::new();
+        for group in groups
+            .iter()
+            .filter(|g| g.partition.as_ref() == Some(&partition))
+        {
+            let descriptors = self
+                .state
+                .transport
+                .worker_descriptors(&group.token())
+                .await
+                .unwrap_or_default();
+            let capabilities: BTreeSet<&str> = descriptors
                 .iter()
-                .filter(|(token, _)| naming::split_token(token).1 == partition)
-                .map(|(_, n)| n)
-                .sum();
-            let mut workers = Vec::new();
-            for group in groups
+                .flat_map(|d| d.capabilities.iter().map(String::as_str))
+                .collect();
+            let sdks: BTreeSet<String> = descriptors
                 .iter()
-                .filter(|g| g.partition.as_ref() == Some(&partition))
-            {
-                let descriptors = transport
-                    .worker_descriptors(&group.token())
-                    .await
-                    .unwrap_or_default();
-                let capabilities: BTreeSet<&str> = descriptors
-                    .iter()
-                    .flat_map(|d| d.capabilities.iter().map(String::as_str))
-                    .collect();
-                let sdks: BTreeSet<String> = descriptors
-                    .iter()
-                    .map(|d| format!("{} {}", d.sdk.name, d.sdk.version))
-                    .collect();
-                workers.push(PoolWorkers {
-                    name: group.name.clone(),
-                    workers: group.workers,
-                    last_seen: group.last_seen,
-                    capabilities: capabilities.into_iter().map(str::to_owned).collect(),
-                    sdks: sdks.into_iter().collect(),
-                });
-            }
-            statuses.push(PoolStatus {
-                partition: partition.to_string(),
-                pool,
-                workers,
-                waiting,
+                .map(|d| format!("{} {}", d.sdk.name, d.sdk.version))
+                .collect();
+            workers.push(PoolWorkers {
+                name: group.name.clone(),
+                workers: group.workers,
+                last_seen: group.last_seen,
+                capabilities: capabilities.into_iter().map(str::to_owned).collect(),
+                sdks: sdks.into_iter().collect(),
             });
         }
-        Ok(statuses)
+        PoolStatus {
+            partition: partition.to_string(),
+            pool,
+            workers,
+            waiting,
+        }
     }
 
     /// Deletes pool `name` of `tenant`; whether there was one. Refused while a routing rule

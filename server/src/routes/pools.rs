@@ -46,17 +46,12 @@ async fn list(view: TenantView) -> Result<Json<Value>, ApiError> {
 
 async fn show(view: TenantView, Path(name): Path<String>) -> Result<Json<PoolStatus>, ApiError> {
     let name = pool_name(&name)?;
-    shown(&view, &name).await?.map(Json).ok_or_else(|| {
+    let shown = view.pool_status(&name).await.map_err(engine_error)?;
+    shown.map(Json).ok_or_else(|| {
         ApiError::Missing(format!(
             "no pool `{name}`; create it with PUT /api/v1/pools/{name}"
         ))
     })
-}
-
-/// Pool `name` of the view's tenant as the routes answer it, if it has one.
-async fn shown(view: &TenantView, name: &PoolName) -> Result<Option<PoolStatus>, ApiError> {
-    let pools = view.pool_statuses().await.map_err(engine_error)?;
-    Ok(pools.into_iter().find(|p| &p.pool.name == name))
 }
 
 async fn put(
@@ -75,12 +70,7 @@ async fn put(
     } else {
         StatusCode::OK
     };
-    let shown = shown(&view, &put.pool.name).await?.ok_or_else(|| {
-        ApiError::Internal(anyhow::anyhow!(
-            "pool `{}` was saved but cannot be read back",
-            put.pool.name
-        ))
-    })?;
+    let shown = view.saved_pool_status(put.pool).await;
     Ok((status, Json(shown)))
 }
 
