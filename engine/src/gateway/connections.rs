@@ -135,10 +135,7 @@ impl RemoteConnections {
         token: impl Into<String>,
     ) -> Result<Arc<Self>, RemoteConnectionsError> {
         let token = token.into();
-        let tenant = token
-            .rsplit_once('.')
-            .and_then(|(tenant, _)| Namespace::tenant(tenant).ok())
-            .ok_or(RemoteConnectionsError::Token)?;
+        let tenant = super::named_tenant(&token).map_err(|_| RemoteConnectionsError::Token)?;
         let gateway = ProxyGateway::connect(transport, token).await?;
         Ok(Arc::new(RemoteConnections {
             gateway,

@@ -23,7 +23,7 @@ pub use connections::{RemoteConnections, RemoteConnectionsError};
 pub use proxy::ProxyGateway;
 pub use responder::RunRequestResponder;
 pub use store::StoreGateway;
-pub use token::{TenantToken, TokenError, TokenSigner};
+pub use token::{TenantToken, TokenError, TokenSigner, named_tenant};
 
 /// One tenant's access to runs, the same verbs whether the process owns the store
 /// ([`StoreGateway`]) or is a store-less pod asking the control plane ([`ProxyGateway`]). Every

@@ -37,6 +37,16 @@ pub struct TenantToken {
     pub tenant: Namespace,
 }
 
+/// The tenant `token` names, unverified: what a worker holding it checks against the tenant it
+/// serves, before a control plane verifies the signature.
+pub fn named_tenant(token: &str) -> Result<Namespace, TokenError> {
+    let (tenant, sig) = token.rsplit_once('.').ok_or(TokenError::Malformed)?;
+    if tenant.is_empty() || sig.is_empty() {
+        return Err(TokenError::Malformed);
+    }
+    Ok(Namespace::tenant(tenant)?)
+}
+
 /// Signs and verifies tenant tokens with one secret.
 #[derive(Clone)]
 pub struct TokenSigner {

@@ -146,8 +146,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 (None, None) => Namespace::default_ns(),
             };
             if let Some(token) = &args.wire_token {
-                let of = token.rsplit_once('.').map(|(t, _)| t).unwrap_or_default();
-                if of != tenant.as_str() {
+                let of = durable::gateway::named_tenant(token)
+                    .context("invalid DURABLE_WIRE_TOKEN (--wire-token)")?;
+                if of != tenant {
                     bail!(
                         "the wire token is tenant `{of}`'s, and this worker serves tenant \
                          `{tenant}`: give it `{tenant}`'s (durable token issue --tenant {tenant} \
